@@ -1,0 +1,10 @@
+//! The runner's pipeline options: every option's name, type, default and
+//! description (advertised through `DescribePipelineOptions`), and parsing with
+//! validation into [`RunnerOptions`]. Pure: no I/O, no dependencies.
+mod options;
+mod parse;
+mod value;
+
+pub use options::{OptionKind, OptionSpec, OPTIONS};
+pub use parse::{OptionError, ProcessingGuarantee, RunnerOptions};
+pub use value::OptionValue;

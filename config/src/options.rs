@@ -1,0 +1,146 @@
+//! The table of options. Names are the Python (snake case) spelling, which is
+//! how options arrive over the Job API (`beam:option:<name>:v1`); the seed's Java
+//! spelling is kept beside each for the docs.
+
+/// The type an option is advertised with; the Python client turns it into an
+/// argparse flag (BOOLEAN → store_true, INTEGER → int, ARRAY → append).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OptionKind {
+    String,
+    Integer,
+    Boolean,
+    Array,
+}
+
+#[derive(Debug)]
+pub struct OptionSpec {
+    pub name: &'static str,
+    pub java_name: &'static str,
+    pub kind: OptionKind,
+    /// Default as text; `None` for required options and for defaults computed at
+    /// run time (see the description).
+    pub default: Option<&'static str>,
+    pub description: &'static str,
+}
+
+pub static OPTIONS: &[OptionSpec] = &[
+    OptionSpec {
+        name: "bootstrap_servers",
+        java_name: "bootstrapServers",
+        kind: OptionKind::String,
+        default: Some("localhost:9092"),
+        description: "Kafka brokers the application connects to (host:port, comma separated).",
+    },
+    OptionSpec {
+        name: "application_id",
+        java_name: "applicationId",
+        kind: OptionKind::String,
+        default: None,
+        description: "Required. Identity of the pipeline on Kafka: the consumer group id, the prefix of every \
+                      runner-owned topic (__beam_<id>_...) and of transactional ids. Must be unique per pipeline. \
+                      Letters, digits, '.', '_' and '-' only.",
+    },
+    OptionSpec {
+        name: "internal_parallelism",
+        java_name: "internalParallelism",
+        kind: OptionKind::Integer,
+        default: Some("1"),
+        description: "Partitions of the shuffle topics the runner creates: the parallelism the shuffled parts of \
+                      a pipeline can reach.",
+    },
+    OptionSpec {
+        name: "topic_replication_factor",
+        java_name: "topicReplicationFactor",
+        kind: OptionKind::Integer,
+        default: Some("1"),
+        description: "Replication factor of the topics the runner creates.",
+    },
+    OptionSpec {
+        name: "max_bundle_size",
+        java_name: "maxBundleSize",
+        kind: OptionKind::Integer,
+        default: Some("1000"),
+        description: "Elements per bundle sent to the SDK harness.",
+    },
+    OptionSpec {
+        name: "max_bundle_time_ms",
+        java_name: "maxBundleTimeMs",
+        kind: OptionKind::Integer,
+        default: Some("1000"),
+        description: "Longest time a bundle stays open, in milliseconds; the bundle is closed by the task's own \
+                      timer, never by a racing thread.",
+    },
+    OptionSpec {
+        name: "read_max_elements_per_poll",
+        java_name: "readMaxElementsPerPoll",
+        kind: OptionKind::Integer,
+        default: Some("1000"),
+        description: "Records a source task takes from Kafka per poll, separate from max_bundle_size.",
+    },
+    OptionSpec {
+        name: "read_max_poll_time_ms",
+        java_name: "readMaxPollTimeMs",
+        kind: OptionKind::Integer,
+        default: Some("10"),
+        description: "Longest time one poll of a source may wait for records, in milliseconds.",
+    },
+    OptionSpec {
+        name: "read_checkpoint_num_bundles",
+        java_name: "readCheckpointNumBundles",
+        kind: OptionKind::Integer,
+        default: Some("10"),
+        description: "Bundles of an unbounded source between stores of its checkpoint mark; larger values replay \
+                      more after a restart.",
+    },
+    OptionSpec {
+        name: "session_timeout_ms",
+        java_name: "sessionTimeoutMs",
+        kind: OptionKind::Integer,
+        default: Some("45000"),
+        description: "Consumer group session timeout in milliseconds: how long the group waits before deciding an \
+                      instance has gone. A broker refuses values below its group.min.session.timeout.ms.",
+    },
+    OptionSpec {
+        name: "state_dir",
+        java_name: "stateDir",
+        kind: OptionKind::String,
+        default: None,
+        description: "Directory for local state (RocksDB stores). Default: <system temp dir>/beam-kafka.",
+    },
+    OptionSpec {
+        name: "processing_guarantee",
+        java_name: "processingGuarantee",
+        kind: OptionKind::String,
+        default: Some("exactly_once"),
+        description: "exactly_once (Kafka transactions, read_committed) or at_least_once (lower latency, may \
+                      duplicate after a failure).",
+    },
+    OptionSpec {
+        name: "commit_interval_ms",
+        java_name: "commitIntervalMs",
+        kind: OptionKind::Integer,
+        default: Some("100"),
+        description: "How often a task commits its progress (a Kafka transaction under exactly_once), in \
+                      milliseconds.",
+    },
+    OptionSpec {
+        name: "kafka_property",
+        java_name: "kafkaProperties",
+        kind: OptionKind::Array,
+        default: None,
+        description: "Extra Kafka client property as key=value, passed to every client the runner creates \
+                      (repeatable), e.g. security.protocol=SASL_SSL, sasl.mechanism=PLAIN.",
+    },
+    OptionSpec {
+        name: "keep_runner_topics",
+        java_name: "keepRunnerTopics",
+        kind: OptionKind::Boolean,
+        default: Some("false"),
+        description: "Keep the runner-owned topics of a finished bounded job instead of deleting them.",
+    },
+];
+
+/// Looks an option up by its Python name.
+pub fn spec(name: &str) -> Option<&'static OptionSpec> {
+    OPTIONS.iter().find(|o| o.name == name)
+}

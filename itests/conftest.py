@@ -1,0 +1,400 @@
+"""Fixtures of the beam-kafka integration tests.
+
+Everything here is real: a Kafka broker (scripts/kafka.sh, KRaft), the
+beam-kafka binary (found like the runner finds it) and Beam's Python SDK.
+
+Environment:
+  BEAM_KAFKA_TEST_BOOTSTRAP  broker address (default localhost:19092); when
+                             nothing answers there and the host is local, the
+                             session starts a broker on that port with
+                             scripts/kafka.sh and stops it at the end.
+  BEAM_KAFKA_BINARY          the binary to test (else: see beam_kafka.find_binary)
+  BEAM_KAFKA_ITEST_TIMEOUT   per-test wall-time limit in seconds (default 240)
+"""
+
+import dataclasses
+import faulthandler
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import List
+from typing import Optional
+
+import grpc
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+try:
+  import beam_kafka  # noqa: F401  (installed editable by scripts/python-env.sh)
+except ImportError:
+  sys.path.insert(0, str(REPO_ROOT / 'python'))
+  import beam_kafka  # noqa: F401
+
+from beam_kafka import runner as beam_kafka_runner
+
+DEFAULT_BOOTSTRAP = 'localhost:19092'
+DEFAULT_TEST_TIMEOUT_SECS = float(
+    os.environ.get('BEAM_KAFKA_ITEST_TIMEOUT', '240'))
+# Bounds every Job API call the Python client makes, including the state
+# stream that wait_until_finish() reads: no test job may run longer.
+JOB_SERVER_TIMEOUT_SECS = 120
+JOB_SERVER_STARTUP_SECS = 60
+
+_JOB_SERVER_LOG = pytest.StashKey[Path]()
+_LOG_OFFSET = pytest.StashKey[int]()
+
+# ---------------------------------------------------------------------------
+# Per-test time limit (pytest-timeout is not installed).
+
+
+class ITestTimeout(Exception):
+  """A test exceeded its wall-time limit."""
+
+
+def pytest_configure(config):
+  config.addinivalue_line(
+      'markers',
+      'timeout_seconds(n): wall-time limit of the test in seconds '
+      '(default: BEAM_KAFKA_ITEST_TIMEOUT or 240)')
+
+
+@pytest.fixture(autouse=True)
+def _per_test_timeout(request):
+  marker = request.node.get_closest_marker('timeout_seconds')
+  seconds = float(marker.args[0]) if marker else DEFAULT_TEST_TIMEOUT_SECS
+  if (threading.current_thread() is not threading.main_thread() or
+      not hasattr(signal, 'SIGALRM')):
+    yield
+    return
+
+  def on_alarm(signum, frame):
+    raise ITestTimeout(
+        '%s exceeded its time limit of %.0f s' % (request.node.nodeid, seconds))
+
+  previous = signal.signal(signal.SIGALRM, on_alarm)
+  signal.setitimer(signal.ITIMER_REAL, seconds)
+  # Last resort if the alarm cannot interrupt a blocked call: dump every
+  # thread's stack and end the session instead of hanging forever.
+  faulthandler.dump_traceback_later(seconds + 60, exit=True)
+  try:
+    yield
+  finally:
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    faulthandler.cancel_dump_traceback_later()
+    signal.signal(signal.SIGALRM, previous)
+
+
+# ---------------------------------------------------------------------------
+# Broker
+
+
+def _host_port(address):
+  host, _, port = address.strip().rpartition(':')
+  return (host or 'localhost').strip('[]'), int(port)
+
+
+def broker_answers(bootstrap: str, timeout: float = 2.0) -> bool:
+  for address in bootstrap.split(','):
+    try:
+      with socket.create_connection(_host_port(address), timeout=timeout):
+        return True
+    except OSError:
+      continue
+  return False
+
+
+@pytest.fixture(scope='session')
+def broker():
+  """The bootstrap address of a running Kafka broker."""
+  bootstrap = os.environ.get('BEAM_KAFKA_TEST_BOOTSTRAP', DEFAULT_BOOTSTRAP)
+  if broker_answers(bootstrap):
+    yield bootstrap
+    return
+  host, port = _host_port(bootstrap.split(',')[0])
+  if len(bootstrap.split(',')) > 1 or host not in ('localhost', '127.0.0.1'):
+    pytest.fail(
+        'No Kafka broker answers at %s (BEAM_KAFKA_TEST_BOOTSTRAP) and it is '
+        'not a local address this session could start one on.' % bootstrap,
+        pytrace=False)
+  script = REPO_ROOT / 'scripts' / 'kafka.sh'
+  started = subprocess.run([str(script), 'start', str(port)],
+                           stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT,
+                           timeout=900,
+                           check=False)
+  if started.returncode != 0:
+    pytest.fail(
+        '%s start %d failed (exit %d):\n%s' % (
+            script,
+            port,
+            started.returncode,
+            started.stdout.decode(errors='replace')),
+        pytrace=False)
+  try:
+    yield bootstrap
+  finally:
+    subprocess.run([str(script), 'stop', str(port)],
+                   stdout=subprocess.PIPE,
+                   stderr=subprocess.STDOUT,
+                   timeout=120,
+                   check=False)
+
+
+# ---------------------------------------------------------------------------
+# Binary and job server
+
+
+@pytest.fixture(scope='session')
+def binary():
+  """The beam-kafka executable under test, found as the runner finds it."""
+  try:
+    return beam_kafka_runner.find_binary()
+  except beam_kafka_runner.BinaryNotFoundError as e:
+    pytest.fail(str(e), pytrace=False)
+
+
+def free_ports(count: int) -> List[int]:
+  sockets = []
+  try:
+    for _ in range(count):
+      s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+      s.bind(('localhost', 0))
+      sockets.append(s)
+    return [s.getsockname()[1] for s in sockets]
+  finally:
+    for s in sockets:
+      s.close()
+
+
+@dataclasses.dataclass
+class JobServer:
+  """A `beam-kafka job-server` process started by the test session."""
+  endpoint: str
+  job_port: int
+  artifact_port: int
+  # <root>/outer/inner/artifacts: two levels of directories that belong to
+  # this server only, so an escape via ../.. stays observable inside <root>.
+  artifacts_dir: Path
+  root: Path
+  log_path: Path
+  process: subprocess.Popen
+
+  def log_text(self, start: int = 0) -> str:
+    try:
+      with open(self.log_path, 'rb') as f:
+        f.seek(start)
+        return f.read().decode('utf-8', 'replace')
+    except OSError:
+      return ''
+
+
+def _tail(text: str, lines: int = 300) -> str:
+  return '\n'.join(text.splitlines()[-lines:])
+
+
+@pytest.fixture(scope='session')
+def job_server(binary, tmp_path_factory, request):
+  root = tmp_path_factory.mktemp('jobserver')
+  artifacts_dir = root / 'outer' / 'inner' / 'artifacts'
+  artifacts_dir.mkdir(parents=True)
+  log_path = root / 'job-server.log'
+  job_port, artifact_port = free_ports(2)
+  cmd = [
+      binary,
+      'job-server',
+      '--job-port',
+      str(job_port),
+      '--artifact-port',
+      str(artifact_port),
+      '--expansion-port',
+      '0',
+      '--artifacts-dir',
+      str(artifacts_dir),
+  ]
+  env = dict(os.environ)
+  env.setdefault('NO_COLOR', '1')
+  with open(log_path, 'wb') as log:
+    process = subprocess.Popen(
+        cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+        env=env)
+  request.config.stash[_JOB_SERVER_LOG] = log_path
+  server = JobServer(
+      endpoint='localhost:%d' % job_port,
+      job_port=job_port,
+      artifact_port=artifact_port,
+      artifacts_dir=artifacts_dir,
+      root=root,
+      log_path=log_path,
+      process=process)
+
+  channel = grpc.insecure_channel(server.endpoint)
+  ready = grpc.channel_ready_future(channel)
+  deadline = time.monotonic() + JOB_SERVER_STARTUP_SECS
+  try:
+    while True:
+      if process.poll() is not None:
+        pytest.fail(
+            'The job server exited with code %s during start-up.\n'
+            'Command: %s\nLog (%s):\n%s' % (
+                process.returncode,
+                ' '.join(cmd),
+                log_path,
+                _tail(server.log_text())),
+            pytrace=False)
+      try:
+        ready.result(timeout=0.25)
+        break
+      except grpc.FutureTimeoutError:
+        if time.monotonic() > deadline:
+          process.kill()
+          pytest.fail(
+              'The job server did not accept gRPC connections on %s within '
+              '%d s.\nCommand: %s\nLog (%s):\n%s' % (
+                  server.endpoint,
+                  JOB_SERVER_STARTUP_SECS,
+                  ' '.join(cmd),
+                  log_path,
+                  _tail(server.log_text())),
+              pytrace=False)
+  finally:
+    channel.close()
+
+  yield server
+
+  died_early = process.poll()
+  if process.poll() is None:
+    process.terminate()
+    try:
+      process.wait(15)
+    except subprocess.TimeoutExpired:
+      process.kill()
+      process.wait()
+  if died_early is not None:
+    pytest.fail(
+        'The job server exited by itself (code %s) during the session.\n'
+        'Log (%s):\n%s' % (died_early, log_path, _tail(server.log_text())),
+        pytrace=False)
+
+
+@pytest.fixture(scope='session', autouse=True)
+def _stop_runner_job_servers():
+  """Stops the job servers KafkaStreamsRunner started in this process."""
+  yield
+  beam_kafka_runner.stop_job_servers()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item):
+  log_path = item.config.stash.get(_JOB_SERVER_LOG, None)
+  try:
+    offset = log_path.stat().st_size if log_path else 0
+  except OSError:
+    offset = 0
+  item.stash[_LOG_OFFSET] = offset
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+  outcome = yield
+  report = outcome.get_result()
+  if report.when != 'call' or not report.failed:
+    return
+  log_path = item.config.stash.get(_JOB_SERVER_LOG, None)
+  if not log_path or not log_path.exists():
+    return
+  with open(log_path, 'rb') as f:
+    f.seek(item.stash.get(_LOG_OFFSET, 0))
+    text = f.read().decode('utf-8', 'replace')
+  report.sections.append(
+      ('beam-kafka job-server log during this test (%s)' % log_path,
+       _tail(text) or '(nothing)'))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+  log_path = config.stash.get(_JOB_SERVER_LOG, None)
+  if exitstatus == 0 or not log_path or not log_path.exists():
+    return
+  terminalreporter.section('beam-kafka job-server log (tail)')
+  terminalreporter.write_line('full log: %s' % log_path)
+  terminalreporter.write_line(
+      _tail(log_path.read_bytes().decode('utf-8', 'replace')))
+
+
+# ---------------------------------------------------------------------------
+# Helpers for tests
+
+
+def make_app_id(name: str) -> str:
+  """A unique application id: itest-<test>-<uuid8> (legal in topic names)."""
+  safe = re.sub(r'[^A-Za-z0-9._-]+', '-', name).strip('-.')[:40] or 'test'
+  return 'itest-%s-%s' % (safe, uuid.uuid4().hex[:8])
+
+
+@pytest.fixture
+def app_id(request):
+  return make_app_id(request.node.name)
+
+
+def kafka_args(broker: str,
+               app_id: Optional[str],
+               state_dir: Optional[Path] = None) -> List[str]:
+  """The runner options every test pipeline passes."""
+  args = [
+      '--bootstrap_servers=%s' % broker,
+      '--job_server_timeout=%d' % JOB_SERVER_TIMEOUT_SECS,
+  ]
+  if app_id is not None:
+    args.append('--application_id=%s' % app_id)
+  if state_dir is not None:
+    args.append('--state_dir=%s' % state_dir)
+  return args
+
+
+def portable_args(job_server: JobServer) -> List[str]:
+  """Submit with Beam's own PortableRunner to the session's job server."""
+  return [
+      '--runner=PortableRunner',
+      '--job_endpoint=%s' % job_server.endpoint,
+      '--environment_type=LOOPBACK',
+  ]
+
+
+class Collector:
+  """Records elements as a side effect, one line each, in a file.
+
+  Under LOOPBACK the DoFns run in this process, so the file is readable once
+  the pipeline is DONE. Lines are compared as a list: duplicates count.
+  """
+  def __init__(self, path: Path):
+    self.path = path
+
+  def recorder(self):
+    path = str(self.path)
+
+    def record(element):
+      with open(path, 'a', encoding='utf-8') as f:
+        f.write('%s\n' % (element, ))
+      return element
+
+    return record
+
+  def lines(self) -> List[str]:
+    if not self.path.exists():
+      return []
+    return self.path.read_text(encoding='utf-8').splitlines()
+
+  def exists(self) -> bool:
+    return self.path.exists()
+
+
+@pytest.fixture
+def collector(tmp_path):
+  return Collector(tmp_path / 'collected.txt')

@@ -1,0 +1,155 @@
+"""End-to-end pipelines on a real broker with the real beam-kafka binary."""
+
+import time
+
+import grpc
+import pytest
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.runners.runner import PipelineState
+from apache_beam.testing import test_stream
+
+from beam_kafka import runner as beam_kafka_runner
+from conftest import kafka_args
+from conftest import portable_args
+
+NUM_ELEMENTS = 1500  # more than one default bundle (max_bundle_size=1000)
+
+
+def _square_line(i):
+  return '%d:%d' % (i, i * i)
+
+
+def _expected_squares():
+  return sorted(_square_line(i) for i in range(NUM_ELEMENTS))
+
+
+def _raised_by_prepare(excinfo):
+  """True when the exception came out of the Job API Prepare call."""
+  return any(entry.name == 'prepare' for entry in excinfo.traceback)
+
+
+def _error_text(error):
+  if isinstance(error, grpc.RpcError) and hasattr(error, 'details'):
+    return '%s %s' % (error.details(), error)
+  return str(error)
+
+
+# a. Impulse -> FlatMap -> Map reaches DONE with exactly the right output.
+@pytest.mark.parametrize('submission', ['runner_class', 'portable_endpoint'])
+def test_impulse_flatmap_map_done(
+    submission, broker, binary, job_server, app_id, collector, tmp_path):
+  if submission == 'runner_class':
+    # The runner discovers the binary itself and starts its own job server.
+    args = ['--runner=beam_kafka.KafkaStreamsRunner']
+  else:
+    args = portable_args(job_server)
+  args += kafka_args(broker, app_id, tmp_path / 'state')
+
+  p = beam.Pipeline(options=PipelineOptions(args))
+  _ = (
+      p
+      | 'Impulse' >> beam.Impulse()
+      | 'Numbers' >> beam.FlatMap(lambda _: range(NUM_ELEMENTS))
+      | 'Square' >> beam.Map(_square_line)
+      | 'Collect' >> beam.Map(collector.recorder()))
+  result = p.run()
+  final_state = result.wait_until_finish()
+
+  assert final_state == PipelineState.DONE
+  assert result.state == PipelineState.DONE
+  got = sorted(collector.lines())
+  assert len(got) == NUM_ELEMENTS, (
+      'expected %d elements exactly once, got %d (%d distinct)' %
+      (NUM_ELEMENTS, len(got), len(set(got))))
+  assert got == _expected_squares()
+
+  if submission == 'runner_class':
+    started = beam_kafka_runner.running_job_servers()
+    assert [s.binary for s in started] == [binary], (
+        'the runner should run exactly one job server, from %s' % binary)
+
+
+# b. A failing DoFn fails the job; the error names the stage and carries the
+# SDK's traceback.
+def _stage_c_divides_by_zero_marker(element):
+  return element // 0
+
+
+def test_failing_dofn_reports_stage_and_traceback(
+    broker, job_server, app_id, collector, tmp_path):
+  args = portable_args(job_server) + kafka_args(
+      broker, app_id, tmp_path / 'state')
+  p = beam.Pipeline(options=PipelineOptions(args))
+  _ = (
+      p
+      | 'Impulse' >> beam.Impulse()
+      | 'StageA' >> beam.FlatMap(lambda _: [1, 2, 3])
+      | 'StageB' >> beam.Map(collector.recorder())
+      | 'StageC' >> beam.Map(_stage_c_divides_by_zero_marker))
+  result = p.run()
+  # PortableRunner raises RuntimeError with the text of the last
+  # JOB_MESSAGE_ERROR (or of the failed state) as its message.
+  with pytest.raises(RuntimeError) as excinfo:
+    result.wait_until_finish()
+
+  message = str(excinfo.value)
+  assert 'StageC' in message, message
+  assert 'ZeroDivisionError' in message, message
+  assert '_stage_c_divides_by_zero_marker' in message, message
+  assert result.state == PipelineState.FAILED
+
+
+# c. Without an application id the job is refused at Prepare and never runs.
+def test_missing_application_id_fails_prepare(
+    broker, job_server, collector, tmp_path):
+  args = portable_args(job_server) + kafka_args(
+      broker, None, tmp_path / 'state')
+  p = beam.Pipeline(options=PipelineOptions(args))
+  _ = (
+      p
+      | 'Impulse' >> beam.Impulse()
+      | 'Record' >> beam.Map(collector.recorder()))
+  with pytest.raises(grpc.RpcError) as excinfo:
+    p.run()
+
+  assert 'application_id' in _error_text(excinfo.value)
+  assert _raised_by_prepare(excinfo), excinfo.traceback
+  time.sleep(2)  # anything that was started would have recorded by now
+  assert not collector.exists(), 'the job ran: %s' % collector.lines()
+
+
+def test_runner_class_requires_application_id(broker, collector, tmp_path):
+  args = ['--runner=beam_kafka.KafkaStreamsRunner'] + kafka_args(
+      broker, None, tmp_path / 'state')
+  p = beam.Pipeline(options=PipelineOptions(args))
+  _ = (
+      p
+      | 'Impulse' >> beam.Impulse()
+      | 'Record' >> beam.Map(collector.recorder()))
+  with pytest.raises(ValueError, match='application_id'):
+    p.run()
+  assert not collector.exists()
+
+
+# d. An unsupported transform fails Prepare, naming it.
+def test_unsupported_teststream_fails_prepare(
+    broker, job_server, app_id, collector, tmp_path):
+  args = portable_args(job_server) + kafka_args(
+      broker, app_id, tmp_path / 'state') + ['--streaming']
+  p = beam.Pipeline(options=PipelineOptions(args))
+  _ = (
+      p
+      | 'TestStream' >> test_stream.TestStream().add_elements(
+          ['a', 'b']).advance_watermark_to_infinity()
+      | 'Record' >> beam.Map(collector.recorder()))
+  with pytest.raises(grpc.RpcError) as excinfo:
+    p.run()
+
+  text = _error_text(excinfo.value)
+  # Either the transform's name (TestStream) or its URN
+  # (beam:transform:teststream:v1).
+  assert 'teststream' in text.lower(), text
+  assert _raised_by_prepare(excinfo), excinfo.traceback
+  assert not collector.exists()

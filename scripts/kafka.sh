@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# A real single-node Apache Kafka broker (KRaft) for tests, CI and the demo.
+#   kafka.sh fetch            resolve the pinned jars from Maven Central (cached)
+#   kafka.sh start [PORT]     start a broker on localhost:PORT (default 9092), wait until ready
+#   kafka.sh stop  [PORT]     stop it
+#   kafka.sh status [PORT]    exit 0 when a broker answers on localhost:PORT
+# Idempotent: start on a running broker and stop on a stopped one do nothing.
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+KAFKA_HOME="$BEAM_KAFKA_CACHE/kafka-$KAFKA_VERSION"
+LIBS="$KAFKA_HOME/libs"
+
+fetch() {
+  if [[ -f "$LIBS/.complete" ]]; then return 0; fi
+  command -v mvn >/dev/null || die "Maven (mvn) is needed to fetch Kafka jars"
+  mkdir -p "$KAFKA_HOME"
+  local pom="$KAFKA_HOME/pom.xml"
+  cat > "$pom" <<POM
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>beam-kafka</groupId><artifactId>test-broker</artifactId><version>1</version>
+  <dependencies>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_$KAFKA_SCALA</artifactId><version>$KAFKA_VERSION</version></dependency>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-tools</artifactId><version>$KAFKA_VERSION</version></dependency>
+    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j-impl</artifactId><version>2.24.3</version></dependency>
+    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-core</artifactId><version>2.24.3</version></dependency>
+  </dependencies>
+</project>
+POM
+  log "fetching Apache Kafka $KAFKA_VERSION jars from Maven Central"
+  rm -rf "$LIBS"
+  mvn -q -B -f "$pom" org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies \
+      -DoutputDirectory="$LIBS" -DincludeScope=runtime >"$KAFKA_HOME/fetch.log" 2>&1 \
+    || { cat "$KAFKA_HOME/fetch.log" >&2; die "could not fetch Kafka jars (see above)"; }
+  touch "$LIBS/.complete"
+}
+
+port_dir() { echo "$BEAM_KAFKA_CACHE/broker-$1"; }
+
+status() {
+  local port="${1:-9092}"
+  # A broker that accepts TCP may still be starting; ask the controller for metadata.
+  (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || return 1
+  java -cp "$LIBS/*" org.apache.kafka.tools.TopicCommand --bootstrap-server "localhost:$port" --list \
+    --command-config /dev/null >/dev/null 2>&1
+}
+
+start() {
+  local port="${1:-9092}" ctrl=$(( ${1:-9092} + 1 ))
+  fetch
+  if status "$port"; then log "broker already answering on localhost:$port"; return 0; fi
+  local dir; dir="$(port_dir "$port")"
+  rm -rf "$dir"; mkdir -p "$dir/data"
+  cat > "$dir/server.properties" <<PROPS
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@localhost:$ctrl
+listeners=PLAINTEXT://localhost:$port,CONTROLLER://localhost:$ctrl
+advertised.listeners=PLAINTEXT://localhost:$port
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+inter.broker.listener.name=PLAINTEXT
+log.dirs=$dir/data
+num.partitions=1
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=4
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=4
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+group.min.session.timeout.ms=1000
+auto.create.topics.enable=false
+delete.topic.enable=true
+log.flush.interval.messages=9223372036854775807
+PROPS
+  cat > "$dir/log4j2.properties" <<L4J
+rootLogger.level=WARN
+rootLogger.appenderRef.file.ref=FILE
+appender.file.type=File
+appender.file.name=FILE
+appender.file.fileName=$dir/broker.log
+appender.file.layout.type=PatternLayout
+appender.file.layout.pattern=[%d] %p %m (%c)%n
+L4J
+  # A cluster id is 16 bytes in URL-safe base64 (22 characters).
+  local cluster_id; cluster_id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | head -c 22)"
+  java -Dlog4j2.configurationFile="$dir/log4j2.properties" -cp "$LIBS/*" kafka.tools.StorageTool format \
+      -t "$cluster_id" -c "$dir/server.properties" >"$dir/format.log" 2>&1 \
+    || { cat "$dir/format.log" >&2; die "could not format the broker's storage"; }
+  log "starting Kafka $KAFKA_VERSION on localhost:$port (logs: $dir)"
+  nohup java -Xms256m -Xmx1g -Dlog4j2.configurationFile="$dir/log4j2.properties" \
+      -cp "$LIBS/*" kafka.Kafka "$dir/server.properties" >"$dir/stdout.log" 2>&1 &
+  echo $! > "$dir/pid"
+  for _ in $(seq 1 120); do
+    if status "$port"; then log "broker ready on localhost:$port"; return 0; fi
+    if ! kill -0 "$(cat "$dir/pid")" 2>/dev/null; then
+      tail -n 30 "$dir/stdout.log" "$dir/broker.log" >&2 2>/dev/null; die "the broker exited during start-up"
+    fi
+    sleep 1
+  done
+  die "the broker did not become ready on localhost:$port within 120 s (logs: $dir)"
+}
+
+stop() {
+  local port="${1:-9092}" dir; dir="$(port_dir "$port")"
+  [[ -f "$dir/pid" ]] || return 0
+  local pid; pid="$(cat "$dir/pid")"
+  if kill -0 "$pid" 2>/dev/null; then
+    kill "$pid"; for _ in $(seq 1 30); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+    kill -9 "$pid" 2>/dev/null || true
+    log "broker on localhost:$port stopped"
+  fi
+  rm -f "$dir/pid"
+}
+
+cmd="${1:-}"; shift || true
+case "$cmd" in
+  fetch) fetch ;;
+  start) start "$@" ;;
+  stop) stop "$@" ;;
+  status) fetch; status "$@" ;;
+  *) die "usage: kafka.sh fetch|start [PORT]|stop [PORT]|status [PORT]" ;;
+esac
