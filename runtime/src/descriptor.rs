@@ -1,0 +1,157 @@
+//! Builds the `ProcessBundleDescriptor` of a stage: its transforms plus a data
+//! source per input and a data sink per output, with every PCollection, coder,
+//! windowing strategy and environment they refer to.
+use std::collections::HashMap;
+
+use beam_kafka_proto::fn_execution as fn_pb;
+use prost::Message;
+
+use crate::fusion::Stage;
+use crate::graph::PipelineGraph;
+use crate::pb;
+use crate::urns;
+
+/// Transform id of the data source feeding `pcollection` into a stage.
+pub fn source_id(pcollection: &str) -> String {
+    format!("source/{pcollection}")
+}
+
+/// Transform id of the data sink taking `pcollection` out of a stage.
+pub fn sink_id(pcollection: &str) -> String {
+    format!("sink/{pcollection}")
+}
+
+fn add_coder(components: &pb::Components, coders: &mut HashMap<String, pb::Coder>, id: &str) {
+    if coders.contains_key(id) {
+        return;
+    }
+    if let Some(c) = components.coders.get(id) {
+        coders.insert(id.to_string(), c.clone());
+        for comp in &c.component_coder_ids {
+            add_coder(components, coders, comp);
+        }
+    }
+}
+
+/// The coder used on the wire for `pcollection`: a windowed value of its
+/// element coder and its window coder. Returns the new coder's id.
+fn wire_coder(components: &pb::Components, coders: &mut HashMap<String, pb::Coder>, pcollection: &str) -> String {
+    let pc = &components.pcollections[pcollection];
+    let window_coder = components
+        .windowing_strategies
+        .get(&pc.windowing_strategy_id)
+        .map(|w| w.window_coder_id.clone())
+        .unwrap_or_default();
+    let id = format!("wire/{pcollection}");
+    coders.insert(
+        id.clone(),
+        pb::Coder {
+            spec: Some(pb::FunctionSpec { urn: urns::CODER_WINDOWED_VALUE.into(), payload: vec![] }),
+            component_coder_ids: vec![pc.coder_id.clone(), window_coder],
+        },
+    );
+    id
+}
+
+/// Builds the descriptor; `data_url` and `state_url` are the runner's Fn API endpoints.
+pub fn build(graph: &PipelineGraph, stage: &Stage, descriptor_id: &str, data_url: &str, state_url: &str) -> fn_pb::ProcessBundleDescriptor {
+    let components = graph.components();
+    let mut d = fn_pb::ProcessBundleDescriptor { id: descriptor_id.to_string(), ..Default::default() };
+    let mut pcollections: Vec<String> = Vec::new();
+    for id in &stage.transforms {
+        let mut t = graph.transform(id).clone();
+        // Point inputs past skipped identity leaves at the real PCollections.
+        let traced = graph.inputs_of(id);
+        for (slot, pc) in t.inputs.values_mut().zip(traced) {
+            *slot = pc;
+        }
+        t.subtransforms.clear();
+        pcollections.extend(t.inputs.values().cloned());
+        pcollections.extend(t.outputs.values().cloned());
+        d.transforms.insert(id.clone(), t);
+    }
+    let endpoint = |url: &str| pb::ApiServiceDescriptor { url: url.to_string(), ..Default::default() };
+    let mut coders = HashMap::new();
+    for pc in &stage.inputs {
+        let coder_id = wire_coder(components, &mut coders, pc);
+        let port = fn_pb::RemoteGrpcPort { api_service_descriptor: Some(endpoint(data_url)), coder_id };
+        d.transforms.insert(
+            source_id(pc),
+            pb::PTransform {
+                unique_name: source_id(pc),
+                spec: Some(pb::FunctionSpec { urn: urns::DATA_INPUT.into(), payload: port.encode_to_vec() }),
+                outputs: [("out".to_string(), pc.clone())].into(),
+                ..Default::default()
+            },
+        );
+    }
+    for pc in &stage.outputs {
+        let coder_id = wire_coder(components, &mut coders, pc);
+        let port = fn_pb::RemoteGrpcPort { api_service_descriptor: Some(endpoint(data_url)), coder_id };
+        d.transforms.insert(
+            sink_id(pc),
+            pb::PTransform {
+                unique_name: sink_id(pc),
+                spec: Some(pb::FunctionSpec { urn: urns::DATA_OUTPUT.into(), payload: port.encode_to_vec() }),
+                inputs: [("in".to_string(), pc.clone())].into(),
+                ..Default::default()
+            },
+        );
+    }
+    pcollections.sort();
+    pcollections.dedup();
+    for pc_id in pcollections {
+        let Some(pc) = components.pcollections.get(&pc_id) else { continue };
+        add_coder(components, &mut coders, &pc.coder_id);
+        if let Some(ws) = components.windowing_strategies.get(&pc.windowing_strategy_id) {
+            add_coder(components, &mut coders, &ws.window_coder_id);
+            d.windowing_strategies.insert(pc.windowing_strategy_id.clone(), ws.clone());
+        }
+        d.pcollections.insert(pc_id, pc.clone());
+    }
+    // Coders referenced from payloads (e.g. a ParDo's) may be needed too: carry all.
+    for id in components.coders.keys() {
+        add_coder(components, &mut coders, id);
+    }
+    d.coders = coders;
+    if let Some(env) = components.environments.get(&stage.environment_id) {
+        d.environments.insert(stage.environment_id.clone(), env.clone());
+    }
+    d.state_api_service_descriptor = Some(endpoint(state_url));
+    d
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fusion::fuse;
+    use crate::graph::test_pipelines::Builder;
+    use crate::urns::*;
+
+    #[test]
+    fn the_descriptor_wires_sources_and_sinks_with_wire_coders() {
+        let mut b = Builder::new();
+        b.leaf("impulse", IMPULSE, &[], &["a"], false)
+            .leaf("map", PAR_DO, &["a"], &["b"], true)
+            .leaf("gbk", GROUP_BY_KEY, &["b"], &["c"], false);
+        let p = b.build();
+        let g = PipelineGraph::new(&p).unwrap();
+        let stage = &fuse(&g)[0];
+        let d = build(&g, stage, "pbd-1", "localhost:1", "localhost:2");
+        assert_eq!(d.id, "pbd-1");
+        let src = &d.transforms[&source_id("a")];
+        assert_eq!(src.spec.as_ref().unwrap().urn, DATA_INPUT);
+        let port = fn_pb::RemoteGrpcPort::decode(src.spec.as_ref().unwrap().payload.as_slice()).unwrap();
+        assert_eq!(port.api_service_descriptor.unwrap().url, "localhost:1");
+        let wire = &d.coders[&port.coder_id];
+        assert_eq!(wire.spec.as_ref().unwrap().urn, CODER_WINDOWED_VALUE);
+        assert_eq!(wire.component_coder_ids, ["bytes", "gw"]);
+        assert!(d.transforms.contains_key(&sink_id("b")));
+        assert!(d.transforms.contains_key("map"));
+        assert!(!d.transforms.contains_key("gbk"));
+        assert!(d.pcollections.contains_key("a") && d.pcollections.contains_key("b"));
+        assert!(d.windowing_strategies.contains_key("global"));
+        assert!(d.environments.contains_key("py"));
+        assert_eq!(d.state_api_service_descriptor.unwrap().url, "localhost:2");
+    }
+}

@@ -1,0 +1,211 @@
+//! Prepare-time validation: every transform, feature and requirement the
+//! runner cannot execute is reported at once, each naming its transform.
+use prost::Message;
+
+use crate::graph::PipelineGraph;
+use crate::pb;
+use crate::urns::{self, friendly_name};
+
+/// One thing the runner cannot run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unsupported {
+    /// The transform's user-visible name, empty for pipeline-wide problems.
+    pub transform: String,
+    pub reason: String,
+}
+
+impl std::fmt::Display for Unsupported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.transform.is_empty() {
+            write!(f, "{}", self.reason)
+        } else {
+            write!(f, "transform '{}': {}", self.transform, self.reason)
+        }
+    }
+}
+
+/// Requirements (`Pipeline.requirements`) this runner honours.
+const SUPPORTED_REQUIREMENTS: &[&str] = &[];
+
+/// Checks the whole pipeline; an empty result means it can run.
+pub fn validate(pipeline: &pb::Pipeline) -> Vec<Unsupported> {
+    let graph = match PipelineGraph::new(pipeline) {
+        Ok(g) => g,
+        Err(e) => return vec![Unsupported { transform: String::new(), reason: format!("malformed pipeline: {e}") }],
+    };
+    let mut problems = Vec::new();
+    for req in &pipeline.requirements {
+        if !SUPPORTED_REQUIREMENTS.contains(&req.as_str()) {
+            problems.push(Unsupported {
+                transform: String::new(),
+                reason: format!("the pipeline requires '{req}' ({}), which this runner does not support yet", requirement_name(req)),
+            });
+        }
+    }
+    for id in &graph.leaves {
+        let t = graph.transform(id);
+        let urn = graph.urn(id);
+        let name = if t.unique_name.is_empty() { id.clone() } else { t.unique_name.clone() };
+        let mut fail = |reason: String| problems.push(Unsupported { transform: name.clone(), reason });
+        if urn == urns::IMPULSE {
+            continue;
+        }
+        if urns::SDK_EXECUTED.contains(&urn) {
+            if t.environment_id.is_empty() {
+                fail(format!("{} has no environment to execute it in", friendly_name(urn)));
+                continue;
+            }
+            match graph.components().environments.get(&t.environment_id) {
+                None => fail(format!("refers to a missing environment '{}'", t.environment_id)),
+                Some(env) => {
+                    if let Some(reason) = environment_problem(env) {
+                        fail(reason);
+                    }
+                }
+            }
+            if urn == urns::PAR_DO {
+                for reason in pardo_problems(t) {
+                    fail(reason);
+                }
+            }
+            continue;
+        }
+        match urn {
+            "" => fail("is a leaf transform without a URN".to_string()),
+            urns::GROUP_BY_KEY => fail(format!(
+                "{} ({urn}) is not supported yet by this version of the runner",
+                friendly_name(urn)
+            )),
+            _ => fail(format!("{} is not supported by this runner", describe_urn(urn))),
+        }
+    }
+    problems
+}
+
+fn describe_urn(urn: &str) -> String {
+    let name = friendly_name(urn);
+    if name == urn {
+        format!("'{urn}'")
+    } else {
+        format!("{name} ({urn})")
+    }
+}
+
+fn requirement_name(urn: &str) -> &'static str {
+    match urn {
+        urns::REQUIREMENT_STATEFUL => "stateful ParDo",
+        urns::REQUIREMENT_SPLITTABLE => "splittable DoFn",
+        urns::REQUIREMENT_FINALIZATION => "bundle finalization",
+        urns::REQUIREMENT_TIME_SORTED => "time-sorted input",
+        urns::REQUIREMENT_STABLE_INPUT => "stable input",
+        _ => "unknown requirement",
+    }
+}
+
+fn environment_problem(env: &pb::Environment) -> Option<String> {
+    match env.urn.as_str() {
+        urns::ENV_EXTERNAL | urns::ENV_PROCESS | urns::ENV_DOCKER => None,
+        urns::ENV_EMBEDDED_PYTHON => Some(
+            "runs in the embedded Python environment, which only Beam's in-process Python runner has; \
+             use --environment_type=LOOPBACK (the default of beam_kafka.KafkaStreamsRunner), EXTERNAL or PROCESS"
+                .to_string(),
+        ),
+        other => Some(format!("runs in environment '{other}', which this runner cannot start")),
+    }
+}
+
+fn pardo_problems(t: &pb::PTransform) -> Vec<String> {
+    let payload = t.spec.as_ref().map(|s| s.payload.as_slice()).unwrap_or_default();
+    let Ok(p) = pb::ParDoPayload::decode(payload) else {
+        return vec!["has a ParDo payload that cannot be decoded".to_string()];
+    };
+    let mut out = Vec::new();
+    if !p.side_inputs.is_empty() {
+        let names: Vec<_> = p.side_inputs.keys().cloned().collect();
+        out.push(format!("uses side inputs ({}), not supported yet", names.join(", ")));
+    }
+    if !p.state_specs.is_empty() {
+        out.push("uses user state, not supported yet".to_string());
+    }
+    if !p.timer_family_specs.is_empty() {
+        out.push("uses timers, not supported yet".to_string());
+    }
+    if !p.restriction_coder_id.is_empty() {
+        out.push("is a splittable DoFn, not supported yet".to_string());
+    }
+    if p.requests_finalization {
+        out.push("requests bundle finalization, not supported yet".to_string());
+    }
+    if p.requires_time_sorted_input {
+        out.push("requires time-sorted input, not supported yet".to_string());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::test_pipelines::Builder;
+    use crate::urns::*;
+
+    #[test]
+    fn impulse_and_pardos_are_supported() {
+        let mut b = Builder::new();
+        b.leaf("impulse", IMPULSE, &[], &["a"], false).leaf("map", PAR_DO, &["a"], &["b"], true);
+        assert_eq!(validate(&b.build()), vec![]);
+    }
+
+    #[test]
+    fn every_unsupported_transform_is_named_at_once() {
+        let mut b = Builder::new();
+        b.leaf("impulse", IMPULSE, &[], &["a"], false)
+            .leaf("ts", TEST_STREAM, &[], &["t"], false)
+            .leaf("gbk", GROUP_BY_KEY, &["a"], &["g"], false)
+            .leaf("odd", "beam:transform:odd:v1", &["g"], &["o"], true);
+        let mut p = b.build();
+        p.components.as_mut().unwrap().transforms.get_mut("ts").unwrap().unique_name = "MyTestStream".into();
+        let problems = validate(&p);
+        let text: Vec<_> = problems.iter().map(|u| u.to_string()).collect();
+        assert_eq!(problems.len(), 3, "{text:?}");
+        assert!(text.iter().any(|t| t.contains("'MyTestStream'") && t.contains("TestStream")));
+        assert!(text.iter().any(|t| t.contains("'gbk'") && t.contains("GroupByKey")));
+        assert!(text.iter().any(|t| t.contains("'odd'") && t.contains("beam:transform:odd:v1")));
+    }
+
+    #[test]
+    fn pardo_features_are_named() {
+        let mut b = Builder::new();
+        b.leaf("impulse", IMPULSE, &[], &["a"], false).leaf("stateful", PAR_DO, &["a"], &["b"], true);
+        let mut p = b.build();
+        let payload = pb::ParDoPayload {
+            state_specs: [("s".to_string(), pb::StateSpec::default())].into(),
+            restriction_coder_id: "r".into(),
+            ..Default::default()
+        };
+        p.components.as_mut().unwrap().transforms.get_mut("stateful").unwrap().spec.as_mut().unwrap().payload =
+            payload.encode_to_vec();
+        p.requirements.push(REQUIREMENT_STATEFUL.into());
+        let text: Vec<_> = validate(&p).iter().map(|u| u.to_string()).collect();
+        assert_eq!(text.len(), 3, "{text:?}");
+        assert!(text[0].contains("stateful ParDo"));
+        assert!(text.iter().any(|t| t.contains("'stateful'") && t.contains("user state")));
+        assert!(text.iter().any(|t| t.contains("splittable")));
+    }
+
+    #[test]
+    fn the_embedded_environment_is_refused_with_advice() {
+        let mut b = Builder::new();
+        b.leaf("impulse", IMPULSE, &[], &["a"], false).leaf("map", PAR_DO, &["a"], &["b"], true);
+        let mut p = b.build();
+        p.components.as_mut().unwrap().environments.get_mut("py").unwrap().urn = ENV_EMBEDDED_PYTHON.into();
+        let text = validate(&p)[0].to_string();
+        assert!(text.contains("LOOPBACK"), "{text}");
+    }
+
+    #[test]
+    fn a_malformed_pipeline_is_reported_not_panicked_on() {
+        let p = pb::Pipeline::default();
+        let text = validate(&p)[0].to_string();
+        assert!(text.contains("malformed"));
+    }
+}
