@@ -1,1 +1,30 @@
+//! The Fn API side of the runner: one tonic server per process for Control,
+//! Data, State, Logging and Provision, routed by the `worker_id` metadata and
+//! by instruction id; and the environments that start SDK harnesses.
+//!
+//! Nothing is processed on a gRPC thread: bundle results are handed back to
+//! the caller (an actor) through channels.
+mod control;
+mod data;
+pub mod environment;
+mod logging;
+mod provision;
+mod registry;
+mod server;
+mod state;
+pub mod worker;
 
+pub use registry::{LogSink, SdkLog, WorkerSpec};
+pub use server::FnApiServer;
+pub use worker::{BundleError, BundleInput, BundleResult, SdkWorker};
+
+/// gRPC metadata key the SDK harness identifies itself with.
+pub const WORKER_ID_HEADER: &str = "worker_id";
+
+fn worker_id<T>(req: &tonic::Request<T>) -> Result<String, tonic::Status> {
+    req.metadata()
+        .get(WORKER_ID_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+        .ok_or_else(|| tonic::Status::invalid_argument("missing worker_id metadata"))
+}

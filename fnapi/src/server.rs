@@ -1,0 +1,90 @@
+//! Starting the Fn API server and registering expected workers.
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use beam_kafka_proto::fn_execution as fn_pb;
+use tokio::sync::oneshot;
+use tokio_stream::wrappers::TcpListenerStream;
+
+use crate::registry::{Expected, Registry, WorkerSpec};
+use crate::worker::SdkWorker;
+use crate::{control, data, logging, provision, state};
+
+/// The process-wide Fn API server.
+#[derive(Clone)]
+pub struct FnApiServer {
+    addr: SocketAddr,
+    registry: Arc<Registry>,
+}
+
+/// Generous gRPC message limit: bundles of large elements travel in one message.
+const MAX_MESSAGE_BYTES: usize = 256 << 20;
+
+impl FnApiServer {
+    /// Binds `host:0` and serves in the background.
+    pub async fn start(host: &str) -> std::io::Result<FnApiServer> {
+        let listener = tokio::net::TcpListener::bind((host, 0)).await?;
+        let addr = listener.local_addr()?;
+        let registry = Arc::new(Registry::default());
+        let router = tonic::transport::Server::builder()
+            .add_service(
+                fn_pb::beam_fn_control_server::BeamFnControlServer::new(control::ControlService::new(registry.clone()))
+                    .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                    .max_encoding_message_size(MAX_MESSAGE_BYTES),
+            )
+            .add_service(
+                fn_pb::beam_fn_data_server::BeamFnDataServer::new(data::DataService::new(registry.clone()))
+                    .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                    .max_encoding_message_size(MAX_MESSAGE_BYTES),
+            )
+            .add_service(fn_pb::beam_fn_state_server::BeamFnStateServer::new(state::StateService::new(registry.clone())))
+            .add_service(fn_pb::beam_fn_logging_server::BeamFnLoggingServer::new(logging::LoggingService::new(
+                registry.clone(),
+            )))
+            .add_service(fn_pb::provision_service_server::ProvisionServiceServer::new(provision::ProvisionSvc::new(
+                registry.clone(),
+            )));
+        tokio::spawn(async move {
+            if let Err(e) = router.serve_with_incoming(TcpListenerStream::new(listener)).await {
+                tracing::error!("Fn API server stopped: {e}");
+            }
+        });
+        tracing::info!("Fn API server listening on {addr}");
+        Ok(FnApiServer { addr, registry })
+    }
+
+    /// The URL SDK harnesses connect to (`host:port`).
+    pub fn url(&self) -> String {
+        self.addr.to_string()
+    }
+
+    /// Registers a worker that an environment is about to start. The returned
+    /// receiver yields the worker once its control stream is connected.
+    pub fn expect_worker(&self, spec: WorkerSpec) -> oneshot::Receiver<Arc<SdkWorker>> {
+        let (tx, rx) = oneshot::channel();
+        let id = spec.worker_id.clone();
+        self.registry.expected.insert(id, Expected { spec: Arc::new(spec), on_connect: Some(tx) });
+        rx
+    }
+
+    /// Waits for a registered worker to connect, up to `timeout`.
+    pub async fn await_worker(
+        rx: oneshot::Receiver<Arc<SdkWorker>>,
+        timeout: Duration,
+    ) -> Result<Arc<SdkWorker>, String> {
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(w)) => Ok(w),
+            Ok(Err(_)) => Err("the worker registration was dropped".into()),
+            Err(_) => Err(format!("the SDK harness did not connect to the Fn API within {} s", timeout.as_secs())),
+        }
+    }
+
+    /// Forgets a worker and fails its in-flight bundles.
+    pub fn release_worker(&self, worker_id: &str) {
+        self.registry.expected.remove(worker_id);
+        if let Some((_, w)) = self.registry.connected.remove(worker_id) {
+            w.disconnect("the job released its worker");
+        }
+    }
+}

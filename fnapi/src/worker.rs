@@ -1,0 +1,243 @@
+//! A connected SDK harness and the bundles it runs.
+//!
+//! A bundle is finished when its `ProcessBundleResponse` and the `is_last` of
+//! every output stream have arrived.
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use beam_kafka_proto::fn_execution as fn_pb;
+use beam_kafka_proto::pipeline::MonitoringInfo;
+use dashmap::DashMap;
+use tokio::sync::{mpsc, oneshot, watch};
+use tonic::Status;
+
+
+/// Largest data chunk sent in one `Elements` message.
+const CHUNK_BYTES: usize = 4 << 20;
+/// How long a bundle waits for the harness to open its data stream.
+const DATA_CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
+
+pub(crate) type Outbound<T> = mpsc::UnboundedSender<Result<T, Status>>;
+
+pub(crate) enum DataEvent {
+    Data { transform_id: String, data: Vec<u8>, is_last: bool },
+}
+
+/// One input of a bundle: encoded elements for a data source transform.
+#[derive(Clone, Debug)]
+pub struct BundleInput {
+    pub transform_id: String,
+    pub data: Vec<u8>,
+}
+
+#[derive(Debug, Default)]
+pub struct BundleResult {
+    /// Encoded elements per data sink transform.
+    pub outputs: HashMap<String, Vec<u8>>,
+    pub monitoring_infos: Vec<MonitoringInfo>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BundleError {
+    /// User code failed; the text is the SDK's error, traceback included.
+    User(String),
+    /// The harness went away or broke the protocol.
+    Worker(String),
+}
+
+impl std::fmt::Display for BundleError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BundleError::User(m) => write!(f, "{m}"),
+            BundleError::Worker(m) => write!(f, "SDK harness failure: {m}"),
+        }
+    }
+}
+
+pub struct SdkWorker {
+    pub id: String,
+    control: Outbound<fn_pb::InstructionRequest>,
+    pending: DashMap<String, oneshot::Sender<fn_pb::InstructionResponse>>,
+    data_out: watch::Sender<Option<Outbound<fn_pb::Elements>>>,
+    routes: DashMap<String, mpsc::UnboundedSender<DataEvent>>,
+    descriptors: DashMap<String, fn_pb::ProcessBundleDescriptor>,
+    next_instruction: AtomicU64,
+    closed: Mutex<Option<String>>,
+}
+
+impl SdkWorker {
+    pub(crate) fn new(id: String, control: Outbound<fn_pb::InstructionRequest>) -> SdkWorker {
+        SdkWorker {
+            id,
+            control,
+            pending: DashMap::new(),
+            data_out: watch::channel(None).0,
+            routes: DashMap::new(),
+            descriptors: DashMap::new(),
+            next_instruction: AtomicU64::new(1),
+            closed: Mutex::new(None),
+        }
+    }
+
+    pub fn register_descriptor(&self, d: fn_pb::ProcessBundleDescriptor) {
+        self.descriptors.insert(d.id.clone(), d);
+    }
+
+    pub(crate) fn descriptor(&self, id: &str) -> Option<fn_pb::ProcessBundleDescriptor> {
+        self.descriptors.get(id).map(|d| d.clone())
+    }
+
+    pub(crate) fn on_response(&self, r: fn_pb::InstructionResponse) {
+        match self.pending.remove(&r.instruction_id) {
+            Some((_, tx)) => {
+                let _ = tx.send(r);
+            }
+            None => tracing::debug!(worker = %self.id, "response to unknown instruction {}", r.instruction_id),
+        }
+    }
+
+    pub(crate) fn set_data_stream(&self, out: Outbound<fn_pb::Elements>) {
+        self.data_out.send_replace(Some(out));
+    }
+
+    pub(crate) fn on_data(&self, elements: fn_pb::Elements) {
+        for d in elements.data {
+            match self.routes.get(&d.instruction_id) {
+                Some(route) => {
+                    let _ = route.send(DataEvent::Data { transform_id: d.transform_id, data: d.data, is_last: d.is_last });
+                }
+                None => tracing::warn!(worker = %self.id, "data for unknown instruction {}", d.instruction_id),
+            }
+        }
+        if !elements.timers.is_empty() {
+            tracing::warn!(worker = %self.id, "the harness sent timers, which this runner version does not handle");
+        }
+    }
+
+    /// Marks the worker gone: every in-flight bundle fails with `reason`.
+    pub fn disconnect(&self, reason: &str) {
+        let mut closed = self.closed.lock().expect("lock");
+        if closed.is_none() {
+            *closed = Some(reason.to_string());
+        }
+        drop(closed);
+        self.pending.clear();
+        self.routes.clear();
+        self.data_out.send_replace(None);
+    }
+
+    fn closed_reason(&self) -> Option<String> {
+        self.closed.lock().expect("lock").clone()
+    }
+
+    async fn data_stream(&self) -> Result<Outbound<fn_pb::Elements>, BundleError> {
+        let mut rx = self.data_out.subscribe();
+        let found = match tokio::time::timeout(DATA_CONNECT_TIMEOUT, rx.wait_for(|s| s.is_some())).await {
+            Ok(Ok(s)) => s.clone(),
+            _ => None,
+        };
+        found.ok_or_else(|| {
+            BundleError::Worker(self.closed_reason().unwrap_or_else(|| "the harness did not open its data stream".into()))
+        })
+    }
+
+    /// Runs one bundle of `descriptor_id` over `inputs`, collecting the data of
+    /// `outputs` (sink transform ids).
+    pub async fn process_bundle(
+        &self,
+        descriptor_id: &str,
+        inputs: Vec<BundleInput>,
+        outputs: &[String],
+    ) -> Result<BundleResult, BundleError> {
+        if let Some(reason) = self.closed_reason() {
+            return Err(BundleError::Worker(reason));
+        }
+        let data = self.data_stream().await?;
+        let instruction_id = format!("bundle-{}", self.next_instruction.fetch_add(1, Ordering::Relaxed));
+        let (route_tx, mut route_rx) = mpsc::unbounded_channel();
+        self.routes.insert(instruction_id.clone(), route_tx);
+        let (resp_tx, resp_rx) = oneshot::channel();
+        self.pending.insert(instruction_id.clone(), resp_tx);
+        let result = self.run_bundle(&instruction_id, descriptor_id, inputs, outputs, &data, &mut route_rx, resp_rx).await;
+        self.routes.remove(&instruction_id);
+        self.pending.remove(&instruction_id);
+        result
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn run_bundle(
+        &self,
+        instruction_id: &str,
+        descriptor_id: &str,
+        inputs: Vec<BundleInput>,
+        outputs: &[String],
+        data: &Outbound<fn_pb::Elements>,
+        route_rx: &mut mpsc::UnboundedReceiver<DataEvent>,
+        mut resp_rx: oneshot::Receiver<fn_pb::InstructionResponse>,
+    ) -> Result<BundleResult, BundleError> {
+        let lost = |what: &str| BundleError::Worker(self.closed_reason().unwrap_or_else(|| what.to_string()));
+        let request = fn_pb::InstructionRequest {
+            instruction_id: instruction_id.to_string(),
+            request: Some(fn_pb::instruction_request::Request::ProcessBundle(fn_pb::ProcessBundleRequest {
+                process_bundle_descriptor_id: descriptor_id.to_string(),
+                ..Default::default()
+            })),
+        };
+        self.control.send(Ok(request)).map_err(|_| lost("control stream closed"))?;
+        for input in inputs {
+            let mut msgs: Vec<fn_pb::elements::Data> = input
+                .data
+                .chunks(CHUNK_BYTES)
+                .map(|c| fn_pb::elements::Data {
+                    instruction_id: instruction_id.to_string(),
+                    transform_id: input.transform_id.clone(),
+                    data: c.to_vec(),
+                    is_last: false,
+                })
+                .collect();
+            msgs.push(fn_pb::elements::Data {
+                instruction_id: instruction_id.to_string(),
+                transform_id: input.transform_id.clone(),
+                data: Vec::new(),
+                is_last: true,
+            });
+            for m in msgs {
+                data.send(Ok(fn_pb::Elements { data: vec![m], ..Default::default() })).map_err(|_| lost("data stream closed"))?;
+            }
+        }
+        let mut result = BundleResult::default();
+        let mut open: HashSet<&String> = outputs.iter().collect();
+        let mut response: Option<fn_pb::InstructionResponse> = None;
+        while response.is_none() || !open.is_empty() {
+            tokio::select! {
+                r = &mut resp_rx, if response.is_none() => {
+                    let r = r.map_err(|_| lost("the harness disconnected during the bundle"))?;
+                    if !r.error.is_empty() {
+                        return Err(BundleError::User(r.error));
+                    }
+                    response = Some(r);
+                }
+                ev = route_rx.recv() => match ev {
+                    Some(DataEvent::Data { transform_id, data, is_last }) => {
+                        result.outputs.entry(transform_id.clone()).or_default().extend_from_slice(&data);
+                        if is_last {
+                            open.remove(&transform_id);
+                        }
+                    }
+                    None => return Err(lost("the harness disconnected during the bundle")),
+                }
+            }
+        }
+        if let Some(fn_pb::instruction_response::Response::ProcessBundle(pb)) = response.and_then(|r| r.response) {
+            result.monitoring_infos = pb.monitoring_infos;
+            if !pb.residual_roots.is_empty() {
+                return Err(BundleError::Worker(
+                    "the harness returned residual work (splittable DoFn), which this runner version cannot resume".into(),
+                ));
+            }
+        }
+        Ok(result)
+    }
+}
