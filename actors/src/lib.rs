@@ -1,1 +1,17 @@
+//! The running dataflow: a job's topology as actix actors over Kafka.
+//!
+//! Each job runs on its own actix system (a dedicated thread); its arbiters
+//! play the part of Kafka Streams' stream threads. A poll loop routes record
+//! batches from Kafka partitions to the mailbox of the task supervisor that
+//! owns them; supervisors feed stage actors, which run bundles on the SDK
+//! harness over the Fn API.
+pub mod envelope;
+pub mod job;
+pub mod kafka;
+mod messages;
+mod poller;
+mod stage;
+mod task;
+mod telemetry;
 
+pub use job::{run_job, JobEvent, JobInput, JobOutcome};

@@ -1,0 +1,144 @@
+//! Creating and deleting runner-owned topics. User topics are never created.
+use std::time::Duration;
+
+use beam_kafka_config::RunnerOptions;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::RDKafkaErrorCode;
+use rdkafka::TopicPartitionList;
+
+use crate::kafka::config;
+
+const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub struct Admin {
+    client: AdminClient<DefaultClientContext>,
+    /// A consumer of the job's group, used to read offsets without subscribing.
+    probe: BaseConsumer,
+    bootstrap: String,
+}
+
+/// A topic the runner needs, and what the admin found.
+#[derive(Clone, Debug)]
+pub struct TopicSpec {
+    pub name: String,
+    pub partitions: u32,
+}
+
+impl Admin {
+    /// Connects and checks that the brokers answer; the error says what to fix.
+    pub fn connect(opts: &RunnerOptions) -> Result<Admin, String> {
+        let client: AdminClient<DefaultClientContext> =
+            config::base(opts, "admin").create().map_err(|e| format!("cannot create a Kafka admin client: {e}"))?;
+        let probe: BaseConsumer =
+            config::consumer(opts).create().map_err(|e| format!("cannot create a Kafka consumer: {e}"))?;
+        let admin = Admin { client, probe, bootstrap: opts.bootstrap_servers.clone() };
+        admin.check_reachable()?;
+        Ok(admin)
+    }
+
+    fn check_reachable(&self) -> Result<(), String> {
+        self.client.inner().fetch_metadata(None, METADATA_TIMEOUT).map(|_| ()).map_err(|e| {
+            format!(
+                "cannot reach Kafka at {} within {} s ({e}); check --bootstrap_servers and that the brokers are running",
+                self.bootstrap,
+                METADATA_TIMEOUT.as_secs()
+            )
+        })
+    }
+
+    /// Partition count of an existing topic, `None` if it does not exist.
+    pub fn partitions(&self, topic: &str) -> Result<Option<u32>, String> {
+        let md = self
+            .client
+            .inner()
+            .fetch_metadata(Some(topic), METADATA_TIMEOUT)
+            .map_err(|e| format!("cannot read metadata of topic {topic}: {e}"))?;
+        Ok(md.topics().iter().find(|t| t.name() == topic && t.error().is_none()).map(|t| t.partitions().len() as u32))
+    }
+
+    /// Creates the topics that do not exist; an existing one must have the
+    /// planned partition count. Returns the names that were created now.
+    pub async fn ensure_topics(&self, topics: &[TopicSpec], replication: u32) -> Result<Vec<String>, String> {
+        let mut missing = Vec::new();
+        for t in topics {
+            match self.partitions(&t.name)? {
+                Some(n) if n == t.partitions => {}
+                Some(n) => {
+                    return Err(format!(
+                        "topic {} exists with {n} partition(s) but the plan needs {}; delete it or use another --application_id",
+                        t.name, t.partitions
+                    ))
+                }
+                None => missing.push(t),
+            }
+        }
+        if missing.is_empty() {
+            return Ok(Vec::new());
+        }
+        let new: Vec<NewTopic> = missing
+            .iter()
+            .map(|t| NewTopic::new(&t.name, t.partitions as i32, TopicReplication::Fixed(replication as i32)))
+            .collect();
+        let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+        let results = self.client.create_topics(&new, &opts).await.map_err(|e| format!("cannot create topics: {e}"))?;
+        let mut created = Vec::new();
+        for r in results {
+            match r {
+                Ok(name) => created.push(name),
+                Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+                Err((name, code)) => return Err(format!("cannot create topic {name}: {code}")),
+            }
+        }
+        Ok(created)
+    }
+
+    /// (committed offset of the job's group, end offset) of one partition.
+    pub fn progress(&self, topic: &str, partition: i32) -> Result<(i64, i64), String> {
+        let (_, high) = self
+            .probe
+            .fetch_watermarks(topic, partition, METADATA_TIMEOUT)
+            .map_err(|e| format!("cannot read the end offset of {topic}[{partition}]: {e}"))?;
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition(topic, partition);
+        let committed = self
+            .probe
+            .committed_offsets(tpl, METADATA_TIMEOUT)
+            .map_err(|e| format!("cannot read committed offsets of {topic}: {e}"))?;
+        let offset = committed.elements().first().and_then(|e| e.offset().to_raw()).filter(|o| *o >= 0).unwrap_or(0);
+        Ok((offset, high))
+    }
+
+    /// Deletes topics; missing ones are fine.
+    pub async fn delete_topics(&self, names: &[String]) -> Result<(), String> {
+        if names.is_empty() {
+            return Ok(());
+        }
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+        let results = self.client.delete_topics(&refs, &opts).await.map_err(|e| format!("cannot delete topics: {e}"))?;
+        for r in results {
+            if let Err((name, code)) = r {
+                if code != RDKafkaErrorCode::UnknownTopicOrPartition {
+                    return Err(format!("cannot delete topic {name}: {code}"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes the job's consumer group (its committed offsets).
+    pub async fn delete_group(&self, group: &str) -> Result<(), String> {
+        let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+        let results = self.client.delete_groups(&[group], &opts).await.map_err(|e| format!("cannot delete group {group}: {e}"))?;
+        for r in results {
+            if let Err((name, code)) = r {
+                if code != RDKafkaErrorCode::GroupIdNotFound {
+                    return Err(format!("cannot delete consumer group {name}: {code}"));
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,48 @@
+//! Messages between the poll loop, task supervisors and stage actors. Every
+//! data message carries a batch, never one element.
+use actix::Message;
+use beam_kafka_proto::pipeline::MonitoringInfo;
+
+/// Records of partitions one task owns, in offset order per partition.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct RecordBatch {
+    pub records: Vec<InputRecord>,
+}
+
+pub struct InputRecord {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub payload: Vec<u8>,
+}
+
+/// Encoded elements for one data source of a stage.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Elements {
+    pub source_transform: String,
+    pub elements: Vec<Vec<u8>>,
+}
+
+/// Asks a stage to close its open bundle and answer once everything it was
+/// sent before this message has been processed.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Flush {
+    pub id: u64,
+}
+
+/// What a stage tells its supervisor.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub enum StageEvent {
+    Flushed { id: u64 },
+    Failed { error: String },
+    Metrics(Vec<MonitoringInfo>),
+}
+
+/// Stops an actor at the end of a job.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Shutdown;

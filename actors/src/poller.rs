@@ -1,0 +1,63 @@
+//! The poll loop: takes records from Kafka in batches and routes each batch to
+//! the mailbox of the task that owns its partition.
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::Recipient;
+use rdkafka::consumer::StreamConsumer;
+use rdkafka::message::Message;
+
+use crate::messages::{InputRecord, RecordBatch};
+
+pub struct PollSettings {
+    pub max_records: usize,
+    pub max_wait: Duration,
+}
+
+/// Routes until the consumer fails fatally; transient errors are logged and
+/// retried by librdkafka itself.
+pub async fn poll_loop(
+    consumer: Arc<StreamConsumer>,
+    routes: HashMap<(String, i32), Recipient<RecordBatch>>,
+    settings: PollSettings,
+) -> String {
+    loop {
+        let first = match consumer.recv().await {
+            Ok(m) => m.detach(),
+            Err(e) => {
+                tracing::warn!("Kafka consumer: {e}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            }
+        };
+        let mut batch = vec![first];
+        let deadline = tokio::time::Instant::now() + settings.max_wait;
+        while batch.len() < settings.max_records {
+            match tokio::time::timeout_at(deadline, consumer.recv()).await {
+                Ok(Ok(m)) => batch.push(m.detach()),
+                Ok(Err(e)) => {
+                    tracing::warn!("Kafka consumer: {e}");
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        let mut per_task: HashMap<(String, i32), Vec<InputRecord>> = HashMap::new();
+        for m in batch {
+            let key = (m.topic().to_string(), m.partition());
+            per_task.entry(key).or_default().push(InputRecord {
+                topic: m.topic().to_string(),
+                partition: m.partition(),
+                offset: m.offset(),
+                payload: m.payload().map(<[u8]>::to_vec).unwrap_or_default(),
+            });
+        }
+        for (key, records) in per_task {
+            match routes.get(&key) {
+                Some(task) => task.do_send(RecordBatch { records }),
+                None => return format!("no task owns {}[{}]; the topology changed under a running job", key.0, key.1),
+            }
+        }
+    }
+}

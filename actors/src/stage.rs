@@ -1,0 +1,168 @@
+//! The stage actor: runs a fused stage's bundles on an SDK harness.
+//!
+//! Bundles close on `max_bundle_size`, on `max_bundle_time_ms` (an actor timer,
+//! so closing never races with processing) and on a flush from the supervisor.
+//! One bundle is in flight at a time, so outputs keep their order.
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use beam_kafka_fnapi::{BundleError, BundleInput, SdkWorker};
+
+use crate::messages::{Elements, Flush, Shutdown, StageEvent};
+use crate::telemetry::instruments;
+
+pub struct StageSpec {
+    /// For messages: the stage's transforms, by user name.
+    pub display_name: String,
+    pub descriptor_id: String,
+    pub sinks: Vec<String>,
+    pub max_bundle_size: u64,
+    pub max_bundle_time: Duration,
+}
+
+pub struct StageActor {
+    spec: StageSpec,
+    worker: Arc<SdkWorker>,
+    supervisor: Recipient<StageEvent>,
+    open: BTreeMap<String, Vec<u8>>,
+    open_count: u64,
+    /// Changes whenever the open bundle is sealed, so a stale timer is ignored.
+    open_generation: u64,
+    queue: VecDeque<(u64, Vec<BundleInput>)>,
+    next_seq: u64,
+    completed_through: u64,
+    in_flight: bool,
+    waiters: Vec<(u64, u64)>,
+    failed: bool,
+}
+
+impl StageActor {
+    pub fn new(spec: StageSpec, worker: Arc<SdkWorker>, supervisor: Recipient<StageEvent>) -> Self {
+        StageActor {
+            spec,
+            worker,
+            supervisor,
+            open: BTreeMap::new(),
+            open_count: 0,
+            open_generation: 0,
+            queue: VecDeque::new(),
+            next_seq: 1,
+            completed_through: 0,
+            in_flight: false,
+            waiters: Vec::new(),
+            failed: false,
+        }
+    }
+
+    fn seal(&mut self, ctx: &mut Context<Self>) {
+        if self.open_count > 0 {
+            let inputs = std::mem::take(&mut self.open)
+                .into_iter()
+                .map(|(transform_id, data)| BundleInput { transform_id, data })
+                .collect();
+            self.queue.push_back((self.next_seq, inputs));
+            self.next_seq += 1;
+            self.open_count = 0;
+            self.open_generation += 1;
+        }
+        self.start_next(ctx);
+    }
+
+    fn start_next(&mut self, ctx: &mut Context<Self>) {
+        if self.in_flight || self.failed {
+            return;
+        }
+        let Some((seq, inputs)) = self.queue.pop_front() else { return };
+        self.in_flight = true;
+        let worker = self.worker.clone();
+        let descriptor = self.spec.descriptor_id.clone();
+        let sinks = self.spec.sinks.clone();
+        let started = Instant::now();
+        let run = async move { worker.process_bundle(&descriptor, inputs, &sinks).await };
+        ctx.spawn(run.into_actor(self).map(move |result, act, ctx| {
+            act.in_flight = false;
+            match result {
+                Ok(out) => {
+                    instruments().bundles.add(1, &[]);
+                    instruments().bundle_millis.record(started.elapsed().as_secs_f64() * 1e3, &[]);
+                    if !out.monitoring_infos.is_empty() {
+                        act.supervisor.do_send(StageEvent::Metrics(out.monitoring_infos));
+                    }
+                    act.completed_through = seq;
+                    act.answer_waiters();
+                    act.start_next(ctx);
+                }
+                Err(e) => {
+                    act.failed = true;
+                    let error = match e {
+                        BundleError::User(text) => format!("Error in {}: {text}", act.spec.display_name),
+                        other => format!("Error in {}: {other}", act.spec.display_name),
+                    };
+                    act.supervisor.do_send(StageEvent::Failed { error });
+                }
+            }
+        }));
+    }
+
+    fn answer_waiters(&mut self) {
+        let done = self.completed_through;
+        let supervisor = self.supervisor.clone();
+        self.waiters.retain(|&(id, target)| {
+            if target <= done {
+                supervisor.do_send(StageEvent::Flushed { id });
+                false
+            } else {
+                true
+            }
+        });
+    }
+}
+
+impl Actor for StageActor {
+    type Context = Context<Self>;
+}
+
+impl Handler<Elements> for StageActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Elements, ctx: &mut Context<Self>) {
+        if self.failed || msg.elements.is_empty() {
+            return;
+        }
+        for element in msg.elements {
+            if self.open_count == 0 {
+                let generation = self.open_generation;
+                ctx.run_later(self.spec.max_bundle_time, move |act, ctx| {
+                    if act.open_generation == generation {
+                        act.seal(ctx);
+                    }
+                });
+            }
+            self.open.entry(msg.source_transform.clone()).or_default().extend_from_slice(&element);
+            self.open_count += 1;
+            if self.open_count >= self.spec.max_bundle_size {
+                self.seal(ctx);
+            }
+        }
+    }
+}
+
+impl Handler<Flush> for StageActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Flush, ctx: &mut Context<Self>) {
+        self.seal(ctx);
+        self.waiters.push((msg.id, self.next_seq - 1));
+        self.answer_waiters();
+    }
+}
+
+impl Handler<Shutdown> for StageActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Shutdown, ctx: &mut Context<Self>) {
+        ctx.stop();
+    }
+}
