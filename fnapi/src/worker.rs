@@ -154,26 +154,23 @@ impl SdkWorker {
         if let Some(reason) = self.closed_reason() {
             return Err(BundleError::Worker(reason));
         }
-        let data = self.data_stream().await?;
         let instruction_id = format!("bundle-{}", self.next_instruction.fetch_add(1, Ordering::Relaxed));
         let (route_tx, mut route_rx) = mpsc::unbounded_channel();
         self.routes.insert(instruction_id.clone(), route_tx);
         let (resp_tx, resp_rx) = oneshot::channel();
         self.pending.insert(instruction_id.clone(), resp_tx);
-        let result = self.run_bundle(&instruction_id, descriptor_id, inputs, outputs, &data, &mut route_rx, resp_rx).await;
+        let result = self.run_bundle(&instruction_id, descriptor_id, inputs, outputs, &mut route_rx, resp_rx).await;
         self.routes.remove(&instruction_id);
         self.pending.remove(&instruction_id);
         result
     }
 
-    #[allow(clippy::too_many_arguments)]
     async fn run_bundle(
         &self,
         instruction_id: &str,
         descriptor_id: &str,
         inputs: Vec<BundleInput>,
         outputs: &[String],
-        data: &Outbound<fn_pb::Elements>,
         route_rx: &mut mpsc::UnboundedReceiver<DataEvent>,
         mut resp_rx: oneshot::Receiver<fn_pb::InstructionResponse>,
     ) -> Result<BundleResult, BundleError> {
@@ -186,6 +183,9 @@ impl SdkWorker {
             })),
         };
         self.control.send(Ok(request)).map_err(|_| lost("control stream closed"))?;
+        // The harness opens its data stream when it first needs it, i.e. after
+        // it received a bundle request.
+        let data = self.data_stream().await?;
         for input in inputs {
             let mut msgs: Vec<fn_pb::elements::Data> = input
                 .data

@@ -1,1 +1,148 @@
-fn main() {}
+//! `beam-kafka`: the job server of the beam-kafka runner.
+mod artifacts;
+mod execution;
+mod job_service;
+mod jobs;
+mod metrics;
+mod options;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use beam_kafka_fnapi::FnApiServer;
+use beam_kafka_proto::expansion;
+use beam_kafka_proto::job_management as jm;
+use clap::{Parser, Subcommand};
+use tokio_stream::wrappers::TcpListenerStream;
+
+#[derive(Parser)]
+#[command(name = "beam-kafka", version, about = "Run Apache Beam pipelines on Apache Kafka")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the Beam Job API; pipelines submitted to it run on Kafka.
+    JobServer(JobServerArgs),
+}
+
+#[derive(clap::Args)]
+struct JobServerArgs {
+    /// Port of the Job API (0 picks a free one).
+    #[arg(long, default_value_t = 8099)]
+    job_port: u16,
+    /// Port of artifact staging and retrieval (0 picks a free one).
+    #[arg(long, default_value_t = 8098)]
+    artifact_port: u16,
+    /// Port of the expansion service (0 picks a free one). Accepted for
+    /// compatibility with Beam's job servers; no transforms are expanded yet.
+    #[arg(long, default_value_t = 8097)]
+    expansion_port: u16,
+    /// Where staged artifacts are kept.
+    #[arg(long, default_value_os_t = std::env::temp_dir().join("beam-kafka-artifacts"))]
+    artifacts_dir: PathBuf,
+    /// Address to bind. Localhost unless you mean to expose the job server.
+    #[arg(long, default_value = "127.0.0.1")]
+    bind: String,
+}
+
+fn main() -> anyhow::Result<()> {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("BEAM_KAFKA_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).init();
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    match cli.command {
+        Command::JobServer(args) => runtime.block_on(job_server(args)),
+    }
+}
+
+async fn bind(host: &str, port: u16, what: &str) -> anyhow::Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind((host, port)).await.with_context(|| format!("cannot listen on {host}:{port} for the {what}"))
+}
+
+async fn job_server(args: JobServerArgs) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&args.artifacts_dir)
+        .with_context(|| format!("cannot create the artifacts dir {}", args.artifacts_dir.display()))?;
+    let fn_api = FnApiServer::start(&args.bind).await.context("cannot start the Fn API server")?;
+    let job_listener = bind(&args.bind, args.job_port, "Job API").await?;
+    let artifact_listener = bind(&args.bind, args.artifact_port, "artifact service").await?;
+    let expansion_listener = bind(&args.bind, args.expansion_port, "expansion service").await?;
+    let artifact_url = artifact_listener.local_addr()?.to_string();
+    let jobs = Arc::new(jobs::Jobs::default());
+    let services = execution::Services { fn_api, artifact_url: artifact_url.clone() };
+
+    let artifacts = tonic::transport::Server::builder()
+        .add_service(
+            jm::artifact_staging_service_server::ArtifactStagingServiceServer::new(artifacts::Staging {
+                jobs: jobs.clone(),
+                root: args.artifacts_dir.clone(),
+            })
+            .max_decoding_message_size(64 << 20),
+        )
+        .add_service(jm::artifact_retrieval_service_server::ArtifactRetrievalServiceServer::new(artifacts::Retrieval {
+            root: args.artifacts_dir.clone(),
+        }))
+        .serve_with_incoming(TcpListenerStream::new(artifact_listener));
+    let job_api = tonic::transport::Server::builder()
+        .add_service(
+            jm::job_service_server::JobServiceServer::new(job_service::JobService {
+                jobs,
+                services,
+                staging_url: artifact_url.clone(),
+            })
+            .max_decoding_message_size(256 << 20)
+            .max_encoding_message_size(256 << 20),
+        )
+        .serve_with_incoming(TcpListenerStream::new(job_listener.into()));
+    let expansion_addr = expansion_listener.local_addr()?;
+    let expansion = tonic::transport::Server::builder()
+        .add_service(expansion::expansion_service_server::ExpansionServiceServer::new(NoExpansion))
+        .serve_with_incoming(TcpListenerStream::new(expansion_listener));
+    tracing::info!("artifact service listening on {artifact_url}");
+    tracing::info!("expansion service listening on {expansion_addr}");
+    tracing::info!("beam-kafka job server listening on {}:{}", args.bind, args.job_port);
+    tokio::select! {
+        r = job_api => r.context("the Job API server failed")?,
+        r = artifacts => r.context("the artifact server failed")?,
+        r = expansion => r.context("the expansion server failed")?,
+        _ = shutdown_signal() => tracing::info!("shutting down"),
+    }
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("signal handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
+/// The expansion endpoint exists so Beam clients that probe it get a clear
+/// answer; transforms it could expand come with native Kafka I/O.
+struct NoExpansion;
+
+#[tonic::async_trait]
+impl expansion::expansion_service_server::ExpansionService for NoExpansion {
+    async fn expand(
+        &self,
+        request: tonic::Request<expansion::ExpansionRequest>,
+    ) -> Result<tonic::Response<expansion::ExpansionResponse>, tonic::Status> {
+        let urn = request.into_inner().transform.and_then(|t| t.spec).map(|s| s.urn).unwrap_or_default();
+        Ok(tonic::Response::new(expansion::ExpansionResponse {
+            error: format!("beam-kafka cannot expand '{urn}' yet"),
+            ..Default::default()
+        }))
+    }
+
+    async fn discover_schema_transform(
+        &self,
+        _: tonic::Request<expansion::DiscoverSchemaTransformRequest>,
+    ) -> Result<tonic::Response<expansion::DiscoverSchemaTransformResponse>, tonic::Status> {
+        Ok(tonic::Response::new(expansion::DiscoverSchemaTransformResponse::default()))
+    }
+}

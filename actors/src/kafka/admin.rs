@@ -91,7 +91,27 @@ impl Admin {
                 Err((name, code)) => return Err(format!("cannot create topic {name}: {code}")),
             }
         }
+        for t in missing {
+            self.await_leaders(t).await?;
+        }
         Ok(created)
+    }
+
+    /// A created topic is usable once every partition has a leader that
+    /// answers for its offsets; metadata reaches clients a moment later.
+    async fn await_leaders(&self, t: &TopicSpec) -> Result<(), String> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let ready = self.partitions(&t.name)? == Some(t.partitions)
+                && (0..t.partitions as i32).all(|p| self.probe.fetch_watermarks(&t.name, p, METADATA_TIMEOUT).is_ok());
+            if ready {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() > deadline {
+                return Err(format!("topic {} was created but its partitions got no leader within 30 s", t.name));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     /// (committed offset of the job's group, end offset) of one partition.

@@ -1,0 +1,158 @@
+//! Running a prepared job: plan it, start its SDK harness, register the stage
+//! descriptors, and drive the actor topology on a thread of its own.
+use std::sync::Arc;
+use std::time::Duration;
+
+use beam_kafka_actors::job::StageDescriptor;
+use beam_kafka_actors::{run_job, JobEvent, JobInput, JobOutcome};
+use beam_kafka_fnapi::environment::{self, Endpoints};
+use beam_kafka_fnapi::{FnApiServer, SdkLog, WorkerSpec};
+use beam_kafka_proto::fn_execution as fn_pb;
+use beam_kafka_proto::job_management as jm;
+use beam_kafka_runtime::descriptor;
+use beam_kafka_runtime::graph::PipelineGraph;
+use beam_kafka_runtime::topology::TopologyPlan;
+use jm::job_message::MessageImportance as Importance;
+use jm::job_state::Enum as State;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::jobs::Job;
+
+/// Endpoints of this process that harnesses are told about.
+#[derive(Clone)]
+pub struct Services {
+    pub fn_api: FnApiServer,
+    pub artifact_url: String,
+}
+
+/// How long a started harness may take to connect its control stream.
+const WORKER_CONNECT_TIMEOUT: Duration = Duration::from_secs(120);
+
+pub async fn execute(job: Arc<Job>, services: Services) {
+    job.set_state(State::Starting);
+    let outcome = match prepare_and_run(&job, &services).await {
+        Ok(o) => o,
+        Err(e) => JobOutcome::Failed(e),
+    };
+    match outcome {
+        JobOutcome::Done => job.set_state(State::Done),
+        JobOutcome::Cancelled => job.set_state(State::Cancelled),
+        JobOutcome::Failed(error) => {
+            tracing::error!(job = %job.id, "job failed: {error}");
+            job.message(Importance::JobMessageError, error);
+            job.set_state(State::Failed);
+        }
+    }
+}
+
+async fn prepare_and_run(job: &Arc<Job>, services: &Services) -> Result<JobOutcome, String> {
+    let pipeline = job.pipeline.lock().expect("lock").clone();
+    let graph = PipelineGraph::new(&pipeline)?;
+    let plan = TopologyPlan::plan(&graph, &job.runner_options.application_id)?;
+    tracing::info!(job = %job.id, "plan:\n{}", plan.describe(&graph));
+    let components = graph.components();
+    let env_ids: std::collections::BTreeSet<&String> = plan.sub_topologies.iter().map(|s| &s.stage.environment_id).collect();
+    if env_ids.len() > 1 {
+        return Err("pipelines with more than one SDK environment are not supported yet".into());
+    }
+    let Some(env_id) = env_ids.into_iter().next() else {
+        return Err("the pipeline has no transform for an SDK harness to run".into());
+    };
+    let env = components.environments.get(env_id).ok_or_else(|| format!("missing environment '{env_id}'"))?;
+
+    let worker_id = format!("{}-worker", job.id);
+    let (log_tx, log_rx) = mpsc::unbounded_channel();
+    let fn_url = services.fn_api.url();
+    let spec = WorkerSpec {
+        worker_id: worker_id.clone(),
+        provision_info: fn_pb::ProvisionInfo {
+            pipeline_options: Some(job.options.clone()),
+            retrieval_token: job.staging_token.clone(),
+            logging_endpoint: Some(api(&fn_url)),
+            artifact_endpoint: Some(api(&services.artifact_url)),
+            control_endpoint: Some(api(&fn_url)),
+            dependencies: env.dependencies.clone(),
+            ..Default::default()
+        },
+        logs: log_tx,
+    };
+    let connected = services.fn_api.expect_worker(spec);
+    tokio::spawn(forward_logs(job.clone(), log_rx));
+    let endpoints =
+        Endpoints { control: fn_url.clone(), logging: fn_url.clone(), artifact: services.artifact_url.clone(), provision: fn_url.clone() };
+    let harness = environment::start(env, &worker_id, &endpoints).await.map_err(|e| {
+        services.fn_api.release_worker(&worker_id);
+        format!("cannot start the SDK harness: {e}")
+    })?;
+    let worker = match FnApiServer::await_worker(connected, WORKER_CONNECT_TIMEOUT).await {
+        Ok(w) => w,
+        Err(e) => {
+            harness.stop().await;
+            services.fn_api.release_worker(&worker_id);
+            return Err(e);
+        }
+    };
+
+    let mut stages = Vec::new();
+    for sub in &plan.sub_topologies {
+        let id = format!("{}-{}", job.id, sub.stage.id);
+        worker.register_descriptor(descriptor::build(&graph, &sub.stage, &id, &fn_url, &fn_url));
+        stages.push(StageDescriptor {
+            sub_topology: sub.id,
+            descriptor_id: id,
+            display_name: sub.stage.id.clone(),
+            sources: sub.stage.inputs.iter().map(|pc| descriptor::source_id(pc)).collect(),
+            sinks: sub.stage.outputs.iter().map(|pc| descriptor::sink_id(pc)).collect(),
+        });
+    }
+
+    job.set_state(State::Running);
+    let input = JobInput { job_id: job.id.clone(), options: job.runner_options.clone(), plan, stages, worker };
+    let (events_tx, events_rx) = mpsc::unbounded_channel();
+    let (done_tx, done_rx) = oneshot::channel();
+    let cancel = job.cancel.subscribe();
+    std::thread::Builder::new()
+        .name(format!("job-{}", job.id))
+        .spawn(move || {
+            let _ = done_tx.send(run_job(input, events_tx, cancel));
+        })
+        .map_err(|e| format!("cannot start the job's thread: {e}"))?;
+    let forward = tokio::spawn(forward_events(job.clone(), events_rx));
+    let outcome = done_rx.await.unwrap_or_else(|_| JobOutcome::Failed("the job's thread ended without an outcome".into()));
+    let _ = forward.await;
+    harness.stop().await;
+    services.fn_api.release_worker(&worker_id);
+    Ok(outcome)
+}
+
+fn api(url: &str) -> beam_kafka_proto::pipeline::ApiServiceDescriptor {
+    beam_kafka_proto::pipeline::ApiServiceDescriptor { url: url.to_string(), ..Default::default() }
+}
+
+async fn forward_events(job: Arc<Job>, mut rx: mpsc::UnboundedReceiver<JobEvent>) {
+    while let Some(ev) = rx.recv().await {
+        match ev {
+            JobEvent::Info(text) => {
+                tracing::info!(job = %job.id, "{text}");
+                job.message(Importance::JobMessageBasic, text);
+            }
+            JobEvent::Metrics(infos) => job.metrics.lock().expect("lock").add(infos),
+        }
+    }
+}
+
+/// SDK warnings and errors reach the user's console through the job's
+/// messages, as warnings: the client raises the text of the last
+/// JOB_MESSAGE_ERROR, which must be the job's own failure.
+async fn forward_logs(job: Arc<Job>, mut rx: mpsc::UnboundedReceiver<SdkLog>) {
+    use fn_pb::log_entry::severity::Enum as Severity;
+    while let Some(log) = rx.recv().await {
+        let importance = match Severity::try_from(log.severity).unwrap_or(Severity::Unspecified) {
+            Severity::Error | Severity::Critical => Importance::JobMessageWarning,
+            Severity::Warn => Importance::JobMessageWarning,
+            _ => continue,
+        };
+        let text = if log.trace.is_empty() { log.message } else { format!("{}\n{}", log.message, log.trace) };
+        job.message(importance, text);
+    }
+}

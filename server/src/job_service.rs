@@ -1,0 +1,196 @@
+//! The Beam Job API.
+use std::pin::Pin;
+use std::sync::Arc;
+
+use beam_kafka_config::RunnerOptions;
+use beam_kafka_proto::job_management as jm;
+use beam_kafka_runtime::validate::validate;
+use futures::{Stream, StreamExt};
+use jm::job_state::Enum as State;
+use tokio_stream::wrappers::{BroadcastStream, WatchStream};
+use tonic::{Request, Response, Status};
+
+use crate::execution::{execute, Services};
+use crate::jobs::{is_terminal, Job, Jobs};
+use crate::options;
+
+pub struct JobService {
+    pub jobs: Arc<Jobs>,
+    pub services: Services,
+    /// The artifact staging endpoint returned by Prepare.
+    pub staging_url: String,
+}
+
+type StateStream = Pin<Box<dyn Stream<Item = Result<jm::JobStateEvent, Status>> + Send>>;
+type MessageStream = Pin<Box<dyn Stream<Item = Result<jm::JobMessagesResponse, Status>> + Send>>;
+
+/// Everything wrong with a submission, in one message a user can act on.
+fn rejection(problems: Vec<String>) -> Status {
+    let list: Vec<String> = problems.iter().map(|p| format!("  - {p}")).collect();
+    Status::invalid_argument(format!("beam-kafka cannot run this pipeline:\n{}", list.join("\n")))
+}
+
+#[tonic::async_trait]
+impl jm::job_service_server::JobService for JobService {
+    type GetStateStreamStream = StateStream;
+    type GetMessageStreamStream = MessageStream;
+
+    async fn prepare(&self, request: Request<jm::PrepareJobRequest>) -> Result<Response<jm::PrepareJobResponse>, Status> {
+        let req = request.into_inner();
+        let pipeline = req.pipeline.ok_or_else(|| rejection(vec!["the request carries no pipeline".into()]))?;
+        let opts = req.pipeline_options.unwrap_or_default();
+        let mut problems = Vec::new();
+        let runner_options = match RunnerOptions::parse(&options::from_struct(&opts)) {
+            Ok(o) => Some(o),
+            Err(errors) => {
+                problems.extend(errors.iter().map(|e| e.to_string()));
+                None
+            }
+        };
+        problems.extend(validate(&pipeline).iter().map(|u| u.to_string()));
+        let Some(runner_options) = runner_options.filter(|_| problems.is_empty()) else {
+            return Err(rejection(problems));
+        };
+        let name = options::text(&opts, "job_name").filter(|n| !n.is_empty()).unwrap_or(req.job_name);
+        let preparation_id = format!("prep-{}", uuid::Uuid::new_v4());
+        let job = Job::new(String::new(), name, preparation_id.clone(), pipeline, opts, runner_options);
+        self.jobs.by_id.insert(preparation_id.clone(), Arc::new(job));
+        Ok(Response::new(jm::PrepareJobResponse {
+            preparation_id: preparation_id.clone(),
+            artifact_staging_endpoint: Some(beam_kafka_proto::pipeline::ApiServiceDescriptor {
+                url: self.staging_url.clone(),
+                ..Default::default()
+            }),
+            staging_session_token: preparation_id,
+        }))
+    }
+
+    async fn run(&self, request: Request<jm::RunJobRequest>) -> Result<Response<jm::RunJobResponse>, Status> {
+        let prep_id = request.into_inner().preparation_id;
+        let (_, prepared) = self
+            .jobs
+            .by_id
+            .remove(&prep_id)
+            .ok_or_else(|| Status::not_found(format!("no prepared job '{prep_id}' (it may have been run already)")))?;
+        let prepared = Arc::try_unwrap(prepared).map_err(|_| Status::aborted("the job is still being staged"))?;
+        let job_id = format!("{}-{}", sanitize(&prepared.name), &uuid::Uuid::new_v4().simple().to_string()[..8]);
+        let pipeline = prepared.pipeline.into_inner().expect("lock");
+        let job =
+            Arc::new(Job::new(job_id.clone(), prepared.name, prepared.staging_token, pipeline, prepared.options, prepared.runner_options));
+        self.jobs.by_id.insert(job_id.clone(), job.clone());
+        tokio::spawn(execute(job, self.services.clone()));
+        Ok(Response::new(jm::RunJobResponse { job_id }))
+    }
+
+    async fn get_jobs(&self, _: Request<jm::GetJobsRequest>) -> Result<Response<jm::GetJobsResponse>, Status> {
+        let job_info = self
+            .jobs
+            .by_id
+            .iter()
+            .filter(|j| !j.id.is_empty())
+            .map(|j| jm::JobInfo {
+                job_id: j.id.clone(),
+                job_name: j.name.clone(),
+                pipeline_options: Some(j.options.clone()),
+                state: j.state().state,
+            })
+            .collect();
+        Ok(Response::new(jm::GetJobsResponse { job_info }))
+    }
+
+    async fn get_state(&self, request: Request<jm::GetJobStateRequest>) -> Result<Response<jm::JobStateEvent>, Status> {
+        Ok(Response::new(self.jobs.get(&request.into_inner().job_id)?.state()))
+    }
+
+    async fn get_pipeline(
+        &self,
+        request: Request<jm::GetJobPipelineRequest>,
+    ) -> Result<Response<jm::GetJobPipelineResponse>, Status> {
+        let job = self.jobs.get(&request.into_inner().job_id)?;
+        let pipeline = Some(job.pipeline.lock().expect("lock").clone());
+        Ok(Response::new(jm::GetJobPipelineResponse { pipeline }))
+    }
+
+    async fn cancel(&self, request: Request<jm::CancelJobRequest>) -> Result<Response<jm::CancelJobResponse>, Status> {
+        let job = self.jobs.get(&request.into_inner().job_id)?;
+        if !is_terminal(job.state().state) {
+            job.set_state(State::Cancelling);
+            let _ = job.cancel.send(true);
+        }
+        Ok(Response::new(jm::CancelJobResponse { state: job.state().state }))
+    }
+
+    async fn drain(&self, _: Request<jm::DrainJobRequest>) -> Result<Response<jm::DrainJobResponse>, Status> {
+        Err(Status::unimplemented("drain is not supported by beam-kafka yet"))
+    }
+
+    async fn get_state_stream(
+        &self,
+        request: Request<jm::GetJobStateRequest>,
+    ) -> Result<Response<Self::GetStateStreamStream>, Status> {
+        // A preparation id is not a job yet: answering NOT_FOUND makes the
+        // Python client open its streams after Run, without a deadline.
+        let job = self.jobs.get(&request.into_inner().job_id).and_then(not_prepared)?;
+        let stream = until_terminal(WatchStream::new(job.subscribe_state()), |ev| is_terminal(ev.state));
+        Ok(Response::new(Box::pin(stream)))
+    }
+
+    async fn get_message_stream(
+        &self,
+        request: Request<jm::JobMessagesRequest>,
+    ) -> Result<Response<Self::GetMessageStreamStream>, Status> {
+        let job = self.jobs.get(&request.into_inner().job_id).and_then(not_prepared)?;
+        let (history, live) = job.messages();
+        let live = BroadcastStream::new(live).filter_map(|r| futures::future::ready(r.ok()));
+        let stream = until_terminal(futures::stream::iter(history).chain(live), is_terminal_message);
+        Ok(Response::new(Box::pin(stream)))
+    }
+
+    async fn get_job_metrics(
+        &self,
+        request: Request<jm::GetJobMetricsRequest>,
+    ) -> Result<Response<jm::GetJobMetricsResponse>, Status> {
+        let job = self.jobs.get(&request.into_inner().job_id)?;
+        let attempted = job.metrics.lock().expect("lock").attempted();
+        Ok(Response::new(jm::GetJobMetricsResponse { metrics: Some(jm::MetricResults { attempted, committed: vec![] }) }))
+    }
+
+    async fn describe_pipeline_options(
+        &self,
+        _: Request<jm::DescribePipelineOptionsRequest>,
+    ) -> Result<Response<jm::DescribePipelineOptionsResponse>, Status> {
+        Ok(Response::new(jm::DescribePipelineOptionsResponse { options: options::descriptors() }))
+    }
+}
+
+/// Yields items up to and including the first terminal one, then ends.
+fn until_terminal<T: Send + 'static>(
+    items: impl Stream<Item = T> + Send + Unpin + 'static,
+    terminal: fn(&T) -> bool,
+) -> impl Stream<Item = Result<T, Status>> + Send {
+    futures::stream::unfold((items, false), move |(mut items, ended)| async move {
+        if ended {
+            return None;
+        }
+        let item = items.next().await?;
+        let end = terminal(&item);
+        Some((Ok(item), (items, end)))
+    })
+}
+
+fn not_prepared(job: Arc<Job>) -> Result<Arc<Job>, Status> {
+    if job.id.is_empty() {
+        Err(Status::not_found("the job has been prepared but not run yet"))
+    } else {
+        Ok(job)
+    }
+}
+
+fn is_terminal_message(m: &jm::JobMessagesResponse) -> bool {
+    matches!(&m.response, Some(jm::job_messages_response::Response::StateResponse(s)) if is_terminal(s.state))
+}
+
+fn sanitize(name: &str) -> String {
+    let s: String = name.chars().take(40).map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '-' }).collect();
+    if s.is_empty() { "job".into() } else { s }
+}

@@ -1,0 +1,101 @@
+//! Attempted metrics of a job, aggregated from the monitoring infos of every
+//! bundle: sums add up, distributions merge, gauges keep the latest value.
+use std::collections::BTreeMap;
+
+use beam_kafka_proto::pipeline::MonitoringInfo;
+use beam_kafka_runtime::coders::{decode_varint, encode_varint};
+
+const SUM_INT64: &str = "beam:metrics:sum_int64:v1";
+const DISTRIBUTION_INT64: &str = "beam:metrics:distribution_int64:v1";
+const LATEST_INT64: &str = "beam:metrics:latest_int64:v1";
+
+fn read_i64(buf: &[u8], at: &mut usize) -> Option<i64> {
+    let (v, n) = decode_varint(&buf[*at..])?;
+    *at += n;
+    Some(v as i64)
+}
+
+fn decode_ints(buf: &[u8], count: usize) -> Option<Vec<i64>> {
+    let mut at = 0;
+    (0..count).map(|_| read_i64(buf, &mut at)).collect()
+}
+
+fn encode_ints(values: &[i64]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for v in values {
+        encode_varint(*v as u64, &mut out);
+    }
+    out
+}
+
+#[derive(Default)]
+pub struct JobMetrics {
+    by_key: BTreeMap<(String, Vec<(String, String)>), MonitoringInfo>,
+}
+
+impl JobMetrics {
+    pub fn add(&mut self, infos: Vec<MonitoringInfo>) {
+        for info in infos {
+            let mut labels: Vec<_> = info.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            labels.sort();
+            let key = (info.urn.clone(), labels);
+            match self.by_key.get_mut(&key) {
+                None => {
+                    self.by_key.insert(key, info);
+                }
+                Some(old) => merge(old, info),
+            }
+        }
+    }
+
+    pub fn attempted(&self) -> Vec<MonitoringInfo> {
+        self.by_key.values().cloned().collect()
+    }
+}
+
+fn merge(old: &mut MonitoringInfo, new: MonitoringInfo) {
+    match new.r#type.as_str() {
+        SUM_INT64 => {
+            if let (Some(a), Some(b)) = (decode_ints(&old.payload, 1), decode_ints(&new.payload, 1)) {
+                old.payload = encode_ints(&[a[0].wrapping_add(b[0])]);
+            }
+        }
+        DISTRIBUTION_INT64 => {
+            if let (Some(a), Some(b)) = (decode_ints(&old.payload, 4), decode_ints(&new.payload, 4)) {
+                old.payload = encode_ints(&[a[0] + b[0], a[1].wrapping_add(b[1]), a[2].min(b[2]), a[3].max(b[3])]);
+            }
+        }
+        LATEST_INT64 => *old = new,
+        // Kinds not aggregated here (e.g. progress): keep the newest report.
+        _ => *old = new,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(kind: &str, name: &str, payload: Vec<u8>) -> MonitoringInfo {
+        MonitoringInfo {
+            urn: "beam:metric:user:v1".into(),
+            r#type: kind.into(),
+            payload,
+            labels: [("NAME".to_string(), name.to_string())].into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn sums_add_and_distributions_merge() {
+        let mut m = JobMetrics::default();
+        m.add(vec![info(SUM_INT64, "c", encode_ints(&[2])), info(DISTRIBUTION_INT64, "d", encode_ints(&[2, 10, 3, 7]))]);
+        m.add(vec![info(SUM_INT64, "c", encode_ints(&[5])), info(DISTRIBUTION_INT64, "d", encode_ints(&[1, 1, 1, 1]))]);
+        m.add(vec![info(SUM_INT64, "other", encode_ints(&[1]))]);
+        let all = m.attempted();
+        assert_eq!(all.len(), 3);
+        let c = all.iter().find(|i| i.labels["NAME"] == "c" && i.r#type == SUM_INT64).unwrap();
+        assert_eq!(decode_ints(&c.payload, 1).unwrap(), [7]);
+        let d = all.iter().find(|i| i.r#type == DISTRIBUTION_INT64).unwrap();
+        assert_eq!(decode_ints(&d.payload, 4).unwrap(), [3, 11, 1, 7]);
+    }
+}

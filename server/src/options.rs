@@ -1,0 +1,79 @@
+//! Pipeline options over the Job API: the `Struct` an SDK sends, and the
+//! descriptors `DescribePipelineOptions` advertises.
+use std::collections::BTreeMap;
+
+use beam_kafka_config::{OptionKind, OptionValue, OPTIONS};
+use beam_kafka_proto::job_management as jm;
+use prost_types::{value::Kind, Struct, Value};
+
+/// `beam:option:<name>:v1` → `<name>`.
+fn option_name(key: &str) -> Option<&str> {
+    key.strip_prefix("beam:option:").and_then(|k| k.strip_suffix(":v1"))
+}
+
+fn convert(v: &Value) -> OptionValue {
+    match &v.kind {
+        None | Some(Kind::NullValue(_)) => OptionValue::Null,
+        Some(Kind::BoolValue(b)) => OptionValue::Bool(*b),
+        Some(Kind::NumberValue(n)) => OptionValue::Number(*n),
+        Some(Kind::StringValue(s)) => OptionValue::String(s.clone()),
+        Some(Kind::ListValue(l)) => OptionValue::List(l.values.iter().map(convert).collect()),
+        Some(Kind::StructValue(_)) => OptionValue::Other,
+    }
+}
+
+/// The options of a job by plain name. Keys without the `beam:option:` form
+/// (older SDKs) are kept as they are.
+pub fn from_struct(s: &Struct) -> BTreeMap<String, OptionValue> {
+    s.fields.iter().map(|(k, v)| (option_name(k).unwrap_or(k).to_string(), convert(v))).collect()
+}
+
+/// A string option as sent, if present.
+pub fn text(s: &Struct, name: &str) -> Option<String> {
+    from_struct(s).get(name).and_then(OptionValue::as_text)
+}
+
+pub fn descriptors() -> Vec<jm::PipelineOptionDescriptor> {
+    OPTIONS
+        .iter()
+        .map(|o| jm::PipelineOptionDescriptor {
+            name: o.name.to_string(),
+            r#type: match o.kind {
+                OptionKind::String => jm::pipeline_option_type::Enum::String,
+                OptionKind::Integer => jm::pipeline_option_type::Enum::Integer,
+                OptionKind::Boolean => jm::pipeline_option_type::Enum::Boolean,
+                OptionKind::Array => jm::pipeline_option_type::Enum::Array,
+            } as i32,
+            description: o.description.to_string(),
+            default_value: o.default.unwrap_or_default().to_string(),
+            group: "beam-kafka".to_string(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn struct_keys_are_unwrapped_and_values_converted() {
+        let mut s = Struct::default();
+        s.fields.insert("beam:option:application_id:v1".into(), Value { kind: Some(Kind::StringValue("app".into())) });
+        s.fields.insert("beam:option:streaming:v1".into(), Value { kind: Some(Kind::BoolValue(true)) });
+        let m = from_struct(&s);
+        assert_eq!(m["application_id"], OptionValue::String("app".into()));
+        assert_eq!(m["streaming"], OptionValue::Bool(true));
+        assert_eq!(text(&s, "application_id").as_deref(), Some("app"));
+    }
+
+    #[test]
+    fn every_option_is_advertised_with_its_type() {
+        let d = descriptors();
+        assert_eq!(d.len(), OPTIONS.len());
+        let app = d.iter().find(|o| o.name == "application_id").unwrap();
+        assert_eq!(app.default_value, "");
+        let par = d.iter().find(|o| o.name == "internal_parallelism").unwrap();
+        assert_eq!(par.r#type, jm::pipeline_option_type::Enum::Integer as i32);
+        assert_eq!(par.default_value, "1");
+    }
+}
