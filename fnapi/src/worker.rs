@@ -58,7 +58,8 @@ impl std::fmt::Display for BundleError {
 
 pub struct SdkWorker {
     pub id: String,
-    control: Outbound<fn_pb::InstructionRequest>,
+    /// Dropped on disconnect, which ends the harness's control stream cleanly.
+    control: Mutex<Option<Outbound<fn_pb::InstructionRequest>>>,
     pending: DashMap<String, oneshot::Sender<fn_pb::InstructionResponse>>,
     data_out: watch::Sender<Option<Outbound<fn_pb::Elements>>>,
     routes: DashMap<String, mpsc::UnboundedSender<DataEvent>>,
@@ -71,7 +72,7 @@ impl SdkWorker {
     pub(crate) fn new(id: String, control: Outbound<fn_pb::InstructionRequest>) -> SdkWorker {
         SdkWorker {
             id,
-            control,
+            control: Mutex::new(Some(control)),
             pending: DashMap::new(),
             data_out: watch::channel(None).0,
             routes: DashMap::new(),
@@ -123,6 +124,7 @@ impl SdkWorker {
             *closed = Some(reason.to_string());
         }
         drop(closed);
+        self.control.lock().expect("lock").take();
         self.pending.clear();
         self.routes.clear();
         self.data_out.send_replace(None);
@@ -182,7 +184,13 @@ impl SdkWorker {
                 ..Default::default()
             })),
         };
-        self.control.send(Ok(request)).map_err(|_| lost("control stream closed"))?;
+        let sent = match self.control.lock().expect("lock").as_ref() {
+            Some(control) => control.send(Ok(request)).is_ok(),
+            None => false,
+        };
+        if !sent {
+            return Err(lost("control stream closed"));
+        }
         // The harness opens its data stream when it first needs it, i.e. after
         // it received a bundle request.
         let data = self.data_stream().await?;

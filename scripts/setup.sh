@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what the project needs beyond the toolchains (Rust, Python 3, Java,
+# Maven): Debian packages for building rdkafka, rocksdb and the protos. Only
+# missing packages are installed, so a second run is quick.
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+PACKAGES=(
+  cmake             # the bundled librdkafka is built with cmake
+  libcurl4-openssl-dev  # librdkafka's cmake build wants curl headers even with curl off
+  zlib1g-dev        # gzip compression in librdkafka
+  libclang-dev      # bindgen for rocksdb
+  g++ make pkg-config
+  protobuf-compiler libprotobuf-dev  # protoc and the well-known types for tonic/prost
+  unzip             # extracting Beam's protos from their jars
+  maven default-jre-headless  # fetching Kafka and Beam's model jars; running the test broker
+)
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# A JDK or Maven installed outside Debian's packages is fine.
+if command -v java >/dev/null; then missing=("${missing[@]/default-jre-headless}"); fi
+if command -v mvn >/dev/null; then missing=("${missing[@]/maven}"); fi
+read -r -a missing <<<"${missing[*]}"
+if ((${#missing[@]})); then
+  log "installing Debian packages: ${missing[*]}"
+  SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+  $SUDO apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+fi
+for tool in cargo python3 java mvn; do
+  command -v "$tool" >/dev/null || die "$tool is needed and not installed (Rust from rustup, Python 3.9+, Java 17+, Maven)"
+done
