@@ -153,3 +153,24 @@ def test_unsupported_teststream_fails_prepare(
   assert 'teststream' in text.lower(), text
   assert _raised_by_prepare(excinfo), excinfo.traceback
   assert not collector.exists()
+
+
+# An unreachable broker fails the job with a message naming the address,
+# instead of hanging.
+def test_unreachable_broker_fails_with_a_clear_message(
+    job_server, app_id, collector, tmp_path):
+  args = portable_args(job_server) + kafka_args(
+      'localhost:1', app_id, tmp_path / 'state')
+  p = beam.Pipeline(options=PipelineOptions(args))
+  _ = (
+      p
+      | 'Impulse' >> beam.Impulse()
+      | 'Record' >> beam.Map(collector.recorder()))
+  result = p.run()
+  with pytest.raises(RuntimeError) as excinfo:
+    result.wait_until_finish()
+  message = str(excinfo.value)
+  assert 'cannot reach Kafka at localhost:1' in message, message
+  assert '--bootstrap_servers' in message, message
+  assert result.state == PipelineState.FAILED
+  assert not collector.exists(), 'nothing may run without a broker'
