@@ -1,0 +1,83 @@
+"""SDK harness environments other than LOOPBACK, on the real binary and broker."""
+
+import json
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.runners.runner import PipelineState
+
+from conftest import kafka_args
+
+
+def _boot_command(tmp_path: Path) -> str:
+  """An executable that starts the Python SDK harness the way Beam's boot does."""
+  boot = tmp_path / 'boot'
+  boot.write_text('#!/bin/sh\nexec "%s" "%s" "$@"\n' % (
+      sys.executable, Path(__file__).with_name('process_boot.py')))
+  boot.chmod(boot.stat().st_mode | stat.S_IEXEC)
+  return str(boot)
+
+
+def test_process_environment_runs_the_harness_as_a_subprocess(
+    broker, job_server, app_id, collector, tmp_path):
+  args = [
+      '--runner=PortableRunner',
+      '--job_endpoint=%s' % job_server.endpoint,
+      '--environment_type=PROCESS',
+      '--environment_config=%s' % json.dumps(
+          {'command': _boot_command(tmp_path)}),
+  ] + kafka_args(broker, app_id, tmp_path / 'state')
+  p = beam.Pipeline(options=PipelineOptions(args))
+  _ = (
+      p
+      | 'Impulse' >> beam.Impulse()
+      | 'Words' >> beam.FlatMap(lambda _: ['a', 'bb', 'ccc'])
+      | 'Length' >> beam.Map(lambda w: '%s=%d' % (w, len(w)))
+      | 'Collect' >> beam.Map(collector.recorder()))
+  result = p.run()
+  assert result.wait_until_finish() == PipelineState.DONE
+  assert sorted(collector.lines()) == ['a=1', 'bb=2', 'ccc=3']
+
+
+def test_process_environment_with_a_missing_command_fails_clearly(
+    broker, job_server, app_id, collector, tmp_path):
+  missing = str(tmp_path / 'no-such-boot')
+  args = [
+      '--runner=PortableRunner',
+      '--job_endpoint=%s' % job_server.endpoint,
+      '--environment_type=PROCESS',
+      '--environment_config=%s' % json.dumps({'command': missing}),
+  ] + kafka_args(broker, app_id, tmp_path / 'state')
+  p = beam.Pipeline(options=PipelineOptions(args))
+  _ = p | beam.Impulse() | beam.Map(collector.recorder())
+  result = p.run()
+  with pytest.raises(RuntimeError) as excinfo:
+    result.wait_until_finish()
+  assert missing in str(excinfo.value)
+  assert result.state == PipelineState.FAILED
+  assert not collector.exists()
+
+
+def test_docker_environment_without_an_engine_or_image_fails_clearly(
+    broker, job_server, app_id, collector, tmp_path):
+  args = [
+      '--runner=PortableRunner',
+      '--job_endpoint=%s' % job_server.endpoint,
+      '--environment_type=DOCKER',
+      '--environment_config=beam-kafka-itest/no-such-image:0',
+  ] + kafka_args(broker, app_id, tmp_path / 'state')
+  p = beam.Pipeline(options=PipelineOptions(args))
+  _ = p | beam.Impulse() | beam.Map(collector.recorder())
+  result = p.run()
+  with pytest.raises(RuntimeError) as excinfo:
+    result.wait_until_finish()
+  # Either no engine runs here, or the engine cannot start the image: both
+  # must end the job with a message about Docker, never hang.
+  assert 'docker' in str(excinfo.value).lower(), str(excinfo.value)
+  assert result.state == PipelineState.FAILED
+  assert not collector.exists()
