@@ -25,6 +25,7 @@ export BEAM_KAFKA_TEST_BOOTSTRAP="localhost:$PORT"
 log "integration tests (pytest itests)"
 (cd "$REPO_ROOT" && "$PY" -m pytest itests -v -rs 2>&1) | tee "$results/pytest.log"
 pytest_rc=${PIPESTATUS[0]}
+if [[ -n "$started" ]]; then "$REPO_ROOT/scripts/kafka.sh" stop "$started"; started=""; fi
 
 # One closing line over both runners.
 sum() { { grep -oE "[0-9]+ $1" "$2" || true; } | awk '{s+=$1} END {print s+0}'; }
