@@ -1,14 +1,18 @@
 //! The pure core of beam-kafka: what a pipeline means and how it maps onto
 //! Kafka, with no I/O, no async, no gRPC and no Kafka client. Everything here is
 //! unit-tested without a broker.
+pub mod coder;
 pub mod coders;
 pub mod descriptor;
 pub mod fusion;
+pub mod gbk;
 pub mod graph;
 pub mod timestamp;
 pub mod topology;
 pub mod urns;
 pub mod validate;
 pub mod watermark;
+pub mod windowed;
+pub mod windowing;
 
 pub use beam_kafka_proto::pipeline as pb;

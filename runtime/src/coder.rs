@@ -1,0 +1,219 @@
+//! The runner's view of Beam coders: enough to find where one encoded value
+//! ends (nested context) so it can split element streams and pick out keys.
+//! Coders it cannot read are wrapped in length prefixes in the descriptors it
+//! sends to the SDK (see [`length_prefixed`]), so every wire coder is readable.
+use crate::coders::decode_varint;
+use crate::pb;
+use crate::urns;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Coder {
+    Bytes,
+    StringUtf8,
+    Varint,
+    Bool,
+    Double,
+    Kv(Box<Coder>, Box<Coder>),
+    Iterable(Box<Coder>),
+    LengthPrefix(Box<Coder>),
+    Nullable(Box<Coder>),
+    GlobalWindow,
+    IntervalWindow,
+    WindowedValue(Box<Coder>, Box<Coder>),
+    /// A coder the runner cannot read (e.g. pickled Python).
+    Opaque(String),
+}
+
+pub const KV: &str = "beam:coder:kv:v1";
+pub const ITERABLE: &str = "beam:coder:iterable:v1";
+pub const STRING_UTF8: &str = "beam:coder:string_utf8:v1";
+pub const VARINT: &str = "beam:coder:varint:v1";
+pub const BOOL: &str = "beam:coder:bool:v1";
+pub const DOUBLE: &str = "beam:coder:double:v1";
+pub const NULLABLE: &str = "beam:coder:nullable:v1";
+pub const INTERVAL_WINDOW: &str = "beam:coder:interval_window:v1";
+
+impl Coder {
+    /// Reads coder `id` from the pipeline's components.
+    pub fn from_components(components: &pb::Components, id: &str) -> Coder {
+        let Some(c) = components.coders.get(id) else { return Coder::Opaque(format!("missing coder {id}")) };
+        let urn = c.spec.as_ref().map(|s| s.urn.as_str()).unwrap_or("");
+        let comp = |i: usize| -> Box<Coder> {
+            Box::new(c.component_coder_ids.get(i).map_or(Coder::Opaque("missing component".into()), |cid| {
+                Coder::from_components(components, cid)
+            }))
+        };
+        match (urn, c.component_coder_ids.len()) {
+            (urns::CODER_BYTES, _) => Coder::Bytes,
+            (STRING_UTF8, _) => Coder::StringUtf8,
+            (VARINT, _) => Coder::Varint,
+            (BOOL, _) => Coder::Bool,
+            (DOUBLE, _) => Coder::Double,
+            (KV, 2) => Coder::Kv(comp(0), comp(1)),
+            (ITERABLE, 1) => Coder::Iterable(comp(0)),
+            (urns::CODER_LENGTH_PREFIX, 1) => Coder::LengthPrefix(comp(0)),
+            (NULLABLE, 1) => Coder::Nullable(comp(0)),
+            (urns::CODER_GLOBAL_WINDOW, _) => Coder::GlobalWindow,
+            (INTERVAL_WINDOW, _) => Coder::IntervalWindow,
+            (urns::CODER_WINDOWED_VALUE, 2) => Coder::WindowedValue(comp(0), comp(1)),
+            (other, _) => Coder::Opaque(other.to_string()),
+        }
+    }
+
+    /// Whether the runner can find the end of a value of this coder.
+    pub fn is_readable(&self) -> bool {
+        match self {
+            Coder::Opaque(_) => false,
+            Coder::Kv(a, b) | Coder::WindowedValue(a, b) => a.is_readable() && b.is_readable(),
+            Coder::Iterable(c) | Coder::Nullable(c) => c.is_readable(),
+            _ => true,
+        }
+    }
+
+    /// Length of the nested-context value at the start of `buf`.
+    pub fn skip(&self, buf: &[u8]) -> Result<usize, String> {
+        let need = |n: usize| if buf.len() >= n { Ok(n) } else { Err(truncated()) };
+        match self {
+            Coder::Bytes | Coder::StringUtf8 | Coder::LengthPrefix(_) => {
+                let (len, n) = decode_varint(buf).ok_or_else(truncated)?;
+                need(n + len as usize)
+            }
+            Coder::Varint => decode_varint(buf).map(|(_, n)| n).ok_or_else(truncated),
+            Coder::Bool => need(1),
+            Coder::Double => need(8),
+            Coder::GlobalWindow => Ok(0),
+            Coder::IntervalWindow => {
+                need(8)?;
+                let (_, n) = decode_varint(&buf[8..]).ok_or_else(truncated)?;
+                Ok(8 + n)
+            }
+            Coder::Kv(a, b) => {
+                let n = a.skip(buf)?;
+                Ok(n + b.skip(&buf[n..])?)
+            }
+            Coder::Nullable(c) => match buf.first() {
+                Some(0) => Ok(1),
+                Some(1) => Ok(1 + c.skip(&buf[1..])?),
+                Some(b) => Err(format!("bad nullable marker {b}")),
+                None => Err(truncated()),
+            },
+            Coder::Iterable(c) => skip_iterable(c, buf),
+            Coder::WindowedValue(value, window) => {
+                let header = crate::windowed::split(buf, window)?;
+                Ok(header.value_offset + value.skip(&buf[header.value_offset..])?)
+            }
+            Coder::Opaque(urn) => Err(format!("the runner cannot read values of coder {urn}")),
+        }
+    }
+}
+
+fn truncated() -> String {
+    "truncated value".to_string()
+}
+
+fn skip_iterable(c: &Coder, buf: &[u8]) -> Result<usize, String> {
+    if buf.len() < 4 {
+        return Err(truncated());
+    }
+    let count = i32::from_be_bytes(buf[..4].try_into().expect("4 bytes"));
+    let mut at = 4;
+    if count >= 0 {
+        for _ in 0..count {
+            at += c.skip(&buf[at..])?;
+        }
+        return Ok(at);
+    }
+    // Unknown length: blocks of (varint count, elements), ended by a 0 count.
+    loop {
+        let (n, len) = decode_varint(&buf[at..]).ok_or_else(truncated)?;
+        at += len;
+        if n == 0 {
+            return Ok(at);
+        }
+        for _ in 0..n {
+            at += c.skip(&buf[at..])?;
+        }
+    }
+}
+
+/// Returns the id of a coder like `id` in which every part the runner cannot
+/// read is wrapped in a length prefix, adding coders to `components` as needed.
+pub fn length_prefixed(components: &mut pb::Components, id: &str) -> String {
+    let Some(c) = components.coders.get(id).cloned() else { return id.to_string() };
+    let urn = c.spec.as_ref().map(|s| s.urn.clone()).unwrap_or_default();
+    if Coder::from_components(components, id).is_readable() {
+        return id.to_string();
+    }
+    let structural = [KV, ITERABLE, NULLABLE, urns::CODER_WINDOWED_VALUE];
+    let new_id = format!("{id}/lp");
+    if components.coders.contains_key(&new_id) {
+        return new_id;
+    }
+    let new = if structural.contains(&urn.as_str()) {
+        let parts = c.component_coder_ids.iter().map(|cid| length_prefixed(components, cid)).collect();
+        pb::Coder { spec: c.spec.clone(), component_coder_ids: parts }
+    } else {
+        pb::Coder {
+            spec: Some(pb::FunctionSpec { urn: urns::CODER_LENGTH_PREFIX.into(), payload: vec![] }),
+            component_coder_ids: vec![id.to_string()],
+        }
+    };
+    components.coders.insert(new_id.clone(), new);
+    new_id
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::coders::{encode_nested_bytes, encode_varint};
+
+    fn components(coders: &[(&str, &str, &[&str])]) -> pb::Components {
+        let mut c = pb::Components::default();
+        for (id, urn, parts) in coders {
+            c.coders.insert(
+                id.to_string(),
+                pb::Coder {
+                    spec: Some(pb::FunctionSpec { urn: urn.to_string(), payload: vec![] }),
+                    component_coder_ids: parts.iter().map(|p| p.to_string()).collect(),
+                },
+            );
+        }
+        c
+    }
+
+    #[test]
+    fn known_coders_are_skipped_exactly() {
+        let mut buf = Vec::new();
+        encode_nested_bytes(b"key", &mut buf); // string
+        encode_varint(300, &mut buf); // varint
+        buf.extend_from_slice(b"rest");
+        let kv = Coder::Kv(Box::new(Coder::StringUtf8), Box::new(Coder::Varint));
+        assert_eq!(kv.skip(&buf), Ok(4 + 2));
+        let mut it = 2i32.to_be_bytes().to_vec();
+        encode_varint(1, &mut it);
+        encode_varint(2, &mut it);
+        assert_eq!(Coder::Iterable(Box::new(Coder::Varint)).skip(&it), Ok(6));
+        assert!(Coder::Varint.skip(&[0x80]).is_err());
+        assert!(Coder::Opaque("x".into()).skip(&buf).is_err());
+    }
+
+    #[test]
+    fn unreadable_parts_get_length_prefixes() {
+        let mut c = components(&[
+            ("pickle", "beam:coder:pickled_python:v1", &[]),
+            ("str", STRING_UTF8, &[]),
+            ("kv", KV, &["pickle", "str"]),
+        ]);
+        assert!(!Coder::from_components(&c, "kv").is_readable());
+        let id = length_prefixed(&mut c, "kv");
+        assert_eq!(id, "kv/lp");
+        let coder = Coder::from_components(&c, &id);
+        assert_eq!(
+            coder,
+            Coder::Kv(Box::new(Coder::LengthPrefix(Box::new(Coder::Opaque("beam:coder:pickled_python:v1".into())))), Box::new(Coder::StringUtf8))
+        );
+        assert!(coder.is_readable());
+        // Readable coders are used as they are.
+        assert_eq!(length_prefixed(&mut c, "str"), "str");
+    }
+}

@@ -1,0 +1,379 @@
+//! GroupByKey and GroupAlsoByWindow: buffers values per (key, window), merges
+//! session windows, and fires panes by trigger and watermark. Pure: the task
+//! owning a shuffle partition feeds it elements and watermarks and ships what
+//! it returns to the stage behind it.
+use std::collections::BTreeMap;
+
+use crate::coder::Coder;
+use crate::timestamp::{Millis, Watermark};
+use crate::windowed::{self, encode_pane, Timing, Window};
+use crate::windowing::{OutputTime, Trigger, WindowingSpec};
+
+#[derive(Debug, Default)]
+struct Pane {
+    values: Vec<Vec<u8>>,
+    min_ts: Option<Millis>,
+    max_ts: Option<Millis>,
+    /// Firings so far, and how many of them were on time or late.
+    fired: u64,
+    fired_on_time_or_late: u64,
+    on_time_done: bool,
+    since_fire: u64,
+}
+
+pub struct GroupByKey {
+    spec: WindowingSpec,
+    key: Coder,
+    value: Coder,
+    panes: BTreeMap<(Vec<u8>, Window), Pane>,
+    input_watermark: Watermark,
+    /// Elements dropped because their window had expired.
+    pub dropped_late: u64,
+}
+
+impl GroupByKey {
+    /// `input` is the element coder of the GroupByKey's input: a KV.
+    pub fn new(spec: WindowingSpec, input: &Coder) -> Result<GroupByKey, String> {
+        let Coder::Kv(key, value) = input else {
+            return Err(format!("GroupByKey input must be KV-coded, found {input:?}"));
+        };
+        if !key.is_readable() || !value.is_readable() {
+            return Err("GroupByKey input coder is not readable by the runner (it should be length-prefixed)".into());
+        }
+        Ok(GroupByKey {
+            spec,
+            key: *key.clone(),
+            value: *value.clone(),
+            panes: BTreeMap::new(),
+            input_watermark: Watermark::NegInf,
+            dropped_late: 0,
+        })
+    }
+
+    /// Splits the first element of `buf`; returns the key bytes and the length
+    /// consumed. The key bytes are what a shuffle partitions on.
+    pub fn key_of<'a>(&self, buf: &'a [u8]) -> Result<(&'a [u8], usize), String> {
+        let h = windowed::split(buf, &self.spec.window_coder)?;
+        let k = self.key.skip(&buf[h.value_offset..])?;
+        let v = self.value.skip(&buf[h.value_offset + k..])?;
+        Ok((&buf[h.value_offset..h.value_offset + k], h.value_offset + k + v))
+    }
+
+    fn expired(&self, w: &Window) -> bool {
+        match self.input_watermark {
+            Watermark::NegInf => false,
+            Watermark::PosInf => true,
+            Watermark::At(wm) => w.max_timestamp().saturating_add(self.spec.allowed_lateness) < wm,
+        }
+    }
+
+    /// Adds one encoded element (a windowed KV); returns panes it fires.
+    pub fn add(&mut self, element: &[u8], out: &mut Vec<Vec<u8>>) -> Result<(), String> {
+        let h = windowed::split(element, &self.spec.window_coder)?;
+        let k = self.key.skip(&element[h.value_offset..])?;
+        let key = element[h.value_offset..h.value_offset + k].to_vec();
+        let rest = &element[h.value_offset + k..];
+        let v = self.value.skip(rest)?;
+        let value = rest[..v].to_vec();
+        for wbytes in &h.windows {
+            let window = Window::decode(wbytes, &self.spec.window_coder)?;
+            if self.expired(&window) {
+                self.dropped_late += 1;
+                continue;
+            }
+            let window = if self.spec.merging { self.merge_into(&key, window) } else { window };
+            let pane = self.panes.entry((key.clone(), window)).or_default();
+            pane.values.push(value.clone());
+            pane.min_ts = Some(pane.min_ts.map_or(h.timestamp, |m| m.min(h.timestamp)));
+            pane.max_ts = Some(pane.max_ts.map_or(h.timestamp, |m| m.max(h.timestamp)));
+            pane.since_fire += 1;
+            let fire_now = match self.spec.trigger {
+                Trigger::Always => true,
+                Trigger::RepeatedCount(n) => pane.since_fire >= n,
+                // After the on-time pane, every late element fires.
+                Trigger::Default => pane.on_time_done,
+            };
+            if fire_now {
+                let timing = if pane.on_time_done { Timing::Late } else { Timing::Early };
+                self.fire(&key, window, timing, false, out);
+            }
+        }
+        Ok(())
+    }
+
+    /// Merges `window` with the key's overlapping session windows (moving
+    /// their contents) and returns the merged window.
+    fn merge_into(&mut self, key: &[u8], window: Window) -> Window {
+        let Window::Interval { mut start, mut end } = window else { return window };
+        loop {
+            let overlapping: Vec<Window> = self
+                .panes
+                .range((key.to_vec(), Window::Global)..)
+                .take_while(|((k, _), _)| k.as_slice() == key)
+                .filter_map(|((_, w), _)| match *w {
+                    Window::Interval { start: s, end: e } if s < end && start < e && *w != (Window::Interval { start, end }) => Some(*w),
+                    _ => None,
+                })
+                .collect();
+            if overlapping.is_empty() {
+                return Window::Interval { start, end };
+            }
+            let mut merged = self.panes.remove(&(key.to_vec(), Window::Interval { start, end })).unwrap_or_default();
+            for w in overlapping {
+                if let Window::Interval { start: s, end: e } = w {
+                    start = start.min(s);
+                    end = end.max(e);
+                }
+                let p = self.panes.remove(&(key.to_vec(), w)).expect("listed above");
+                merged.values.extend(p.values);
+                merged.min_ts = min_opt(merged.min_ts, p.min_ts);
+                merged.max_ts = max_opt(merged.max_ts, p.max_ts);
+                merged.since_fire += p.since_fire;
+                merged.fired = merged.fired.max(p.fired);
+            }
+            self.panes.insert((key.to_vec(), Window::Interval { start, end }), merged);
+        }
+    }
+
+    fn fire(&mut self, key: &[u8], window: Window, timing: Timing, is_last: bool, out: &mut Vec<Vec<u8>>) {
+        let accumulating = self.spec.accumulating;
+        let output_time = self.spec.output_time;
+        let Some(pane) = self.panes.get_mut(&(key.to_vec(), window)) else { return };
+        if pane.values.is_empty() {
+            return;
+        }
+        let ts = match output_time {
+            OutputTime::EndOfWindow => window.max_timestamp(),
+            OutputTime::EarliestInPane => pane.min_ts.unwrap_or(window.max_timestamp()),
+            OutputTime::LatestInPane => pane.max_ts.unwrap_or(window.max_timestamp()),
+        };
+        let mut pane_bytes = Vec::new();
+        let on_time_index = if timing == Timing::Early { 0 } else { pane.fired_on_time_or_late };
+        encode_pane(pane.fired == 0, is_last, timing, pane.fired, on_time_index, &mut pane_bytes);
+        let mut value = key.to_vec();
+        value.extend_from_slice(&(pane.values.len() as u32).to_be_bytes());
+        for v in &pane.values {
+            value.extend_from_slice(v);
+        }
+        let mut encoded = Vec::with_capacity(value.len() + 32);
+        windowed::encode(ts, &window, &pane_bytes, &value, &mut encoded);
+        out.push(encoded);
+        pane.fired += 1;
+        if timing != Timing::Early {
+            pane.fired_on_time_or_late += 1;
+        }
+        pane.since_fire = 0;
+        if !accumulating {
+            pane.values.clear();
+            pane.min_ts = None;
+            pane.max_ts = None;
+        }
+    }
+
+    /// Advances the input watermark: fires every window it closes and drops
+    /// the state of windows past their allowed lateness.
+    pub fn advance(&mut self, wm: Watermark, out: &mut Vec<Vec<u8>>) {
+        if wm <= self.input_watermark {
+            return;
+        }
+        self.input_watermark = wm;
+        let closing: Vec<(Vec<u8>, Window)> = self
+            .panes
+            .iter()
+            .filter(|((_, w), p)| !p.on_time_done && Watermark::At(w.max_timestamp()) < wm)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for (key, window) in closing {
+            let expires = self.expired(&window);
+            self.fire(&key, window, Timing::OnTime, expires, out);
+            if let Some(p) = self.panes.get_mut(&(key, window)) {
+                p.on_time_done = true;
+            }
+        }
+        let expired: Vec<_> = self.panes.keys().filter(|(_, w)| self.expired(w)).cloned().collect();
+        for k in expired {
+            self.panes.remove(&k);
+        }
+    }
+
+    /// The earliest output timestamp buffered data may still produce: the
+    /// GroupByKey's output watermark may not pass it.
+    pub fn hold(&self) -> Watermark {
+        self.panes
+            .iter()
+            .filter(|(_, p)| !p.values.is_empty())
+            .map(|((_, w), p)| match self.spec.output_time {
+                OutputTime::EndOfWindow => Watermark::At(w.max_timestamp()),
+                _ => Watermark::At(p.min_ts.unwrap_or(w.max_timestamp())),
+            })
+            .min()
+            .unwrap_or(Watermark::PosInf)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.panes.values().all(|p| p.values.is_empty())
+    }
+}
+
+fn min_opt(a: Option<Millis>, b: Option<Millis>) -> Option<Millis> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
+fn max_opt(a: Option<Millis>, b: Option<Millis>) -> Option<Millis> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.max(y)),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::coders::{encode_nested_bytes, encode_varint};
+    use crate::windowed::encode as encode_wv;
+
+    fn spec(trigger: Trigger, window_coder: Coder) -> WindowingSpec {
+        WindowingSpec {
+            merging: false,
+            trigger,
+            accumulating: false,
+            allowed_lateness: 0,
+            output_time: OutputTime::EndOfWindow,
+            window_coder,
+        }
+    }
+
+    fn kv_coder() -> Coder {
+        Coder::Kv(Box::new(Coder::StringUtf8), Box::new(Coder::Varint))
+    }
+
+    fn element(ts: Millis, window: Window, key: &str, value: u64) -> Vec<u8> {
+        let mut kv = Vec::new();
+        encode_nested_bytes(key.as_bytes(), &mut kv);
+        encode_varint(value, &mut kv);
+        let mut out = Vec::new();
+        encode_wv(ts, &window, &[0x0f], &kv, &mut out);
+        out
+    }
+
+    /// (timestamp, window, key, values) of a fired pane.
+    fn decode(out: &[u8], wc: &Coder) -> (Millis, Window, String, Vec<u64>, u8) {
+        let h = windowed::split(out, wc).unwrap();
+        let w = Window::decode(h.windows[0], wc).unwrap();
+        let v = &out[h.value_offset..];
+        let klen = Coder::StringUtf8.skip(v).unwrap();
+        let key = String::from_utf8(v[1..klen].to_vec()).unwrap();
+        let count = u32::from_be_bytes(v[klen..klen + 4].try_into().unwrap());
+        let mut at = klen + 4;
+        let mut values = Vec::new();
+        for _ in 0..count {
+            let (x, n) = crate::coders::decode_varint(&v[at..]).unwrap();
+            values.push(x);
+            at += n;
+        }
+        (h.timestamp, w, key, values, h.pane[0])
+    }
+
+    #[test]
+    fn default_trigger_groups_per_key_and_fires_at_end_of_window() {
+        let mut g = GroupByKey::new(spec(Trigger::Default, Coder::GlobalWindow), &kv_coder()).unwrap();
+        let mut out = Vec::new();
+        for (k, v) in [("a", 1), ("b", 2), ("a", 3)] {
+            g.add(&element(5, Window::Global, k, v), &mut out).unwrap();
+        }
+        assert!(out.is_empty());
+        assert_eq!(g.hold(), Watermark::At(Window::Global.max_timestamp()));
+        g.advance(Watermark::At(100), &mut out);
+        assert!(out.is_empty(), "the global window is still open");
+        g.advance(Watermark::PosInf, &mut out);
+        let mut got: Vec<_> = out.iter().map(|o| decode(o, &Coder::GlobalWindow)).collect();
+        got.sort_by(|a, b| a.2.cmp(&b.2));
+        assert_eq!(got.len(), 2);
+        assert_eq!((got[0].2.as_str(), got[0].3.clone()), ("a", vec![1, 3]));
+        assert_eq!((got[1].2.as_str(), got[1].3.clone()), ("b", vec![2]));
+        assert_eq!(got[0].0, Window::Global.max_timestamp());
+        assert_eq!(got[0].4, 0x07, "first, last, on time");
+        assert!(g.is_empty());
+    }
+
+    #[test]
+    fn fixed_windows_fire_as_the_watermark_passes_and_late_data_is_dropped() {
+        let wc = Coder::IntervalWindow;
+        let mut g = GroupByKey::new(spec(Trigger::Default, wc.clone()), &kv_coder()).unwrap();
+        let w1 = Window::Interval { start: 0, end: 10 };
+        let w2 = Window::Interval { start: 10, end: 20 };
+        let mut out = Vec::new();
+        g.add(&element(1, w1, "k", 1), &mut out).unwrap();
+        g.add(&element(12, w2, "k", 2), &mut out).unwrap();
+        g.advance(Watermark::At(10), &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!(decode(&out[0], &wc).1, w1);
+        g.add(&element(2, w1, "k", 9), &mut out).unwrap();
+        assert_eq!(g.dropped_late, 1, "window 1 expired with zero allowed lateness");
+        assert_eq!(g.hold(), Watermark::At(19));
+        g.advance(Watermark::PosInf, &mut out);
+        assert_eq!(out.len(), 2);
+        assert_eq!(decode(&out[1], &wc).3, vec![2]);
+    }
+
+    #[test]
+    fn sessions_merge_overlapping_windows_of_a_key() {
+        let wc = Coder::IntervalWindow;
+        let mut s = spec(Trigger::Default, wc.clone());
+        s.merging = true;
+        let mut g = GroupByKey::new(s, &kv_coder()).unwrap();
+        let mut out = Vec::new();
+        g.add(&element(0, Window::Interval { start: 0, end: 10 }, "k", 1), &mut out).unwrap();
+        g.add(&element(20, Window::Interval { start: 20, end: 30 }, "k", 2), &mut out).unwrap();
+        g.add(&element(8, Window::Interval { start: 8, end: 21 }, "k", 3), &mut out).unwrap();
+        g.add(&element(8, Window::Interval { start: 8, end: 18 }, "other", 4), &mut out).unwrap();
+        g.advance(Watermark::PosInf, &mut out);
+        let mut got: Vec<_> = out.iter().map(|o| decode(o, &wc)).collect();
+        got.sort_by(|a, b| a.2.cmp(&b.2));
+        assert_eq!(got[0].1, Window::Interval { start: 0, end: 30 });
+        let mut vals = got[0].3.clone();
+        vals.sort();
+        assert_eq!(vals, vec![1, 2, 3]);
+        assert_eq!(got[1].1, Window::Interval { start: 8, end: 18 });
+    }
+
+    #[test]
+    fn always_fires_each_element_and_counting_accumulates() {
+        let mut g = GroupByKey::new(spec(Trigger::Always, Coder::GlobalWindow), &kv_coder()).unwrap();
+        let mut out = Vec::new();
+        g.add(&element(1, Window::Global, "k", 1), &mut out).unwrap();
+        g.add(&element(2, Window::Global, "k", 2), &mut out).unwrap();
+        assert_eq!(out.len(), 2);
+        assert_eq!(decode(&out[1], &Coder::GlobalWindow).3, vec![2]);
+        g.advance(Watermark::PosInf, &mut out);
+        assert_eq!(out.len(), 2, "nothing left to fire");
+
+        let mut s = spec(Trigger::RepeatedCount(2), Coder::GlobalWindow);
+        s.accumulating = true;
+        let mut g = GroupByKey::new(s, &kv_coder()).unwrap();
+        let mut out = Vec::new();
+        for v in 1..=5 {
+            g.add(&element(v as i64, Window::Global, "k", v), &mut out).unwrap();
+        }
+        assert_eq!(out.len(), 2);
+        assert_eq!(decode(&out[1], &Coder::GlobalWindow).3, vec![1, 2, 3, 4]);
+        g.advance(Watermark::PosInf, &mut out);
+        assert_eq!(decode(&out[2], &Coder::GlobalWindow).3, vec![1, 2, 3, 4, 5]);
+    }
+
+    #[test]
+    fn keys_are_found_for_partitioning() {
+        let g = GroupByKey::new(spec(Trigger::Default, Coder::GlobalWindow), &kv_coder()).unwrap();
+        let mut two = element(1, Window::Global, "ab", 7);
+        let first_len = two.len();
+        two.extend(element(1, Window::Global, "c", 8));
+        let (key, len) = g.key_of(&two).unwrap();
+        assert_eq!(len, first_len);
+        assert_eq!(key, &[2, b'a', b'b']);
+    }
+}

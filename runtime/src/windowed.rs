@@ -1,0 +1,164 @@
+//! Windowed values on the wire (`beam:coder:windowed_value:v1`): the header
+//! (timestamp, windows, pane) and the element after it.
+use crate::coder::Coder;
+use crate::coders::{decode_varint, encode_timestamp, encode_varint};
+use crate::timestamp::{Millis, GLOBAL_WINDOW_MAX};
+
+/// Where the parts of one encoded windowed value are.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Header<'a> {
+    pub timestamp: Millis,
+    /// Each window's encoding.
+    pub windows: Vec<&'a [u8]>,
+    pub pane: &'a [u8],
+    /// Offset of the element's value within the buffer.
+    pub value_offset: usize,
+}
+
+fn read_timestamp(buf: &[u8]) -> Result<Millis, String> {
+    let raw: [u8; 8] = buf.get(..8).ok_or("truncated timestamp")?.try_into().expect("8 bytes");
+    Ok((u64::from_be_bytes(raw) ^ (1u64 << 63)) as i64)
+}
+
+/// Splits the header of the windowed value at the start of `buf`.
+pub fn split<'a>(buf: &'a [u8], window: &Coder) -> Result<Header<'a>, String> {
+    let timestamp = read_timestamp(buf)?;
+    let mut at = 8;
+    let count = i32::from_be_bytes(buf.get(at..at + 4).ok_or("truncated window count")?.try_into().expect("4 bytes"));
+    at += 4;
+    if count < 0 {
+        return Err(format!("bad window count {count}"));
+    }
+    let mut windows = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        let n = window.skip(&buf[at..])?;
+        windows.push(&buf[at..at + n]);
+        at += n;
+    }
+    let pane_start = at;
+    let first = *buf.get(at).ok_or("truncated pane")?;
+    at += 1;
+    for _ in 0..(first >> 4) {
+        // ONE_INDEX (1) and TWO_INDICES (2) carry that many varints.
+        let (_, n) = decode_varint(&buf[at..]).ok_or("truncated pane index")?;
+        at += n;
+    }
+    Ok(Header { timestamp, windows, pane: &buf[pane_start..at], value_offset: at })
+}
+
+/// A window as the runner reasons about it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Window {
+    Global,
+    /// `[start, end)` in millis.
+    Interval { start: Millis, end: Millis },
+}
+
+impl Window {
+    pub fn decode(bytes: &[u8], coder: &Coder) -> Result<Window, String> {
+        match coder {
+            Coder::GlobalWindow => Ok(Window::Global),
+            Coder::IntervalWindow => {
+                let end = read_timestamp(bytes)?;
+                let (span, _) = decode_varint(&bytes[8..]).ok_or("truncated interval window")?;
+                Ok(Window::Interval { start: end - span as i64, end })
+            }
+            other => Err(format!("the runner cannot read windows encoded with {other:?}")),
+        }
+    }
+
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        if let Window::Interval { start, end } = *self {
+            encode_timestamp(end, out);
+            encode_varint((end - start) as u64, out);
+        }
+    }
+
+    /// The last timestamp inside the window.
+    pub fn max_timestamp(&self) -> Millis {
+        match *self {
+            Window::Global => GLOBAL_WINDOW_MAX,
+            Window::Interval { end, .. } => end - 1,
+        }
+    }
+}
+
+/// Pane timing (Beam's PaneInfo.Timing).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Timing {
+    Early = 0,
+    OnTime = 1,
+    Late = 2,
+}
+
+/// Encodes a pane: `index` counts every firing of the window, `on_time_index`
+/// the non-early ones (Beam's nonspeculative index).
+pub fn encode_pane(is_first: bool, is_last: bool, timing: Timing, index: u64, on_time_index: u64, out: &mut Vec<u8>) {
+    let low = (is_first as u8) | ((is_last as u8) << 1) | ((timing as u8) << 2);
+    if index == 0 && on_time_index == 0 {
+        out.push(low);
+    } else if timing == Timing::Early || index == on_time_index {
+        out.push(low | (1 << 4));
+        encode_varint(index, out);
+    } else {
+        out.push(low | (2 << 4));
+        encode_varint(index, out);
+        encode_varint(on_time_index, out);
+    }
+}
+
+/// Writes a windowed value with one window; `value` is already encoded.
+pub fn encode(timestamp: Millis, window: &Window, pane: &[u8], value: &[u8], out: &mut Vec<u8>) {
+    encode_timestamp(timestamp, out);
+    out.extend_from_slice(&1u32.to_be_bytes());
+    window.encode(out);
+    out.extend_from_slice(pane);
+    out.extend_from_slice(value);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::coders::{encode_global_windowed_value, PANE_NO_FIRING};
+
+    #[test]
+    fn a_global_window_element_splits() {
+        let mut buf = Vec::new();
+        encode_global_windowed_value(42, &[7, 8], &mut buf);
+        let h = split(&buf, &Coder::GlobalWindow).unwrap();
+        assert_eq!(h.timestamp, 42);
+        assert_eq!(h.windows, vec![&[] as &[u8]]);
+        assert_eq!(h.pane, &[PANE_NO_FIRING]);
+        assert_eq!(&buf[h.value_offset..], &[7, 8]);
+    }
+
+    #[test]
+    fn interval_windows_round_trip_and_panes_with_indexes_are_skipped() {
+        let w = Window::Interval { start: -10, end: 20 };
+        let mut pane = Vec::new();
+        encode_pane(false, false, Timing::Late, 3, 1, &mut pane);
+        assert_eq!(pane.len(), 3);
+        let mut buf = Vec::new();
+        encode(5, &w, &pane, &[1], &mut buf);
+        let h = split(&buf, &Coder::IntervalWindow).unwrap();
+        assert_eq!(Window::decode(h.windows[0], &Coder::IntervalWindow).unwrap(), w);
+        assert_eq!(h.pane, pane.as_slice());
+        assert_eq!(&buf[h.value_offset..], &[1]);
+        assert_eq!(w.max_timestamp(), 19);
+        assert_eq!(Window::Global.max_timestamp(), GLOBAL_WINDOW_MAX);
+    }
+
+    #[test]
+    fn the_first_on_time_pane_is_one_byte() {
+        let mut pane = Vec::new();
+        encode_pane(true, true, Timing::OnTime, 0, 0, &mut pane);
+        assert_eq!(pane, [0x07]);
+    }
+
+    #[test]
+    fn negative_timestamps_decode() {
+        let mut buf = Vec::new();
+        encode_global_windowed_value(-5, &[], &mut buf);
+        assert_eq!(split(&buf, &Coder::GlobalWindow).unwrap().timestamp, -5);
+    }
+}
