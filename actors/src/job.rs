@@ -8,9 +8,12 @@ use actix::prelude::*;
 use beam_kafka_config::RunnerOptions;
 use beam_kafka_fnapi::SdkWorker;
 use beam_kafka_proto::pipeline::MonitoringInfo;
+use beam_kafka_runtime::coder::Coder;
 use beam_kafka_runtime::coders::impulse_element;
+use beam_kafka_runtime::gbk::GroupByKey;
+use beam_kafka_runtime::windowing::WindowingSpec;
 use beam_kafka_runtime::timestamp::Watermark;
-use beam_kafka_runtime::topology::{TaskId, TopicKind, TopologyPlan};
+use beam_kafka_runtime::topology::{sub_topology_source, TaskId, TopicKind, TopologyPlan};
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use tokio::sync::{mpsc, watch};
@@ -20,24 +23,39 @@ use crate::kafka::admin::{Admin, TopicSpec};
 use crate::kafka::config;
 use crate::messages::Shutdown;
 use crate::poller::{poll_loop, PollSettings};
+use crate::output::OutputSink;
 use crate::stage::{StageActor, StageSpec};
-use crate::task::{TaskEvent, TaskSupervisor};
+use crate::task::{upstream_key, InputRoute, TaskConfig, TaskEvent, TaskSupervisor, WatermarkTarget};
 
-/// A stage's process bundle descriptor, already registered with the worker.
-pub struct StageDescriptor {
-    pub sub_topology: u32,
+/// One input topic of a sub-topology, ready to run.
+pub struct InputSpec {
+    pub topic: String,
+    pub partitions: u32,
+    /// Who reports watermarks on the topic.
+    pub upstream: String,
+    /// The stage's data source this input feeds.
+    pub source_transform: String,
+    /// The GroupByKey in front of the stage: its windowing and input coder.
+    pub gbk: Option<(WindowingSpec, Coder)>,
+}
+
+/// A sub-topology, its descriptor registered with the worker.
+pub struct SubTopologySpec {
+    pub id: u32,
+    pub partitions: u32,
     pub descriptor_id: String,
     pub display_name: String,
-    /// Data source transform id per input topic index.
-    pub sources: Vec<String>,
+    /// Every data sink of the descriptor.
     pub sinks: Vec<String>,
+    pub inputs: Vec<InputSpec>,
+    pub outputs: Vec<OutputSink>,
 }
 
 pub struct JobInput {
     pub job_id: String,
     pub options: RunnerOptions,
     pub plan: TopologyPlan,
-    pub stages: Vec<StageDescriptor>,
+    pub sub_topologies: Vec<SubTopologySpec>,
     pub worker: Arc<SdkWorker>,
 }
 
@@ -82,8 +100,15 @@ async fn drive(input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut can
     if let Err(e) = consumer.subscribe(&topic_names) {
         return JobOutcome::Failed(format!("cannot subscribe to {}: {e}", topic_names.join(", ")));
     }
+    let producer: Arc<FutureProducer> = match config::producer(opts).create() {
+        Ok(p) => Arc::new(p),
+        Err(e) => return JobOutcome::Failed(format!("cannot create the Kafka producer: {e}")),
+    };
     let (task_tx, mut task_rx) = mpsc::unbounded_channel();
-    let (routes, tasks) = start_tasks(&input, consumer.clone(), task_tx.clone());
+    let (routes, tasks) = match start_tasks(&input, consumer.clone(), producer.clone(), task_tx.clone()) {
+        Ok(started) => started,
+        Err(e) => return JobOutcome::Failed(e),
+    };
     let _ = events.send(JobEvent::Info(format!(
         "running {} task(s) of application {} on {}",
         tasks.len(),
@@ -151,7 +176,7 @@ async fn bootstrap(admin: &Admin, input: &JobInput) -> Result<(), String> {
                 }
                 let records = [
                     envelope::data(impulse_element()),
-                    envelope::watermark(Watermark::PosInf, &topic.producer_transform, 0, 1),
+                    envelope::watermark(Watermark::PosInf, &topic.upstream, 0, 1),
                 ];
                 for payload in records {
                     producer
@@ -160,51 +185,77 @@ async fn bootstrap(admin: &Admin, input: &JobInput) -> Result<(), String> {
                         .map_err(|(e, _)| format!("cannot write to {}: {e}", topic.name))?;
                 }
             }
+            TopicKind::Shuffle => {}
         }
     }
     Ok(())
 }
 
+type Routes = HashMap<(String, i32), Recipient<crate::messages::RecordBatch>>;
+
 fn start_tasks(
     input: &JobInput,
     consumer: Arc<StreamConsumer>,
+    producer: Arc<FutureProducer>,
     events: mpsc::UnboundedSender<TaskEvent>,
-) -> (HashMap<(String, i32), Recipient<crate::messages::RecordBatch>>, Vec<Addr<TaskSupervisor>>) {
+) -> Result<(Routes, Vec<Addr<TaskSupervisor>>), String> {
     let opts = &input.options;
     let mut routes = HashMap::new();
     let mut tasks = Vec::new();
     for task in input.plan.tasks() {
-        let sub = &input.plan.sub_topologies[task.sub_topology as usize];
-        let stage = input.stages.iter().find(|s| s.sub_topology == sub.id).expect("a descriptor per sub-topology");
-        let mut sources = HashMap::new();
+        let sub = input
+            .sub_topologies
+            .iter()
+            .find(|s| s.id == task.sub_topology)
+            .ok_or_else(|| format!("no specification for sub-topology {}", task.sub_topology))?;
+        let mut inputs = HashMap::new();
         let mut upstreams = Vec::new();
-        for (i, &t) in sub.input_topics.iter().enumerate() {
-            let topic = &input.plan.topics[t];
-            sources.insert(topic.name.clone(), stage.sources[i].clone());
-            upstreams.push(topic.producer_transform.clone());
+        // A task owns partition p of each input topic that has one.
+        for i in sub.inputs.iter().filter(|i| task.partition < i.partitions) {
+            let gbk = match &i.gbk {
+                Some((spec, coder)) => Some(GroupByKey::new(spec.clone(), coder)?),
+                None => None,
+            };
+            inputs.insert(i.topic.clone(), InputRoute { source_transform: i.source_transform.clone(), gbk });
+            upstreams.push(upstream_key(&i.topic, &i.upstream));
         }
+        let mut targets: Vec<WatermarkTarget> = Vec::new();
+        for o in &sub.outputs {
+            if !targets.iter().any(|t| t.topic == o.topic) {
+                targets.push(WatermarkTarget { topic: o.topic.clone(), partitions: o.partitions });
+            }
+        }
+        let cfg = TaskConfig {
+            task,
+            report_source: sub_topology_source(sub.id),
+            total_partitions: sub.partitions,
+            inputs,
+            upstreams,
+            targets,
+            commit_interval: Duration::from_millis(opts.commit_interval_ms),
+        };
         let spec = StageSpec {
-            display_name: stage.display_name.clone(),
-            descriptor_id: stage.descriptor_id.clone(),
-            sinks: stage.sinks.clone(),
+            display_name: sub.display_name.clone(),
+            descriptor_id: sub.descriptor_id.clone(),
+            sources: sub.inputs.iter().map(|i| i.source_transform.clone()).collect::<std::collections::BTreeSet<_>>().into_iter().collect(),
+            sinks: sub.sinks.clone(),
+            outputs: sub.outputs.clone(),
+            producer: producer.clone(),
             max_bundle_size: opts.max_bundle_size,
             max_bundle_time: Duration::from_millis(opts.max_bundle_time_ms),
         };
-        let worker = input.worker.clone();
-        let consumer = consumer.clone();
-        let events = events.clone();
-        let commit_interval = Duration::from_millis(opts.commit_interval_ms);
-        let topics: Vec<String> = sources.keys().cloned().collect();
+        let topics: Vec<String> = cfg.inputs.keys().cloned().collect();
+        let (worker, consumer, producer, events) = (input.worker.clone(), consumer.clone(), producer.clone(), events.clone());
         let addr = TaskSupervisor::create(move |ctx| {
             let stage = StageActor::new(spec, worker, ctx.address().recipient()).start();
-            TaskSupervisor::new(task, stage, sources, upstreams, consumer, events, commit_interval)
+            TaskSupervisor::new(cfg, stage, consumer, producer, events)
         });
         for topic in topics {
             routes.insert((topic, task.partition as i32), addr.clone().recipient());
         }
         tasks.push(addr);
     }
-    (routes, tasks)
+    Ok((routes, tasks))
 }
 
 /// Deletes the topics and consumer group of a finished bounded job.

@@ -9,6 +9,7 @@ pub mod envelope;
 pub mod job;
 pub mod kafka;
 mod messages;
+pub mod output;
 mod poller;
 mod stage;
 mod task;

@@ -43,6 +43,7 @@ pub async fn poll_loop(
                 Err(_) => break,
             }
         }
+        tracing::debug!("polled {} record(s)", batch.len());
         let mut per_task: HashMap<(String, i32), Vec<InputRecord>> = HashMap::new();
         for m in batch {
             let key = (m.topic().to_string(), m.partition());

@@ -10,14 +10,23 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use beam_kafka_fnapi::{BundleError, BundleInput, SdkWorker};
 
+use rdkafka::producer::FutureProducer;
+
 use crate::messages::{Elements, Flush, Shutdown, StageEvent};
+use crate::output::{write_outputs, OutputSink};
 use crate::telemetry::instruments;
 
 pub struct StageSpec {
     /// For messages: the stage's transforms, by user name.
     pub display_name: String,
     pub descriptor_id: String,
+    /// Every data source of the descriptor: each gets its end-of-stream in
+    /// every bundle, with or without elements, or the harness waits forever.
+    pub sources: Vec<String>,
     pub sinks: Vec<String>,
+    /// Where each sink's elements are written.
+    pub outputs: Vec<OutputSink>,
+    pub producer: Arc<FutureProducer>,
     pub max_bundle_size: u64,
     pub max_bundle_time: Duration,
 }
@@ -58,9 +67,12 @@ impl StageActor {
 
     fn seal(&mut self, ctx: &mut Context<Self>) {
         if self.open_count > 0 {
-            let inputs = std::mem::take(&mut self.open)
-                .into_iter()
-                .map(|(transform_id, data)| BundleInput { transform_id, data })
+            let mut open = std::mem::take(&mut self.open);
+            let inputs = self
+                .spec
+                .sources
+                .iter()
+                .map(|s| BundleInput { transform_id: s.clone(), data: open.remove(s).unwrap_or_default() })
                 .collect();
             self.queue.push_back((self.next_seq, inputs));
             self.next_seq += 1;
@@ -79,16 +91,23 @@ impl StageActor {
         let worker = self.worker.clone();
         let descriptor = self.spec.descriptor_id.clone();
         let sinks = self.spec.sinks.clone();
+        let outputs = self.spec.outputs.clone();
+        let producer = self.spec.producer.clone();
         let started = Instant::now();
-        let run = async move { worker.process_bundle(&descriptor, inputs, &sinks).await };
+        // A bundle is complete once Kafka acknowledged everything it wrote.
+        let run = async move {
+            let result = worker.process_bundle(&descriptor, inputs, &sinks).await?;
+            write_outputs(&producer, &outputs, result.outputs).await.map_err(BundleError::Worker)?;
+            Ok::<_, BundleError>(result.monitoring_infos)
+        };
         ctx.spawn(run.into_actor(self).map(move |result, act, ctx| {
             act.in_flight = false;
             match result {
-                Ok(out) => {
+                Ok(monitoring_infos) => {
                     instruments().bundles.add(1, &[]);
                     instruments().bundle_millis.record(started.elapsed().as_secs_f64() * 1e3, &[]);
-                    if !out.monitoring_infos.is_empty() {
-                        act.supervisor.do_send(StageEvent::Metrics(out.monitoring_infos));
+                    if !monitoring_infos.is_empty() {
+                        act.supervisor.do_send(StageEvent::Metrics(monitoring_infos));
                     }
                     act.completed_through = seq;
                     act.answer_waiters();

@@ -1,21 +1,26 @@
 //! The task supervisor: owns one partition of its sub-topology's input topics,
-//! feeds the stage, tracks the input watermark, and owns the commit: it asks
-//! the stage to flush, and only after every bundle before that point finished
-//! does it commit the offsets it had handed over.
+//! runs the GroupByKeys in front of its stage, tracks the input watermark, and
+//! owns the commit: it asks the stage to flush, and only after every bundle
+//! before that point finished (its outputs acknowledged by Kafka) does it
+//! report its output watermark downstream and commit the offsets it had
+//! handed over.
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
+use beam_kafka_runtime::gbk::GroupByKey;
 use beam_kafka_runtime::timestamp::Watermark;
 use beam_kafka_runtime::topology::TaskId;
 use beam_kafka_runtime::watermark::InputWatermark;
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
+use rdkafka::producer::FutureProducer;
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::envelope::{self, Record};
 use crate::messages::{Elements, Flush, RecordBatch, Shutdown, StageEvent};
+use crate::output::report_watermark;
 use crate::stage::StageActor;
 use crate::telemetry::instruments;
 
@@ -28,51 +33,74 @@ pub enum TaskEvent {
     Metrics(Vec<beam_kafka_proto::pipeline::MonitoringInfo>),
 }
 
+/// How records of one input topic reach the stage.
+pub struct InputRoute {
+    /// The stage's data source for this input.
+    pub source_transform: String,
+    /// The GroupByKey the records pass through first, if any.
+    pub gbk: Option<GroupByKey>,
+}
+
+/// A topic this task reports its output watermark to.
+pub struct WatermarkTarget {
+    pub topic: String,
+    pub partitions: u32,
+}
+
+pub struct TaskConfig {
+    pub task: TaskId,
+    /// This task's identity in its watermark reports, and its sub-topology's size.
+    pub report_source: String,
+    pub total_partitions: u32,
+    pub inputs: HashMap<String, InputRoute>,
+    pub upstreams: Vec<String>,
+    pub targets: Vec<WatermarkTarget>,
+    pub commit_interval: Duration,
+}
+
+#[derive(Clone)]
 struct PendingFlush {
     id: u64,
     offsets: BTreeMap<(String, i32), i64>,
-    is_final: bool,
 }
 
 pub struct TaskSupervisor {
-    task: TaskId,
+    cfg: TaskConfig,
     stage: Addr<StageActor>,
-    /// Input topic → the data source transform it feeds.
-    sources: HashMap<String, String>,
     input_watermark: InputWatermark,
+    reported: Watermark,
     consumer: Arc<StreamConsumer>,
+    producer: Arc<FutureProducer>,
     events: UnboundedSender<TaskEvent>,
-    /// Next offset to commit per (topic, partition): handed to the stage.
+    /// Next offset to commit per (topic, partition): handed to the stage or a GroupByKey.
     handed: BTreeMap<(String, i32), i64>,
     committed: BTreeMap<(String, i32), i64>,
+    /// A flush, report and commit cycle is under way.
     pending: Option<PendingFlush>,
     next_flush: u64,
-    commit_interval: Duration,
     done: bool,
 }
 
 impl TaskSupervisor {
     pub fn new(
-        task: TaskId,
+        cfg: TaskConfig,
         stage: Addr<StageActor>,
-        sources: HashMap<String, String>,
-        upstreams: Vec<String>,
         consumer: Arc<StreamConsumer>,
+        producer: Arc<FutureProducer>,
         events: UnboundedSender<TaskEvent>,
-        commit_interval: Duration,
     ) -> Self {
         TaskSupervisor {
-            task,
+            input_watermark: InputWatermark::new(cfg.upstreams.clone()),
+            cfg,
             stage,
-            sources,
-            input_watermark: InputWatermark::new(upstreams),
+            reported: Watermark::NegInf,
             consumer,
+            producer,
             events,
             handed: BTreeMap::new(),
             committed: BTreeMap::new(),
             pending: None,
             next_flush: 1,
-            commit_interval,
             done: false,
         }
     }
@@ -85,13 +113,28 @@ impl TaskSupervisor {
         ctx.stop();
     }
 
-    fn request_flush(&mut self, is_final: bool) {
-        if self.pending.is_some() {
+    /// The output watermark: the input watermark, held back by data buffered
+    /// in GroupByKeys.
+    fn output_watermark(&self) -> Watermark {
+        let hold = self.cfg.inputs.values().filter_map(|r| r.gbk.as_ref()).map(|g| g.hold()).min().unwrap_or(Watermark::PosInf);
+        self.input_watermark.current().min(hold)
+    }
+
+    fn request_flush(&mut self) {
+        if self.pending.is_some() || self.done {
             return;
         }
         let id = self.next_flush;
         self.next_flush += 1;
-        self.pending = Some(PendingFlush { id, offsets: self.handed.clone(), is_final });
+        // Offsets of records still buffered in a GroupByKey are not committed:
+        // that state is not durable yet, so a restart must read them again.
+        let offsets = self
+            .handed
+            .iter()
+            .filter(|((topic, _), _)| self.cfg.inputs.get(topic).and_then(|r| r.gbk.as_ref()).is_none_or(|g| g.is_empty()))
+            .map(|(k, v)| (k.clone(), *v))
+            .collect();
+        self.pending = Some(PendingFlush { id, offsets });
         self.stage.do_send(Flush { id });
     }
 
@@ -105,22 +148,77 @@ impl TaskSupervisor {
             tpl.add_partition_offset(topic, *partition, Offset::Offset(**next))
                 .map_err(|e| format!("bad offset for {topic}[{partition}]: {e}"))?;
         }
-        self.consumer.commit(&tpl, mode).map_err(|e| format!("task {} could not commit offsets: {e}", self.task))?;
+        self.consumer.commit(&tpl, mode).map_err(|e| format!("task {} could not commit offsets: {e}", self.cfg.task))?;
         instruments().commits.add(1, &[]);
         for (k, v) in changed {
             self.committed.insert(k.clone(), *v);
         }
         Ok(())
     }
+
+    /// Runs GroupByKeys up to the new input watermark and starts a cycle.
+    fn on_input_watermark(&mut self, wm: Watermark) {
+        tracing::debug!(task = %self.cfg.task, "input watermark {wm:?}");
+        for route in self.cfg.inputs.values_mut() {
+            if let Some(gbk) = route.gbk.as_mut() {
+                let mut fired = Vec::new();
+                gbk.advance(wm, &mut fired);
+                if !fired.is_empty() {
+                    self.stage.do_send(Elements { source_transform: route.source_transform.clone(), elements: fired });
+                }
+            }
+        }
+        self.request_flush();
+    }
+
+    /// After a flush: report the output watermark downstream, then commit.
+    fn after_flush(&mut self, p: PendingFlush, ctx: &mut Context<Self>) {
+        let wm = self.output_watermark();
+        tracing::debug!(task = %self.cfg.task, "flushed; output watermark {wm:?}");
+        let reports: Vec<(String, u32)> =
+            if wm > self.reported { self.cfg.targets.iter().map(|t| (t.topic.clone(), t.partitions)).collect() } else { Vec::new() };
+        let producer = self.producer.clone();
+        let (source, partition, total) = (self.cfg.report_source.clone(), self.cfg.task.partition, self.cfg.total_partitions);
+        let send = async move {
+            for (topic, partitions) in reports {
+                report_watermark(&producer, &topic, partitions, wm, &source, partition, total).await?;
+            }
+            Ok::<(), String>(())
+        };
+        ctx.spawn(send.into_actor(self).map(move |result, act, ctx| {
+            if let Err(e) = result {
+                return act.fail(ctx, e);
+            }
+            act.reported = act.reported.max(wm);
+            let finished = wm == Watermark::PosInf;
+            let mode = if finished { CommitMode::Sync } else { CommitMode::Async };
+            if let Err(e) = act.commit(&p.offsets, mode) {
+                return act.fail(ctx, e);
+            }
+            act.pending = None;
+            if finished {
+                act.done = true;
+                let _ = act.events.send(TaskEvent::Finished(act.cfg.task));
+            } else if act.output_watermark() > act.reported {
+                // The watermark moved on while this cycle ran.
+                act.request_flush();
+            }
+        }));
+    }
+}
+
+/// The name under which a task expects watermark reports of `source` on `topic`.
+pub fn upstream_key(topic: &str, source: &str) -> String {
+    format!("{topic}/{source}")
 }
 
 impl Actor for TaskSupervisor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        ctx.run_interval(self.commit_interval, |act, _| {
-            if !act.done && act.handed != act.committed {
-                act.request_flush(false);
+        ctx.run_interval(self.cfg.commit_interval, |act, _| {
+            if act.handed != act.committed || act.output_watermark() > act.reported {
+                act.request_flush();
             }
         });
     }
@@ -133,42 +231,58 @@ impl Handler<RecordBatch> for TaskSupervisor {
         if self.done {
             return;
         }
-        let mut pending_elements: Option<Elements> = None;
+        let mut direct: Option<Elements> = None;
         for r in batch.records {
             let record = match envelope::decode(&r.payload) {
                 Ok(rec) => rec,
                 Err(e) => return self.fail(ctx, format!("{e} ({}[{}] offset {})", r.topic, r.partition, r.offset)),
             };
+            let Some(route) = self.cfg.inputs.get_mut(&r.topic) else {
+                return self.fail(ctx, format!("task {} got a record of unexpected topic {}", self.cfg.task, r.topic));
+            };
             match record {
                 Record::Data(value) => {
-                    let Some(source) = self.sources.get(&r.topic) else {
-                        return self.fail(ctx, format!("task {} got a record of unexpected topic {}", self.task, r.topic));
-                    };
-                    // Consecutive elements of one source travel in one message.
-                    match &mut pending_elements {
-                        Some(e) if &e.source_transform == source => e.elements.push(value),
-                        _ => {
-                            if let Some(e) = pending_elements.take() {
-                                self.stage.do_send(e);
+                    instruments().elements_in.add(1, &[]);
+                    let mut ready = Vec::new();
+                    match route.gbk.as_mut() {
+                        Some(gbk) => {
+                            if let Err(e) = gbk.add(&value, &mut ready) {
+                                return self.fail(ctx, format!("GroupByKey in task {}: {e}", self.cfg.task));
                             }
-                            pending_elements = Some(Elements { source_transform: source.clone(), elements: vec![value] });
+                        }
+                        None => ready.push(value),
+                    }
+                    if ready.is_empty() {
+                        // Nothing for the stage yet.
+                    } else {
+                        // Consecutive elements of one source travel in one message.
+                        match &mut direct {
+                            Some(e) if e.source_transform == route.source_transform => e.elements.extend(ready),
+                            _ => {
+                                if let Some(e) = direct.take() {
+                                    self.stage.do_send(e);
+                                }
+                                direct = Some(Elements { source_transform: route.source_transform.clone(), elements: ready });
+                            }
                         }
                     }
-                    instruments().elements_in.add(1, &[]);
                 }
                 Record::Watermark { wm, source, partition, total } => {
-                    if let Some(e) = pending_elements.take() {
+                    if let Some(e) = direct.take() {
                         self.stage.do_send(e);
                     }
-                    if self.input_watermark.report(&source, partition, total, wm) == Some(Watermark::PosInf) {
-                        self.handed.insert((r.topic.clone(), r.partition), r.offset + 1);
-                        self.request_flush(true);
+                    self.handed.insert((r.topic.clone(), r.partition), r.offset + 1);
+                    // Upstreams are told apart per topic: one sub-topology may
+                    // write several topics this task reads.
+                    let upstream = upstream_key(&r.topic, &source);
+                    if let Some(new) = self.input_watermark.report(&upstream, partition, total, wm) {
+                        self.on_input_watermark(new);
                     }
                 }
             }
             self.handed.insert((r.topic, r.partition), r.offset + 1);
         }
-        if let Some(e) = pending_elements {
+        if let Some(e) = direct {
             self.stage.do_send(e);
         }
     }
@@ -184,19 +298,9 @@ impl Handler<StageEvent> for TaskSupervisor {
             }
             StageEvent::Failed { error } => self.fail(ctx, error),
             StageEvent::Flushed { id } => {
-                let Some(p) = self.pending.take().filter(|p| p.id == id) else { return };
-                let mode = if p.is_final { CommitMode::Sync } else { CommitMode::Async };
-                if let Err(e) = self.commit(&p.offsets, mode) {
-                    return self.fail(ctx, e);
-                }
-                let reached_end = self.input_watermark.current() == Watermark::PosInf;
-                if p.is_final || reached_end {
-                    if !p.is_final {
-                        // +inf arrived while a periodic flush was pending.
-                        return self.request_flush(true);
-                    }
-                    self.done = true;
-                    let _ = self.events.send(TaskEvent::Finished(self.task));
+                // The cycle stays pending until its commit, so no second one starts.
+                if let Some(p) = self.pending.clone().filter(|p| p.id == id) {
+                    self.after_flush(p, ctx);
                 }
             }
         }

@@ -162,6 +162,20 @@ pub fn length_prefixed(components: &mut pb::Components, id: &str) -> String {
     new_id
 }
 
+/// The element and window coders of `pcollection` as they travel between the
+/// runner and the SDK: unreadable parts length-prefixed (matching what
+/// [`crate::descriptor::build`] tells the SDK).
+pub fn wire_coders(components: &pb::Components, pcollection: &str) -> Result<(Coder, Coder), String> {
+    let pc = components.pcollections.get(pcollection).ok_or_else(|| format!("missing PCollection {pcollection}"))?;
+    let ws = components
+        .windowing_strategies
+        .get(&pc.windowing_strategy_id)
+        .ok_or_else(|| format!("missing windowing strategy of {pcollection}"))?;
+    let mut scratch = pb::Components { coders: components.coders.clone(), ..Default::default() };
+    let element = length_prefixed(&mut scratch, &pc.coder_id);
+    Ok((Coder::from_components(&scratch, &element), Coder::from_components(&scratch, &ws.window_coder_id)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -37,6 +37,10 @@ fn add_coder(components: &pb::Components, coders: &mut HashMap<String, pb::Coder
 /// element coder and its window coder. Returns the new coder's id.
 fn wire_coder(components: &pb::Components, coders: &mut HashMap<String, pb::Coder>, pcollection: &str) -> String {
     let pc = &components.pcollections[pcollection];
+    // Parts the runner cannot read travel length-prefixed (see coder::wire_coders).
+    let mut scratch = pb::Components { coders: components.coders.clone(), ..Default::default() };
+    let element = crate::coder::length_prefixed(&mut scratch, &pc.coder_id);
+    add_coder(&scratch, coders, &element);
     let window_coder = components
         .windowing_strategies
         .get(&pc.windowing_strategy_id)
@@ -47,7 +51,7 @@ fn wire_coder(components: &pb::Components, coders: &mut HashMap<String, pb::Code
         id.clone(),
         pb::Coder {
             spec: Some(pb::FunctionSpec { urn: urns::CODER_WINDOWED_VALUE.into(), payload: vec![] }),
-            component_coder_ids: vec![pc.coder_id.clone(), window_coder],
+            component_coder_ids: vec![element, window_coder],
         },
     );
     id

@@ -1,5 +1,11 @@
 //! The topology plan (DESIGN.md §3): which runner-owned topics exist, which
-//! sub-topologies read them, and so which tasks (sub-topology, partition) run.
+//! sub-topologies read and write them, and so which tasks (sub-topology,
+//! partition) run.
+//!
+//! A sub-topology is one fused stage with what feeds it: impulse topics read
+//! directly, and shuffle topics read through a GroupByKey. Its outputs that
+//! feed a GroupByKey are written to that GroupByKey's shuffle topic.
+use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use crate::fusion::{fuse, Stage};
@@ -11,6 +17,8 @@ pub enum TopicKind {
     /// Carries one Impulse element and a final watermark; always 1 partition
     /// (more would fire the impulse once per partition).
     Impulse,
+    /// The input of a GroupByKey, partitioned by key.
+    Shuffle,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -18,19 +26,44 @@ pub struct TopicPlan {
     pub name: String,
     pub kind: TopicKind,
     pub partitions: u32,
-    /// The transform whose output the topic carries.
-    pub producer_transform: String,
     /// The PCollection the topic carries.
+    pub pcollection: String,
+    /// Who reports watermarks on the topic: the Impulse transform, or the
+    /// sub-topology writing it (`sub-<id>`).
+    pub upstream: String,
+    /// How many partitions (tasks) that upstream has.
+    pub upstream_partitions: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InputKind {
+    /// Records go to the stage as they are.
+    Direct,
+    /// Records go through this GroupByKey transform first.
+    GroupByKey { transform: String },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SubInput {
+    pub topic: usize,
+    pub kind: InputKind,
+    /// The stage input this input feeds (the Impulse's or GroupByKey's output).
     pub pcollection: String,
 }
 
-/// A connected set of stages between topics; one task per partition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SubOutput {
+    /// The stage output written.
+    pub pcollection: String,
+    pub topic: usize,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SubTopology {
     pub id: u32,
     pub stage: Stage,
-    /// Indexes into `TopologyPlan::topics`, one per stage input.
-    pub input_topics: Vec<usize>,
+    pub inputs: Vec<SubInput>,
+    pub outputs: Vec<SubOutput>,
     pub partitions: u32,
 }
 
@@ -58,35 +91,121 @@ pub fn topic_prefix(application_id: &str) -> String {
     format!("__beam_{application_id}_")
 }
 
+pub fn sub_topology_source(id: u32) -> String {
+    format!("sub-{id}")
+}
+
+fn name_of(graph: &PipelineGraph, id: &str) -> String {
+    let n = &graph.transform(id).unique_name;
+    if n.is_empty() { id.to_string() } else { n.clone() }
+}
+
 impl TopologyPlan {
-    /// Plans a validated pipeline.
-    pub fn plan(graph: &PipelineGraph, application_id: &str) -> Result<TopologyPlan, String> {
+    /// Plans a validated pipeline; `parallelism` is the partition count of
+    /// shuffle topics.
+    pub fn plan(graph: &PipelineGraph, application_id: &str, parallelism: u32) -> Result<TopologyPlan, String> {
         let prefix = topic_prefix(application_id);
-        let mut topics = Vec::new();
-        for id in graph.leaves.iter().filter(|id| graph.urn(id) == urns::IMPULSE) {
-            let pcollection = graph.transform(id).outputs.values().next().ok_or_else(|| format!("Impulse '{id}' has no output"))?;
-            topics.push(TopicPlan {
-                name: format!("{prefix}impulse_{}", topics.len()),
-                kind: TopicKind::Impulse,
-                partitions: 1,
-                producer_transform: id.clone(),
-                pcollection: pcollection.clone(),
-            });
+        let mut topics: Vec<TopicPlan> = Vec::new();
+        // Output PCollection of a runner transform → (topic, kind).
+        let mut fed_by: HashMap<String, (usize, InputKind)> = HashMap::new();
+        let (mut impulses, mut shuffles) = (0, 0);
+        for id in &graph.leaves {
+            let t = graph.transform(id);
+            match graph.urn(id) {
+                urns::IMPULSE => {
+                    let out = t.outputs.values().next().ok_or_else(|| format!("Impulse '{}' has no output", name_of(graph, id)))?;
+                    fed_by.insert(out.clone(), (topics.len(), InputKind::Direct));
+                    topics.push(TopicPlan {
+                        name: format!("{prefix}impulse_{impulses}"),
+                        kind: TopicKind::Impulse,
+                        partitions: 1,
+                        pcollection: out.clone(),
+                        upstream: id.clone(),
+                        upstream_partitions: 1,
+                    });
+                    impulses += 1;
+                }
+                urns::GROUP_BY_KEY => {
+                    let input = graph.inputs_of(id).into_iter().next().ok_or_else(|| format!("GroupByKey '{}' has no input", name_of(graph, id)))?;
+                    let out = t.outputs.values().next().ok_or_else(|| format!("GroupByKey '{}' has no output", name_of(graph, id)))?;
+                    fed_by.insert(out.clone(), (topics.len(), InputKind::GroupByKey { transform: id.clone() }));
+                    topics.push(TopicPlan {
+                        name: format!("{prefix}shuffle_{shuffles}"),
+                        kind: TopicKind::Shuffle,
+                        partitions: parallelism.max(1),
+                        pcollection: input,
+                        upstream: String::new(), // set once its producer is known
+                        upstream_partitions: 0,
+                    });
+                    shuffles += 1;
+                }
+                _ => {}
+            }
         }
         let mut sub_topologies = Vec::new();
         for stage in fuse(graph) {
-            let mut input_topics = Vec::new();
+            let id = sub_topologies.len() as u32;
+            let mut inputs = Vec::new();
             for pc in &stage.inputs {
-                let t = topics.iter().position(|t| &t.pcollection == pc).ok_or_else(|| {
-                    let producer = graph.producer.get(pc).map(|p| graph.transform(p).unique_name.clone()).unwrap_or_default();
+                let (topic, kind) = fed_by.get(pc).cloned().ok_or_else(|| {
+                    let producer = graph.producer.get(pc).map(|p| name_of(graph, p)).unwrap_or_default();
                     format!("stage {} reads '{pc}' from '{producer}', which this runner cannot connect yet", stage.id)
                 })?;
-                input_topics.push(t);
+                inputs.push(SubInput { topic, kind, pcollection: pc.clone() });
             }
-            let partitions = input_topics.iter().map(|&t| topics[t].partitions).max().unwrap_or(1);
-            sub_topologies.push(SubTopology { id: sub_topologies.len() as u32, stage, input_topics, partitions });
+            let mut outputs = Vec::new();
+            for pc in &stage.outputs {
+                for consumer in graph.consumers.get(pc).into_iter().flatten() {
+                    if graph.urn(consumer) != urns::GROUP_BY_KEY {
+                        continue;
+                    }
+                    let topic = topics
+                        .iter()
+                        .position(|t| t.kind == TopicKind::Shuffle && &t.pcollection == pc)
+                        .expect("every GroupByKey has a shuffle topic");
+                    outputs.push(SubOutput { pcollection: pc.clone(), topic });
+                }
+            }
+            let partitions = inputs.iter().map(|i| topics[i.topic].partitions).max().unwrap_or(1);
+            sub_topologies.push(SubTopology { id, stage, inputs, outputs, partitions });
         }
-        Ok(TopologyPlan { application_id: application_id.to_string(), topics, sub_topologies })
+        for s in &sub_topologies {
+            for o in &s.outputs {
+                topics[o.topic].upstream = sub_topology_source(s.id);
+                topics[o.topic].upstream_partitions = s.partitions;
+            }
+        }
+        if let Some(t) = topics.iter().find(|t| t.kind == TopicKind::Shuffle && t.upstream.is_empty()) {
+            let producer = graph.producer.get(&t.pcollection).map(|p| name_of(graph, p)).unwrap_or_default();
+            return Err(format!("a GroupByKey reads '{}' from '{producer}', which this runner cannot connect yet", t.pcollection));
+        }
+        // A shuffle nobody reads is not created (its GroupByKey's output is unused).
+        let read: Vec<bool> = (0..topics.len()).map(|i| sub_topologies.iter().any(|s| s.inputs.iter().any(|inp| inp.topic == i))).collect();
+        for s in &mut sub_topologies {
+            s.outputs.retain(|o| read[o.topic]);
+        }
+        Ok(TopologyPlan { application_id: application_id.to_string(), topics, sub_topologies }.without_unread_topics(&read))
+    }
+
+    fn without_unread_topics(mut self, read: &[bool]) -> TopologyPlan {
+        let mut new_index = vec![usize::MAX; self.topics.len()];
+        let mut kept = Vec::new();
+        for (i, t) in self.topics.drain(..).enumerate() {
+            if read[i] {
+                new_index[i] = kept.len();
+                kept.push(t);
+            }
+        }
+        for s in &mut self.sub_topologies {
+            for i in &mut s.inputs {
+                i.topic = new_index[i.topic];
+            }
+            for o in &mut s.outputs {
+                o.topic = new_index[o.topic];
+            }
+        }
+        self.topics = kept;
+        self
     }
 
     pub fn tasks(&self) -> Vec<TaskId> {
@@ -99,8 +218,7 @@ impl TopologyPlan {
     /// Tasks whose output reaches no topic: the job is done when all of them
     /// have reached +∞.
     pub fn terminal_tasks(&self) -> Vec<TaskId> {
-        // No sub-topology writes a topic yet, so every task is terminal.
-        self.tasks()
+        self.tasks().into_iter().filter(|t| self.sub_topologies[t.sub_topology as usize].outputs.is_empty()).collect()
     }
 
     /// A human-readable description of the plan.
@@ -108,12 +226,29 @@ impl TopologyPlan {
         let mut out = String::new();
         let _ = writeln!(out, "application {}", self.application_id);
         for t in &self.topics {
-            let _ = writeln!(out, "topic {} ({:?}, {} partition(s)) <- {}", t.name, t.kind, t.partitions, graph.transform(&t.producer_transform).unique_name);
+            let _ = writeln!(out, "topic {} ({:?}, {} partition(s)) carries {} from {}", t.name, t.kind, t.partitions, t.pcollection, t.upstream);
         }
         for s in &self.sub_topologies {
-            let inputs: Vec<_> = s.input_topics.iter().map(|&t| self.topics[t].name.as_str()).collect();
-            let names: Vec<_> = s.stage.transforms.iter().map(|t| graph.transform(t).unique_name.as_str()).collect();
-            let _ = writeln!(out, "sub-topology {} [{} task(s)] reads {} runs {}: {}", s.id, s.partitions, inputs.join(", "), s.stage.id, names.join(" -> "));
+            let inputs: Vec<String> = s
+                .inputs
+                .iter()
+                .map(|i| match &i.kind {
+                    InputKind::Direct => self.topics[i.topic].name.clone(),
+                    InputKind::GroupByKey { transform } => format!("{} via {}", self.topics[i.topic].name, name_of(graph, transform)),
+                })
+                .collect();
+            let names: Vec<String> = s.stage.transforms.iter().map(|t| name_of(graph, t)).collect();
+            let outputs: Vec<&str> = s.outputs.iter().map(|o| self.topics[o.topic].name.as_str()).collect();
+            let _ = writeln!(
+                out,
+                "sub-topology {} [{} task(s)] reads {} runs {}: {} writes {}",
+                s.id,
+                s.partitions,
+                inputs.join(", "),
+                s.stage.id,
+                names.join(" -> "),
+                if outputs.is_empty() { "nothing".to_string() } else { outputs.join(", ") }
+            );
         }
         out
     }
@@ -131,15 +266,54 @@ mod tests {
         b.leaf("impulse", IMPULSE, &[], &["a"], false).leaf("map", PAR_DO, &["a"], &["b"], true);
         let p = b.build();
         let g = PipelineGraph::new(&p).unwrap();
-        let plan = TopologyPlan::plan(&g, "app").unwrap();
+        let plan = TopologyPlan::plan(&g, "app", 4).unwrap();
         assert_eq!(plan.topics.len(), 1);
         assert_eq!(plan.topics[0].name, "__beam_app_impulse_0");
         assert_eq!(plan.topics[0].partitions, 1);
-        assert_eq!(plan.sub_topologies[0].input_topics, [0]);
+        assert_eq!(plan.topics[0].upstream, "impulse");
+        assert_eq!(plan.sub_topologies[0].inputs, [SubInput { topic: 0, kind: InputKind::Direct, pcollection: "a".into() }]);
         assert_eq!(plan.tasks(), [TaskId { sub_topology: 0, partition: 0 }]);
         assert_eq!(plan.terminal_tasks(), plan.tasks());
         let text = plan.describe(&g);
         assert!(text.contains("__beam_app_impulse_0") && text.contains("map"), "{text}");
+    }
+
+    #[test]
+    fn a_group_by_key_splits_the_pipeline_at_a_shuffle_topic() {
+        let mut b = Builder::new();
+        b.leaf("impulse", IMPULSE, &[], &["a"], false)
+            .leaf("pair", PAR_DO, &["a"], &["b"], true)
+            .leaf("gbk", GROUP_BY_KEY, &["b"], &["c"], false)
+            .leaf("post", PAR_DO, &["c"], &["d"], true);
+        let p = b.build();
+        let g = PipelineGraph::new(&p).unwrap();
+        let plan = TopologyPlan::plan(&g, "x", 3).unwrap();
+        let names: Vec<_> = plan.topics.iter().map(|t| (t.name.as_str(), t.partitions)).collect();
+        assert_eq!(names, [("__beam_x_impulse_0", 1), ("__beam_x_shuffle_0", 3)]);
+        assert_eq!(plan.topics[1].upstream, "sub-0");
+        assert_eq!(plan.topics[1].upstream_partitions, 1);
+        assert_eq!(plan.sub_topologies[0].outputs, [SubOutput { pcollection: "b".into(), topic: 1 }]);
+        let second = &plan.sub_topologies[1];
+        assert_eq!(second.inputs[0].kind, InputKind::GroupByKey { transform: "gbk".into() });
+        assert_eq!(second.inputs[0].pcollection, "c");
+        assert_eq!(second.partitions, 3);
+        assert_eq!(plan.tasks().len(), 4);
+        assert_eq!(plan.terminal_tasks().len(), 3);
+        assert!(plan.describe(&g).contains("via gbk"));
+    }
+
+    #[test]
+    fn an_unread_shuffle_is_not_planned() {
+        let mut b = Builder::new();
+        b.leaf("impulse", IMPULSE, &[], &["a"], false)
+            .leaf("pair", PAR_DO, &["a"], &["b"], true)
+            .leaf("gbk", GROUP_BY_KEY, &["b"], &["c"], false);
+        let p = b.build();
+        let g = PipelineGraph::new(&p).unwrap();
+        let plan = TopologyPlan::plan(&g, "x", 2).unwrap();
+        assert_eq!(plan.topics.len(), 1);
+        assert!(plan.sub_topologies[0].outputs.is_empty());
+        assert_eq!(plan.terminal_tasks().len(), 1);
     }
 
     #[test]
@@ -150,20 +324,21 @@ mod tests {
             .leaf("flatten", FLATTEN, &["a", "b"], &["c"], true);
         let p = b.build();
         let g = PipelineGraph::new(&p).unwrap();
-        let plan = TopologyPlan::plan(&g, "x").unwrap();
+        let plan = TopologyPlan::plan(&g, "x", 1).unwrap();
         let names: Vec<_> = plan.topics.iter().map(|t| t.name.as_str()).collect();
         assert_eq!(names, ["__beam_x_impulse_0", "__beam_x_impulse_1"]);
-        assert_eq!(plan.sub_topologies[0].input_topics.len(), 2);
+        assert_eq!(plan.sub_topologies[0].inputs.len(), 2);
     }
 
     #[test]
-    fn a_stage_fed_by_a_runner_transform_without_topic_is_an_error() {
+    fn a_group_by_key_fed_by_a_runner_transform_is_an_error() {
         let mut b = Builder::new();
         b.leaf("impulse", IMPULSE, &[], &["a"], false)
             .leaf("gbk", GROUP_BY_KEY, &["a"], &["c"], false)
             .leaf("post", PAR_DO, &["c"], &["d"], true);
         let p = b.build();
         let g = PipelineGraph::new(&p).unwrap();
-        assert!(TopologyPlan::plan(&g, "x").unwrap_err().contains("gbk"));
+        let err = TopologyPlan::plan(&g, "x", 1).unwrap_err();
+        assert!(err.contains("impulse"), "{err}");
     }
 }

@@ -2,7 +2,9 @@
 //! runner cannot execute is reported at once, each naming its transform.
 use prost::Message;
 
+use crate::coder::{self, Coder};
 use crate::graph::PipelineGraph;
+use crate::windowing::WindowingSpec;
 use crate::pb;
 use crate::urns::{self, friendly_name};
 
@@ -72,14 +74,40 @@ pub fn validate(pipeline: &pb::Pipeline) -> Vec<Unsupported> {
         }
         match urn {
             "" => fail("is a leaf transform without a URN".to_string()),
-            urns::GROUP_BY_KEY => fail(format!(
-                "{} ({urn}) is not supported yet by this version of the runner",
-                friendly_name(urn)
-            )),
+            urns::GROUP_BY_KEY => {
+                for reason in group_by_key_problems(&graph, id) {
+                    fail(reason);
+                }
+            }
             _ => fail(format!("{} is not supported by this runner", describe_urn(urn))),
         }
     }
     problems
+}
+
+fn group_by_key_problems(graph: &PipelineGraph, id: &str) -> Vec<String> {
+    let components = graph.components();
+    let Some(input) = graph.inputs_of(id).into_iter().next() else {
+        return vec!["GroupByKey has no input".to_string()];
+    };
+    let Some(pc) = components.pcollections.get(&input) else {
+        return vec![format!("GroupByKey reads a missing PCollection '{input}'")];
+    };
+    let mut out = Vec::new();
+    match components.windowing_strategies.get(&pc.windowing_strategy_id) {
+        None => out.push(format!("GroupByKey input '{input}' has no windowing strategy")),
+        Some(ws) => {
+            if let Err(e) = WindowingSpec::from_proto(components, ws) {
+                out.push(format!("GroupByKey: {e}"));
+            }
+        }
+    }
+    match coder::wire_coders(components, &input) {
+        Ok((Coder::Kv(..), _)) => {}
+        Ok((other, _)) => out.push(format!("GroupByKey input is not key/value coded ({other:?})")),
+        Err(e) => out.push(format!("GroupByKey: {e}")),
+    }
+    out
 }
 
 fn describe_urn(urn: &str) -> String {

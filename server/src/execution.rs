@@ -3,7 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use beam_kafka_actors::job::StageDescriptor;
+use beam_kafka_actors::job::{InputSpec, SubTopologySpec};
+use beam_kafka_actors::output::OutputSink;
 use beam_kafka_actors::{run_job, JobEvent, JobInput, JobOutcome};
 use beam_kafka_fnapi::environment::{self, Endpoints};
 use beam_kafka_fnapi::{FnApiServer, SdkLog, WorkerSpec};
@@ -11,7 +12,9 @@ use beam_kafka_proto::fn_execution as fn_pb;
 use beam_kafka_proto::job_management as jm;
 use beam_kafka_runtime::descriptor;
 use beam_kafka_runtime::graph::PipelineGraph;
-use beam_kafka_runtime::topology::TopologyPlan;
+use beam_kafka_runtime::coder::wire_coders;
+use beam_kafka_runtime::topology::{InputKind, TopologyPlan};
+use beam_kafka_runtime::windowing::WindowingSpec;
 use jm::job_message::MessageImportance as Importance;
 use jm::job_state::Enum as State;
 use tokio::sync::{mpsc, oneshot};
@@ -48,7 +51,7 @@ pub async fn execute(job: Arc<Job>, services: Services) {
 async fn prepare_and_run(job: &Arc<Job>, services: &Services) -> Result<JobOutcome, String> {
     let pipeline = job.pipeline.lock().expect("lock").clone();
     let graph = PipelineGraph::new(&pipeline)?;
-    let plan = TopologyPlan::plan(&graph, &job.runner_options.application_id)?;
+    let plan = TopologyPlan::plan(&graph, &job.runner_options.application_id, job.runner_options.internal_parallelism)?;
     tracing::info!(job = %job.id, "plan:\n{}", plan.describe(&graph));
     let components = graph.components();
     let env_ids: std::collections::BTreeSet<&String> = plan.sub_topologies.iter().map(|s| &s.stage.environment_id).collect();
@@ -93,21 +96,55 @@ async fn prepare_and_run(job: &Arc<Job>, services: &Services) -> Result<JobOutco
         }
     };
 
-    let mut stages = Vec::new();
+    let mut sub_topologies = Vec::new();
     for sub in &plan.sub_topologies {
         let id = format!("{}-{}", job.id, sub.stage.id);
         worker.register_descriptor(descriptor::build(&graph, &sub.stage, &id, &fn_url, &fn_url));
-        stages.push(StageDescriptor {
-            sub_topology: sub.id,
+        let mut inputs = Vec::new();
+        for i in &sub.inputs {
+            let topic = &plan.topics[i.topic];
+            let gbk = match &i.kind {
+                InputKind::Direct => None,
+                InputKind::GroupByKey { .. } => {
+                    let pc = &components.pcollections[&topic.pcollection];
+                    let ws = &components.windowing_strategies[&pc.windowing_strategy_id];
+                    let spec = WindowingSpec::from_proto(components, ws)?;
+                    Some((spec, wire_coders(components, &topic.pcollection)?.0))
+                }
+            };
+            inputs.push(InputSpec {
+                topic: topic.name.clone(),
+                partitions: topic.partitions,
+                upstream: topic.upstream.clone(),
+                source_transform: descriptor::source_id(&i.pcollection),
+                gbk,
+            });
+        }
+        let mut outputs = Vec::new();
+        for o in &sub.outputs {
+            let topic = &plan.topics[o.topic];
+            let (element_coder, window_coder) = wire_coders(components, &o.pcollection)?;
+            outputs.push(OutputSink {
+                sink_transform: descriptor::sink_id(&o.pcollection),
+                topic: topic.name.clone(),
+                partitions: topic.partitions,
+                window_coder,
+                element_coder,
+            });
+        }
+        sub_topologies.push(SubTopologySpec {
+            id: sub.id,
+            partitions: sub.partitions,
             descriptor_id: id,
             display_name: sub.stage.id.clone(),
-            sources: sub.stage.inputs.iter().map(|pc| descriptor::source_id(pc)).collect(),
             sinks: sub.stage.outputs.iter().map(|pc| descriptor::sink_id(pc)).collect(),
+            inputs,
+            outputs,
         });
     }
 
     job.set_state(State::Running);
-    let input = JobInput { job_id: job.id.clone(), options: job.runner_options.clone(), plan, stages, worker };
+    let input = JobInput { job_id: job.id.clone(), options: job.runner_options.clone(), plan, sub_topologies, worker };
     let (events_tx, events_rx) = mpsc::unbounded_channel();
     let (done_tx, done_rx) = oneshot::channel();
     let cancel = job.cancel.subscribe();

@@ -1,0 +1,118 @@
+//! Writing a stage's outputs and a task's watermark reports to shuffle
+//! topics. Records are keyed by the element's key bytes and partitioned with
+//! Kafka's murmur2, so every element of a key meets at one task.
+use std::collections::HashMap;
+use std::time::Duration;
+
+use beam_kafka_runtime::coder::Coder;
+use beam_kafka_runtime::partition::partition_for;
+use beam_kafka_runtime::timestamp::Watermark;
+use beam_kafka_runtime::windowed;
+use futures::future::try_join_all;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
+
+use crate::envelope;
+
+/// One stage output and the topic it goes to.
+#[derive(Clone, Debug)]
+pub struct OutputSink {
+    pub sink_transform: String,
+    pub topic: String,
+    pub partitions: u32,
+    pub window_coder: Coder,
+    pub element_coder: Coder,
+}
+
+const DELIVERY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Queues one record, waiting for room when the producer's queue is full.
+async fn enqueue(
+    producer: &FutureProducer,
+    topic: &str,
+    partition: u32,
+    key: Option<&[u8]>,
+    payload: &[u8],
+    pending: &mut Vec<DeliveryFuture>,
+) -> Result<(), String> {
+    loop {
+        let mut record = FutureRecord::<[u8], [u8]>::to(topic).partition(partition as i32).payload(payload);
+        if let Some(k) = key {
+            record = record.key(k);
+        }
+        match producer.send_result(record) {
+            Ok(f) => {
+                pending.push(f);
+                return Ok(());
+            }
+            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
+                // Let deliveries drain before queueing more.
+                await_all(std::mem::take(pending)).await?;
+            }
+            Err((e, _)) => return Err(format!("cannot write to {topic}: {e}")),
+        }
+    }
+}
+
+async fn await_all(pending: Vec<DeliveryFuture>) -> Result<(), String> {
+    let results = tokio::time::timeout(DELIVERY_TIMEOUT, try_join_all(pending))
+        .await
+        .map_err(|_| format!("Kafka did not acknowledge writes within {} s", DELIVERY_TIMEOUT.as_secs()))?
+        .map_err(|_| "a write to Kafka was cancelled".to_string())?;
+    for r in results {
+        if let Err((e, _)) = r {
+            return Err(format!("a write to Kafka failed: {e}"));
+        }
+    }
+    Ok(())
+}
+
+/// Splits each sink's encoded elements and writes them; returns once Kafka
+/// acknowledged every record.
+pub async fn write_outputs(
+    producer: &FutureProducer,
+    sinks: &[OutputSink],
+    mut outputs: HashMap<String, Vec<u8>>,
+) -> Result<(), String> {
+    let mut pending = Vec::new();
+    for sink in sinks {
+        let Some(data) = outputs.remove(&sink.sink_transform) else { continue };
+        let mut at = 0;
+        while at < data.len() {
+            let rest = &data[at..];
+            let h = windowed::split(rest, &sink.window_coder)?;
+            let (key, value_len) = match &sink.element_coder {
+                Coder::Kv(k, v) => {
+                    let kl = k.skip(&rest[h.value_offset..])?;
+                    let vl = v.skip(&rest[h.value_offset + kl..])?;
+                    (&rest[h.value_offset..h.value_offset + kl], kl + vl)
+                }
+                other => (&rest[..0], other.skip(&rest[h.value_offset..])?),
+            };
+            let len = h.value_offset + value_len;
+            let partition = partition_for(key, sink.partitions);
+            let payload = envelope::data(rest[..len].to_vec());
+            enqueue(producer, &sink.topic, partition, Some(key), &payload, &mut pending).await?;
+            at += len;
+        }
+    }
+    await_all(pending).await
+}
+
+/// Broadcasts a watermark report to every partition of `topic`.
+pub async fn report_watermark(
+    producer: &FutureProducer,
+    topic: &str,
+    partitions: u32,
+    wm: Watermark,
+    source: &str,
+    source_partition: u32,
+    source_total: u32,
+) -> Result<(), String> {
+    let payload = envelope::watermark(wm, source, source_partition, source_total);
+    let mut pending = Vec::new();
+    for p in 0..partitions {
+        enqueue(producer, topic, p, None, &payload, &mut pending).await?;
+    }
+    await_all(pending).await
+}

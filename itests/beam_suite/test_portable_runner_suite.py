@@ -1,0 +1,300 @@
+"""Beam's own PortableRunnerTest suite, run against `beam-kafka job-server`.
+
+Each test class below subclasses Beam's
+`apache_beam.runners.portability.portable_runner_test.PortableRunnerTest` the
+way Beam's Flink harness (`flink_runner_test.py`) does: the suite starts the
+job server itself as a subprocess (`_use_subprocesses`, `_subprocess_command`),
+the SDK harness runs in this process (LOOPBACK), and every pipeline gets our
+runner's options: the test broker, a fresh application id, and the internal
+parallelism. The suite runs twice, once per mode:
+
+  BatchSuiteTest       streaming=False
+  StreamingSuiteTest   streaming=True
+
+Tests that need a runner feature not built yet are skipped with the feature
+named; the table is in `skips.py`. Every other test must pass.
+
+Environment:
+  BEAM_KAFKA_TEST_BOOTSTRAP       broker (see ../conftest.py: started when none answers)
+  BEAM_KAFKA_BINARY               the binary (else found as beam_kafka finds it)
+  BEAM_KAFKA_SUITE_PARALLELISM    --internal_parallelism of every pipeline (default 1)
+  BEAM_KAFKA_SUITE_IGNORE_SKIPS   1: run the tests skips.py would skip (to find
+                                  the ones a new feature made pass)
+  BEAM_KAFKA_SUITE_JOB_TIMEOUT    --job_server_timeout in seconds (default 120):
+                                  bounds how long one pipeline may run
+
+Run: scripts/beam-suite.sh (both modes, prints per-mode counts), or
+  "$(scripts/python-env.sh)" -m pytest itests/beam_suite -rs
+"""
+
+import collections
+import os
+import re
+import subprocess
+import time
+import uuid
+
+import pytest
+
+# Beam's suite module imports Beam's test-only dependencies (the `test` extra
+# of apache-beam). Without them, skip this module instead of failing the
+# collection of every integration test.
+for _module, _package in (('hamcrest', 'PyHamcrest'), ('tenacity', 'tenacity')):
+  pytest.importorskip(
+      _module,
+      reason='Beam\'s PortableRunnerTest suite needs %s (apache-beam[test]); '
+      'install it in the test virtualenv (python/requirements.txt)' % _package)
+
+from apache_beam.options.pipeline_options import PortableOptions
+from apache_beam.options.pipeline_options import StandardOptions
+# Import the module, not the class: pytest collects every unittest.TestCase
+# subclass it finds in a test module's namespace, and Beam's own
+# PortableRunnerTest (in-process job service) must not run here.
+from apache_beam.runners.portability import portable_runner_test
+
+import skips
+
+PARALLELISM = int(os.environ.get('BEAM_KAFKA_SUITE_PARALLELISM', '1'))
+IGNORE_SKIPS = os.environ.get('BEAM_KAFKA_SUITE_IGNORE_SKIPS', '') not in (
+    '', '0', 'false')
+JOB_SERVER_TIMEOUT_SECS = int(
+    os.environ.get('BEAM_KAFKA_SUITE_JOB_TIMEOUT', '120'))
+# Graceful stop of the job server at the end of a class before SIGKILL.
+STOP_GRACE_SECS = 15
+LOG_TAIL_LINES = 200
+
+# class name -> mode, filled by the class definitions below.
+_MODES = collections.OrderedDict()
+
+_LOG_AT_START = pytest.StashKey[tuple]()
+_PLUGIN_NAME = 'beam-kafka-suite-report'
+# mode -> [time.monotonic() of its first test's setup, of its last test's end]
+_WALL = {}
+
+
+def _app_id(mode: str, test_name: str) -> str:
+  """A fresh application id: letters, digits, '.', '_', '-' only."""
+  name = re.sub(r'^test_', '', test_name)
+  name = re.sub(r'[^A-Za-z0-9._-]+', '-', name).strip('-.')[:60] or 'test'
+  return 'suite-%s-%s-%s' % (mode, name, uuid.uuid4().hex[:8])
+
+
+def _tail(path, start=0, lines=LOG_TAIL_LINES):
+  try:
+    with open(path, 'rb') as f:
+      f.seek(start)
+      text = f.read().decode('utf-8', 'replace')
+  except OSError:
+    return ''
+  return '\n'.join(text.splitlines()[-lines:])
+
+
+class _SuiteReport:
+  """Per-mode counts at the end of the session, and the job server's log in
+  the report of a failed suite test. Registered once, by the first suite test
+  that runs (a test module cannot declare hooks itself)."""
+  @pytest.hookimpl(hookwrapper=True)
+  def pytest_runtest_makereport(self, item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.when != 'call' or not report.failed:
+      return
+    log_at_start = item.stash.get(_LOG_AT_START, None)
+    if not log_at_start:
+      return
+    path, offset = log_at_start
+    report.sections.append(
+        ('beam-kafka job-server log during this test (%s)' % path,
+         _tail(path, offset) or '(nothing)'))
+
+  def pytest_runtest_logfinish(self, nodeid, location):
+    del location
+    parts = nodeid.split('::')
+    mode = _MODES.get(parts[-2]) if len(parts) >= 3 else None
+    if mode in _WALL:
+      _WALL[mode][1] = time.monotonic()
+
+  def pytest_terminal_summary(self, terminalreporter):
+    outcomes = {}  # nodeid -> (mode, outcome)
+    seconds = collections.defaultdict(float)
+    for reports in terminalreporter.stats.values():
+      for report in reports:
+        if not isinstance(report, pytest.TestReport):
+          continue
+        parts = report.nodeid.split('::')
+        mode = _MODES.get(parts[-2]) if len(parts) >= 3 else None
+        if mode is None:
+          continue
+        seconds[mode] += report.duration
+        previous = outcomes.get(report.nodeid, (mode, None))[1]
+        if report.failed:
+          outcome = 'failed'
+        elif report.skipped:
+          outcome = 'skipped'
+        elif report.when == 'call':
+          outcome = 'passed'
+        else:
+          outcome = None
+        rank = {None: 0, 'passed': 1, 'skipped': 2, 'failed': 3}
+        if rank[outcome] > rank[previous]:
+          outcomes[report.nodeid] = (mode, outcome)
+    if not seconds:
+      return
+    terminalreporter.section('beam-kafka: Beam PortableRunnerTest suite')
+    for mode in _MODES.values():
+      if mode not in seconds:
+        continue
+      counts = collections.Counter(
+          o for m, o in outcomes.values() if m == mode)
+      start, end = _WALL.get(mode, (0.0, 0.0))
+      terminalreporter.write_line(
+          'beam-suite %s: %d passed, %d failed, %d skipped '
+          '(wall %.1f s, internal_parallelism=%d%s)' % (
+              mode,
+              counts['passed'],
+              counts['failed'],
+              counts['skipped'],
+              max(end - start, seconds[mode]),
+              PARALLELISM,
+              ', skip list ignored' if IGNORE_SKIPS else ''))
+      if IGNORE_SKIPS:
+        continue
+      # Skipped tests per feature they wait for (a test may wait for several).
+      waiting = collections.Counter()
+      upstream = 0
+      for nodeid, (m, outcome) in outcomes.items():
+        if m != mode or outcome != 'skipped':
+          continue
+        missing = skips.missing_features(nodeid.split('::')[-1], mode)
+        if missing and not skips.UPSTREAM_PORTABLE_SKIPS.get(
+            nodeid.split('::')[-1]):
+          waiting.update(missing)
+        else:
+          upstream += 1
+      terminalreporter.write_line(
+          '  skipped: %d by upstream Beam; waiting for %s' % (
+              upstream,
+              ', '.join('%s %d' % (f, waiting[f])
+                        for f in skips.NOT_BUILT if waiting[f]) or 'nothing'))
+
+
+class _BeamKafkaSuite:
+  """What turns Beam's PortableRunnerTest into a test of beam-kafka.
+
+  A mixin, not a TestCase, so pytest does not collect it by itself.
+  """
+  MODE = None  # 'batch' or 'streaming'
+  STREAMING = False
+
+  # Controls the job service: started by the suite as a subprocess from
+  # _subprocess_command (see PortableRunnerTest._create_job_endpoint).
+  _use_subprocesses = True
+
+  # Set by _suite_context before the first test of the class runs.
+  _binary = None
+  _bootstrap = None
+  _suite_dir = None
+
+  @pytest.fixture(autouse=True)
+  def _suite_context(self, request, broker, binary, tmp_path_factory):
+    cls = type(self)
+    now = time.monotonic()
+    _WALL.setdefault(cls.MODE, [now, now])
+    if cls.__dict__.get('_suite_dir') is None:
+      cls._binary = binary
+      cls._bootstrap = broker
+      cls._suite_dir = tmp_path_factory.mktemp('beam-suite-%s' % cls.MODE)
+    config = request.config
+    if not config.pluginmanager.has_plugin(_PLUGIN_NAME):
+      config.pluginmanager.register(_SuiteReport(), _PLUGIN_NAME)
+    log_path = cls._job_server_log()
+    try:
+      offset = log_path.stat().st_size
+    except OSError:
+      offset = 0
+    request.node.stash[_LOG_AT_START] = (log_path, offset)
+    yield
+
+  @classmethod
+  def _job_server_log(cls):
+    return cls._suite_dir / 'job-server.log'
+
+  @classmethod
+  def _subprocess_command(cls, job_port, expansion_port):
+    del expansion_port  # no expansion service in use: let it pick a port
+    artifacts_dir = cls._suite_dir / 'artifacts'
+    artifacts_dir.mkdir(exist_ok=True)
+    # The suite starts the command with Popen and no redirection; `exec`
+    # keeps one process (so the suite's kill reaches the server) and sends
+    # its output to a log file instead of the test output.
+    return [
+        '/bin/sh',
+        '-c',
+        'NO_COLOR=1; export NO_COLOR; exec "$@" >>"$0" 2>&1',
+        str(cls._job_server_log()),
+        cls._binary,
+        'job-server',
+        '--job-port',
+        str(job_port),
+        '--artifact-port',
+        '0',
+        '--expansion-port',
+        '0',
+        '--artifacts-dir',
+        str(artifacts_dir),
+        '--bind',
+        '127.0.0.1',
+    ]
+
+  @classmethod
+  def tearDownClass(cls):
+    process = cls.__dict__.get('_subprocess')
+    if process is not None and process.poll() is None:
+      process.terminate()
+      try:
+        process.wait(STOP_GRACE_SECS)
+      except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    super().tearDownClass()
+
+  def setUp(self):
+    if not IGNORE_SKIPS:
+      reason = skips.skip_reason(self._testMethodName, self.MODE)
+      if reason:
+        self.skipTest(reason)
+    super().setUp()
+
+  def create_options(self):
+    options = super().create_options()
+    portable = options.view_as(PortableOptions)
+    portable.environment_type = 'LOOPBACK'
+    portable.environment_config = None
+    portable.job_server_timeout = JOB_SERVER_TIMEOUT_SECS
+    options.view_as(StandardOptions).streaming = self.STREAMING
+    # Our runner's options are not declared by any PipelineOptions class in
+    # this process; the job server advertises them (DescribePipelineOptions)
+    # and PortableRunner applies these overrides to the flags it adds for
+    # them, as Beam's Flink harness does for `parallelism`.
+    options._all_options.update({  # pylint: disable=protected-access
+        'bootstrap_servers': self._bootstrap,
+        'application_id': _app_id(self.MODE, self._testMethodName),
+        'internal_parallelism': PARALLELISM,
+    })
+    return options
+
+
+class BatchSuiteTest(_BeamKafkaSuite, portable_runner_test.PortableRunnerTest):
+  MODE = 'batch'
+  STREAMING = False
+
+
+class StreamingSuiteTest(_BeamKafkaSuite,
+                         portable_runner_test.PortableRunnerTest):
+  MODE = 'streaming'
+  STREAMING = True
+
+
+for _cls in (BatchSuiteTest, StreamingSuiteTest):
+  _MODES[_cls.__name__] = _cls.MODE
+del _cls
