@@ -254,6 +254,33 @@ impl TopologyPlan {
     }
 }
 
+impl TopologyPlan {
+    /// The plan as a Graphviz digraph: topics are boxes, sub-topologies ellipses.
+    pub fn to_dot(&self, graph: &PipelineGraph) -> String {
+        let esc = |s: &str| s.replace('\\', "\\\\").replace('"', "\\\"");
+        let mut out = String::from("digraph topology {\n  rankdir=LR;\n");
+        for (i, t) in self.topics.iter().enumerate() {
+            let _ = writeln!(out, "  t{i} [shape=box, label=\"{}\\n{} partition(s)\"];", esc(&t.name), t.partitions);
+        }
+        for s in &self.sub_topologies {
+            let names: Vec<String> = s.stage.transforms.iter().map(|t| esc(&name_of(graph, t))).collect();
+            let _ = writeln!(out, "  s{} [label=\"sub-topology {} ({} task(s))\\n{}\"];", s.id, s.id, s.partitions, names.join("\\n"));
+            for i in &s.inputs {
+                let label = match &i.kind {
+                    InputKind::Direct => String::new(),
+                    InputKind::GroupByKey { transform } => esc(&name_of(graph, transform)),
+                };
+                let _ = writeln!(out, "  t{} -> s{} [label=\"{label}\"];", i.topic, s.id);
+            }
+            for o in &s.outputs {
+                let _ = writeln!(out, "  s{} -> t{};", s.id, o.topic);
+            }
+        }
+        out.push_str("}\n");
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -300,6 +327,10 @@ mod tests {
         assert_eq!(plan.tasks().len(), 4);
         assert_eq!(plan.terminal_tasks().len(), 3);
         assert!(plan.describe(&g).contains("via gbk"));
+        let dot = plan.to_dot(&g);
+        assert!(dot.starts_with("digraph"), "{dot}");
+        assert!(dot.contains("t1 -> s1 [label=\"gbk\"]"), "{dot}");
+        assert!(dot.contains("s0 -> t1;"), "{dot}");
     }
 
     #[test]

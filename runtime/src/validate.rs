@@ -31,6 +31,16 @@ const SUPPORTED_REQUIREMENTS: &[&str] = &[];
 
 /// Checks the whole pipeline; an empty result means it can run.
 pub fn validate(pipeline: &pb::Pipeline) -> Vec<Unsupported> {
+    check(pipeline, true)
+}
+
+/// Like [`validate`], without asking whether its SDK environments can be
+/// started here: for planning a pipeline saved without a runner.
+pub fn validate_topology(pipeline: &pb::Pipeline) -> Vec<Unsupported> {
+    check(pipeline, false)
+}
+
+fn check(pipeline: &pb::Pipeline, environments: bool) -> Vec<Unsupported> {
     let graph = match PipelineGraph::new(pipeline) {
         Ok(g) => g,
         Err(e) => return vec![Unsupported { transform: String::new(), reason: format!("malformed pipeline: {e}") }],
@@ -59,11 +69,12 @@ pub fn validate(pipeline: &pb::Pipeline) -> Vec<Unsupported> {
             }
             match graph.components().environments.get(&t.environment_id) {
                 None => fail(format!("refers to a missing environment '{}'", t.environment_id)),
-                Some(env) => {
+                Some(env) if environments => {
                     if let Some(reason) = environment_problem(env) {
                         fail(reason);
                     }
                 }
+                Some(_) => {}
             }
             if urn == urns::PAR_DO {
                 for reason in pardo_problems(t) {

@@ -1,5 +1,6 @@
 //! `beam-kafka`: the job server of the beam-kafka runner.
 mod artifacts;
+mod describe;
 mod execution;
 mod job_service;
 mod jobs;
@@ -27,6 +28,8 @@ struct Cli {
 enum Command {
     /// Serve the Beam Job API; pipelines submitted to it run on Kafka.
     JobServer(JobServerArgs),
+    /// Print the Kafka topology a saved pipeline would run as (text or Graphviz DOT).
+    Describe(describe::DescribeArgs),
 }
 
 #[derive(clap::Args)]
@@ -49,14 +52,26 @@ struct JobServerArgs {
     bind: String,
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() {
+    if let Err(e) = run() {
+        // The message is for the user: the chain of causes, no backtrace.
+        eprintln!("beam-kafka: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> anyhow::Result<()> {
     let filter = tracing_subscriber::EnvFilter::try_from_env("BEAM_KAFKA_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).init();
     let cli = Cli::parse();
+    if let Command::Describe(args) = cli.command {
+        return describe::describe(args);
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     match cli.command {
         Command::JobServer(args) => runtime.block_on(job_server(args)),
+        Command::Describe(_) => unreachable!("handled above"),
     }
 }
 
