@@ -9,7 +9,8 @@ def _save(tmp_path):
   p = beam.Pipeline()
   _ = (
       p
-      | 'Numbers' >> beam.Create([('a', 1), ('b', 2)])
+      | 'Start' >> beam.Impulse()
+      | 'Numbers' >> beam.FlatMap(lambda _: [('a', 1), ('b', 2)])
       | 'Group' >> beam.GroupByKey()
       | 'Show' >> beam.Map(str))
   path = tmp_path / 'pipeline.pb'
