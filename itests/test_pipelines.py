@@ -174,3 +174,32 @@ def test_unreachable_broker_fails_with_a_clear_message(
   assert '--bootstrap_servers' in message, message
   assert result.state == PipelineState.FAILED
   assert not collector.exists(), 'nothing may run without a broker'
+
+
+# Cancel stops a running job cleanly and says CANCELLED.
+def _slow(element):
+  time.sleep(0.5)
+  return element
+
+
+def test_cancel_stops_a_running_job(broker, job_server, app_id, collector, tmp_path):
+  args = portable_args(job_server) + kafka_args(
+      broker, app_id, tmp_path / 'state') + ['--max_bundle_size=1']
+  p = beam.Pipeline(options=PipelineOptions(args))
+  _ = (
+      p
+      | 'Impulse' >> beam.Impulse()
+      | 'Many' >> beam.FlatMap(lambda _: range(1000))
+      | 'Slow' >> beam.Map(_slow)
+      | 'Record' >> beam.Map(collector.recorder()))
+  result = p.run()
+  deadline = time.time() + 60
+  while not collector.exists() and time.time() < deadline:
+    time.sleep(0.2)
+  assert collector.exists(), 'the job never started processing'
+  result.cancel()
+  # Beam's client raises for any end but DONE; the state tells what happened.
+  with pytest.raises(RuntimeError, match='CANCELLED'):
+    result.wait_until_finish()
+  assert result.state == PipelineState.CANCELLED
+  assert len(collector.lines()) < 1000

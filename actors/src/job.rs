@@ -85,6 +85,9 @@ pub fn run_job(input: JobInput, events: mpsc::UnboundedSender<JobEvent>, cancel:
 
 async fn drive(input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut cancel: watch::Receiver<bool>) -> JobOutcome {
     let opts = &input.options;
+    if *cancel.borrow_and_update() {
+        return JobOutcome::Cancelled;
+    }
     let admin = match Admin::connect(opts) {
         Ok(a) => a,
         Err(e) => return JobOutcome::Failed(e),
