@@ -7,6 +7,7 @@ pub mod descriptor;
 pub mod fusion;
 pub mod gbk;
 pub mod graph;
+pub mod lift;
 pub mod partition;
 pub mod timestamp;
 pub mod topology;

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use beam_kafka_proto::pipeline::Pipeline;
 use beam_kafka_runtime::graph::PipelineGraph;
+use beam_kafka_runtime::lift::lift_combiners;
 use beam_kafka_runtime::topology::TopologyPlan;
 use beam_kafka_runtime::validate::validate_topology;
 use prost::Message;
@@ -28,8 +29,9 @@ pub struct DescribeArgs {
 
 pub fn describe(args: DescribeArgs) -> anyhow::Result<()> {
     let bytes = std::fs::read(&args.pipeline).with_context(|| format!("cannot read {}", args.pipeline.display()))?;
-    let pipeline = Pipeline::decode(bytes.as_slice())
+    let mut pipeline = Pipeline::decode(bytes.as_slice())
         .with_context(|| format!("{} is not a binary Beam Pipeline proto", args.pipeline.display()))?;
+    lift_combiners(&mut pipeline);
     let problems = validate_topology(&pipeline);
     if !problems.is_empty() {
         let list: Vec<String> = problems.iter().map(|p| format!("  - {p}")).collect();

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use beam_kafka_config::RunnerOptions;
 use beam_kafka_proto::job_management as jm;
+use beam_kafka_runtime::lift::lift_combiners;
 use beam_kafka_runtime::validate::validate;
 use futures::{Stream, StreamExt};
 use jm::job_state::Enum as State;
@@ -37,7 +38,9 @@ impl jm::job_service_server::JobService for JobService {
 
     async fn prepare(&self, request: Request<jm::PrepareJobRequest>) -> Result<Response<jm::PrepareJobResponse>, Status> {
         let req = request.into_inner();
-        let pipeline = req.pipeline.ok_or_else(|| rejection(vec!["the request carries no pipeline".into()]))?;
+        let mut pipeline = req.pipeline.ok_or_else(|| rejection(vec!["the request carries no pipeline".into()]))?;
+        // Combine before the shuffle where the client did not (streaming).
+        lift_combiners(&mut pipeline);
         let opts = req.pipeline_options.unwrap_or_default();
         let mut problems = Vec::new();
         let runner_options = match RunnerOptions::parse(&options::from_struct(&opts)) {
