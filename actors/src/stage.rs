@@ -95,8 +95,12 @@ impl StageActor {
         let producer = self.spec.producer.clone();
         let started = Instant::now();
         // A bundle is complete once Kafka acknowledged everything it wrote.
+        let sizes: Vec<(String, usize)> = inputs.iter().map(|i: &BundleInput| (i.transform_id.clone(), i.data.len())).collect();
+        tracing::debug!(stage = %self.spec.display_name, "bundle {seq} inputs (bytes): {sizes:?}");
         let run = async move {
             let result = worker.process_bundle(&descriptor, inputs, &sinks).await?;
+            let out: Vec<(String, usize)> = result.outputs.iter().map(|(k, v)| (k.clone(), v.len())).collect();
+            tracing::debug!("bundle {seq} outputs (bytes): {out:?}");
             write_outputs(&producer, &outputs, result.outputs).await.map_err(BundleError::Worker)?;
             Ok::<_, BundleError>(result.monitoring_infos)
         };

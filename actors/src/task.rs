@@ -62,6 +62,9 @@ pub struct TaskConfig {
 struct PendingFlush {
     id: u64,
     offsets: BTreeMap<(String, i32), i64>,
+    /// The output watermark when the flush was requested: everything it
+    /// covers had been handed to the stage before the flush.
+    watermark: Watermark,
 }
 
 pub struct TaskSupervisor {
@@ -134,7 +137,7 @@ impl TaskSupervisor {
             .filter(|((topic, _), _)| self.cfg.inputs.get(topic).and_then(|r| r.gbk.as_ref()).is_none_or(|g| g.is_empty()))
             .map(|(k, v)| (k.clone(), *v))
             .collect();
-        self.pending = Some(PendingFlush { id, offsets });
+        self.pending = Some(PendingFlush { id, offsets, watermark: self.output_watermark() });
         self.stage.do_send(Flush { id });
     }
 
@@ -173,7 +176,7 @@ impl TaskSupervisor {
 
     /// After a flush: report the output watermark downstream, then commit.
     fn after_flush(&mut self, p: PendingFlush, ctx: &mut Context<Self>) {
-        let wm = self.output_watermark();
+        let wm = p.watermark;
         tracing::debug!(task = %self.cfg.task, "flushed; output watermark {wm:?}");
         let reports: Vec<(String, u32)> =
             if wm > self.reported { self.cfg.targets.iter().map(|t| (t.topic.clone(), t.partitions)).collect() } else { Vec::new() };

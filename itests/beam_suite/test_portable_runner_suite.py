@@ -20,14 +20,17 @@ Environment:
   BEAM_KAFKA_SUITE_PARALLELISM    --internal_parallelism of every pipeline (default 1)
   BEAM_KAFKA_SUITE_IGNORE_SKIPS   1: run the tests skips.py would skip (to find
                                   the ones a new feature made pass)
+  BEAM_KAFKA_SUITE_TEST_TIMEOUT   wall-time limit of one test in seconds (default
+                                  180); a job the test leaves running is cancelled
   BEAM_KAFKA_SUITE_JOB_TIMEOUT    --job_server_timeout in seconds (default 120):
-                                  bounds how long one pipeline may run
+                                  the deadline of each Job API call
 
 Run: scripts/beam-suite.sh (both modes, prints per-mode counts), or
   "$(scripts/python-env.sh)" -m pytest itests/beam_suite -rs
 """
 
 import collections
+import logging
 import os
 import re
 import subprocess
@@ -45,8 +48,12 @@ for _module, _package in (('hamcrest', 'PyHamcrest'), ('tenacity', 'tenacity')):
       reason='Beam\'s PortableRunnerTest suite needs %s (apache-beam[test]); '
       'install it in the test virtualenv (python/requirements.txt)' % _package)
 
+import grpc
+
 from apache_beam.options.pipeline_options import PortableOptions
 from apache_beam.options.pipeline_options import StandardOptions
+from apache_beam.portability.api import beam_job_api_pb2
+from apache_beam.portability.api import beam_job_api_pb2_grpc
 # Import the module, not the class: pytest collects every unittest.TestCase
 # subclass it finds in a test module's namespace, and Beam's own
 # PortableRunnerTest (in-process job service) must not run here.
@@ -59,9 +66,23 @@ IGNORE_SKIPS = os.environ.get('BEAM_KAFKA_SUITE_IGNORE_SKIPS', '') not in (
     '', '0', 'false')
 JOB_SERVER_TIMEOUT_SECS = int(
     os.environ.get('BEAM_KAFKA_SUITE_JOB_TIMEOUT', '120'))
+# Wall-time limit of one suite test (enforced by ../conftest.py). Our job
+# server answers the client's early GetStateStream with NOT_FOUND, so the
+# client waits for a job without a deadline: this limit is what ends a hang.
+TEST_TIMEOUT_SECS = float(os.environ.get('BEAM_KAFKA_SUITE_TEST_TIMEOUT', '180'))
 # Graceful stop of the job server at the end of a class before SIGKILL.
 STOP_GRACE_SECS = 15
 LOG_TAIL_LINES = 200
+
+pytestmark = pytest.mark.timeout_seconds(TEST_TIMEOUT_SECS)
+
+_LOGGER = logging.getLogger(__name__)
+_ACTIVE_STATES = frozenset((
+    beam_job_api_pb2.JobState.STARTING,
+    beam_job_api_pb2.JobState.RUNNING,
+    beam_job_api_pb2.JobState.DRAINING,
+    beam_job_api_pb2.JobState.RESUMING,
+))
 
 # class name -> mode, filled by the class definitions below.
 _MODES = collections.OrderedDict()
@@ -214,6 +235,31 @@ class _BeamKafkaSuite:
       offset = 0
     request.node.stash[_LOG_AT_START] = (log_path, offset)
     yield
+    cls._cancel_active_jobs()
+
+  @classmethod
+  def _cancel_active_jobs(cls):
+    """Cancels jobs a test left running (it failed or timed out while its
+    pipeline ran), so they do not slow down or disturb the next tests."""
+    endpoint = cls.__dict__.get('_job_endpoint')
+    if not endpoint:
+      return
+    with grpc.insecure_channel(endpoint) as channel:
+      stub = beam_job_api_pb2_grpc.JobServiceStub(channel)
+      try:
+        jobs = stub.GetJobs(beam_job_api_pb2.GetJobsRequest(), timeout=10)
+        for job in jobs.job_info:
+          if job.state in _ACTIVE_STATES:
+            _LOGGER.warning(
+                'cancelling job %s (%s), still %s after its test',
+                job.job_id,
+                job.job_name,
+                beam_job_api_pb2.JobState.Enum.Name(job.state))
+            stub.Cancel(
+                beam_job_api_pb2.CancelJobRequest(job_id=job.job_id),
+                timeout=10)
+      except grpc.RpcError as e:
+        _LOGGER.warning('could not cancel leftover jobs on %s: %s', endpoint, e)
 
   @classmethod
   def _job_server_log(cls):
