@@ -63,7 +63,10 @@ pub struct JobInput {
 #[derive(Debug)]
 pub enum JobEvent {
     Info(String),
+    /// Metrics of finished bundles.
     Metrics(Vec<MonitoringInfo>),
+    /// Metrics of bundles whose task has since committed its progress.
+    CommittedMetrics(Vec<MonitoringInfo>),
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -139,6 +142,7 @@ async fn drive(input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut can
                 }
                 Some(TaskEvent::Failed(error)) => break JobOutcome::Failed(error),
                 Some(TaskEvent::Metrics(m)) => { let _ = events.send(JobEvent::Metrics(m)); }
+                Some(TaskEvent::CommittedMetrics(m)) => { let _ = events.send(JobEvent::CommittedMetrics(m)); }
                 None => break JobOutcome::Failed("every task stopped before the job finished".into()),
             },
             _ = cancel.changed() => break JobOutcome::Cancelled,

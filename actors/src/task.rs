@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
+use beam_kafka_proto::pipeline::MonitoringInfo;
 use beam_kafka_runtime::gbk::GroupByKey;
 use beam_kafka_runtime::timestamp::Watermark;
 use beam_kafka_runtime::topology::TaskId;
@@ -30,7 +31,8 @@ pub enum TaskEvent {
     Finished(TaskId),
     /// The job cannot go on; the text is for the user.
     Failed(String),
-    Metrics(Vec<beam_kafka_proto::pipeline::MonitoringInfo>),
+    Metrics(Vec<MonitoringInfo>),
+    CommittedMetrics(Vec<MonitoringInfo>),
 }
 
 /// How records of one input topic reach the stage.
@@ -61,6 +63,8 @@ pub struct TaskConfig {
 #[derive(Clone)]
 struct PendingFlush {
     id: u64,
+    /// How many of the uncommitted metrics the flush covers.
+    metrics: usize,
     offsets: BTreeMap<(String, i32), i64>,
     /// The output watermark when the flush was requested: everything it
     /// covers had been handed to the stage before the flush.
@@ -78,6 +82,8 @@ pub struct TaskSupervisor {
     /// Next offset to commit per (topic, partition): handed to the stage or a GroupByKey.
     handed: BTreeMap<(String, i32), i64>,
     committed: BTreeMap<(String, i32), i64>,
+    /// Metrics of finished bundles not yet covered by a commit.
+    uncommitted_metrics: Vec<MonitoringInfo>,
     /// A flush, report and commit cycle is under way.
     pending: Option<PendingFlush>,
     next_flush: u64,
@@ -102,6 +108,7 @@ impl TaskSupervisor {
             events,
             handed: BTreeMap::new(),
             committed: BTreeMap::new(),
+            uncommitted_metrics: Vec::new(),
             pending: None,
             next_flush: 1,
             done: false,
@@ -137,7 +144,7 @@ impl TaskSupervisor {
             .filter(|((topic, _), _)| self.cfg.inputs.get(topic).and_then(|r| r.gbk.as_ref()).is_none_or(|g| g.is_empty()))
             .map(|(k, v)| (k.clone(), *v))
             .collect();
-        self.pending = Some(PendingFlush { id, offsets, watermark: self.output_watermark() });
+        self.pending = Some(PendingFlush { id, offsets, watermark: self.output_watermark(), metrics: usize::MAX });
         self.stage.do_send(Flush { id });
     }
 
@@ -197,6 +204,10 @@ impl TaskSupervisor {
             let mode = if finished { CommitMode::Sync } else { CommitMode::Async };
             if let Err(e) = act.commit(&p.offsets, mode) {
                 return act.fail(ctx, e);
+            }
+            let covered: Vec<MonitoringInfo> = act.uncommitted_metrics.drain(..p.metrics.min(act.uncommitted_metrics.len())).collect();
+            if !covered.is_empty() {
+                let _ = act.events.send(TaskEvent::CommittedMetrics(covered));
             }
             act.pending = None;
             if finished {
@@ -297,12 +308,15 @@ impl Handler<StageEvent> for TaskSupervisor {
     fn handle(&mut self, ev: StageEvent, ctx: &mut Context<Self>) {
         match ev {
             StageEvent::Metrics(infos) => {
+                self.uncommitted_metrics.extend(infos.iter().cloned());
                 let _ = self.events.send(TaskEvent::Metrics(infos));
             }
             StageEvent::Failed { error } => self.fail(ctx, error),
             StageEvent::Flushed { id } => {
                 // The cycle stays pending until its commit, so no second one starts.
-                if let Some(p) = self.pending.clone().filter(|p| p.id == id) {
+                if let Some(mut p) = self.pending.clone().filter(|p| p.id == id) {
+                    // Every bundle before the flush has reported its metrics by now.
+                    p.metrics = self.uncommitted_metrics.len();
                     self.after_flush(p, ctx);
                 }
             }

@@ -26,7 +26,6 @@ TEST_STREAM = 'TestStream'
 CUSTOM_WINDOW_FN = 'custom WindowFn'
 
 NOT_BUILT = [
-    GBK,
     SIDE_INPUTS,
     STATE_TIMERS,
     SDF,

@@ -81,7 +81,7 @@ _ACTIVE_STATES = frozenset((
     beam_job_api_pb2.JobState.STARTING,
     beam_job_api_pb2.JobState.RUNNING,
     beam_job_api_pb2.JobState.DRAINING,
-    beam_job_api_pb2.JobState.RESUMING,
+    beam_job_api_pb2.JobState.CANCELLING,
 ))
 
 # class name -> mode, filled by the class definitions below.

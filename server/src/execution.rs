@@ -173,7 +173,8 @@ async fn forward_events(job: Arc<Job>, mut rx: mpsc::UnboundedReceiver<JobEvent>
                 tracing::info!(job = %job.id, "{text}");
                 job.message(Importance::JobMessageBasic, text);
             }
-            JobEvent::Metrics(infos) => job.metrics.lock().expect("lock").add(infos),
+            JobEvent::Metrics(infos) => job.metrics.lock().expect("lock").attempted.add(infos),
+            JobEvent::CommittedMetrics(infos) => job.metrics.lock().expect("lock").committed.add(infos),
         }
     }
 }

@@ -154,8 +154,9 @@ impl jm::job_service_server::JobService for JobService {
         request: Request<jm::GetJobMetricsRequest>,
     ) -> Result<Response<jm::GetJobMetricsResponse>, Status> {
         let job = self.jobs.get(&request.into_inner().job_id)?;
-        let attempted = job.metrics.lock().expect("lock").attempted();
-        Ok(Response::new(jm::GetJobMetricsResponse { metrics: Some(jm::MetricResults { attempted, committed: vec![] }) }))
+        let metrics = job.metrics.lock().expect("lock");
+        let results = jm::MetricResults { attempted: metrics.attempted.all(), committed: metrics.committed.all() };
+        Ok(Response::new(jm::GetJobMetricsResponse { metrics: Some(results) }))
     }
 
     async fn describe_pipeline_options(

@@ -1,5 +1,7 @@
-//! Attempted metrics of a job, aggregated from the monitoring infos of every
-//! bundle: sums add up, distributions merge, gauges keep the latest value.
+//! Metrics of a job, aggregated from the monitoring infos of every bundle:
+//! sums add up, distributions merge, string sets unite, gauges keep the
+//! latest value. Attempted metrics count every finished bundle; committed
+//! ones only bundles whose task committed its progress after them.
 use std::collections::BTreeMap;
 
 use beam_kafka_proto::pipeline::MonitoringInfo;
@@ -8,6 +10,7 @@ use beam_kafka_runtime::coders::{decode_varint, encode_varint};
 const SUM_INT64: &str = "beam:metrics:sum_int64:v1";
 const DISTRIBUTION_INT64: &str = "beam:metrics:distribution_int64:v1";
 const LATEST_INT64: &str = "beam:metrics:latest_int64:v1";
+const SET_STRING: &str = "beam:metrics:set_string:v1";
 
 fn read_i64(buf: &[u8], at: &mut usize) -> Option<i64> {
     let (v, n) = decode_varint(&buf[*at..])?;
@@ -30,10 +33,16 @@ fn encode_ints(values: &[i64]) -> Vec<u8> {
 
 #[derive(Default)]
 pub struct JobMetrics {
+    pub attempted: Aggregate,
+    pub committed: Aggregate,
+}
+
+#[derive(Default)]
+pub struct Aggregate {
     by_key: BTreeMap<(String, Vec<(String, String)>), MonitoringInfo>,
 }
 
-impl JobMetrics {
+impl Aggregate {
     pub fn add(&mut self, infos: Vec<MonitoringInfo>) {
         for info in infos {
             let mut labels: Vec<_> = info.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
@@ -48,7 +57,7 @@ impl JobMetrics {
         }
     }
 
-    pub fn attempted(&self) -> Vec<MonitoringInfo> {
+    pub fn all(&self) -> Vec<MonitoringInfo> {
         self.by_key.values().cloned().collect()
     }
 }
@@ -66,9 +75,38 @@ fn merge(old: &mut MonitoringInfo, new: MonitoringInfo) {
             }
         }
         LATEST_INT64 => *old = new,
+        SET_STRING => {
+            if let (Some(mut a), Some(b)) = (decode_strings(&old.payload), decode_strings(&new.payload)) {
+                a.extend(b);
+                old.payload = encode_strings(&a);
+            }
+        }
         // Kinds not aggregated here (e.g. progress): keep the newest report.
         _ => *old = new,
     }
+}
+
+/// A string set's payload: a count, then each string length-prefixed.
+fn decode_strings(buf: &[u8]) -> Option<std::collections::BTreeSet<Vec<u8>>> {
+    let count = i32::from_be_bytes(buf.get(..4)?.try_into().ok()?);
+    let mut at = 4;
+    let mut out = std::collections::BTreeSet::new();
+    for _ in 0..count.max(0) {
+        let (len, n) = decode_varint(&buf[at..])?;
+        at += n;
+        out.insert(buf.get(at..at + len as usize)?.to_vec());
+        at += len as usize;
+    }
+    Some(out)
+}
+
+fn encode_strings(set: &std::collections::BTreeSet<Vec<u8>>) -> Vec<u8> {
+    let mut out = (set.len() as i32).to_be_bytes().to_vec();
+    for s in set {
+        encode_varint(s.len() as u64, &mut out);
+        out.extend_from_slice(s);
+    }
+    out
 }
 
 #[cfg(test)]
@@ -87,15 +125,26 @@ mod tests {
 
     #[test]
     fn sums_add_and_distributions_merge() {
-        let mut m = JobMetrics::default();
+        let mut m = Aggregate::default();
         m.add(vec![info(SUM_INT64, "c", encode_ints(&[2])), info(DISTRIBUTION_INT64, "d", encode_ints(&[2, 10, 3, 7]))]);
         m.add(vec![info(SUM_INT64, "c", encode_ints(&[5])), info(DISTRIBUTION_INT64, "d", encode_ints(&[1, 1, 1, 1]))]);
         m.add(vec![info(SUM_INT64, "other", encode_ints(&[1]))]);
-        let all = m.attempted();
+        let all = m.all();
         assert_eq!(all.len(), 3);
         let c = all.iter().find(|i| i.labels["NAME"] == "c" && i.r#type == SUM_INT64).unwrap();
         assert_eq!(decode_ints(&c.payload, 1).unwrap(), [7]);
         let d = all.iter().find(|i| i.r#type == DISTRIBUTION_INT64).unwrap();
         assert_eq!(decode_ints(&d.payload, 4).unwrap(), [3, 11, 1, 7]);
+    }
+
+    #[test]
+    fn string_sets_unite() {
+        let set = |items: &[&str]| encode_strings(&items.iter().map(|s| s.as_bytes().to_vec()).collect());
+        let mut m = Aggregate::default();
+        m.add(vec![info(SET_STRING, "s", set(&["a", "b"]))]);
+        m.add(vec![info(SET_STRING, "s", set(&["b", "zzz"]))]);
+        let got = decode_strings(&m.all()[0].payload).unwrap();
+        assert_eq!(got.len(), 3);
+        assert!(got.contains(b"zzz".as_slice()));
     }
 }
