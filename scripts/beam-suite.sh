@@ -13,11 +13,6 @@
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 PY="$("$REPO_ROOT/scripts/python-env.sh")"
 
-# Beam's suite imports Beam's test-only dependencies (apache-beam's `test` extra).
-if ! "$PY" -c 'import hamcrest, tenacity' 2>/dev/null; then
-  log "installing Beam's test dependencies (PyHamcrest, tenacity) into the Python environment"
-  "$PY" -m pip install -q 'pyhamcrest>=1.9,!=1.10.0,<3.0.0' 'tenacity>=8.0.0,<10' >&2
-fi
 
 select=()
 case "${1:-}" in

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs every test: the Rust unit tests, then the integration tests against a
-# real Kafka broker (started here on localhost:19092 unless one answers) and
-# the real beam-kafka binary, driven by the pinned apache-beam package.
+# Runs every test: the Rust unit tests; the integration tests against a real
+# Kafka broker (started here on localhost:19092 unless one answers) and the
+# real beam-kafka binary, driven by the pinned apache-beam package; and Beam's
+# own PortableRunnerTest suite in batch and streaming mode.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 PORT="${BEAM_KAFKA_TEST_PORT:-19092}"
 "$REPO_ROOT/scripts/setup.sh"
@@ -10,9 +11,18 @@ PY="$("$REPO_ROOT/scripts/python-env.sh")"
 "$REPO_ROOT/scripts/kafka.sh" fetch
 
 results="$(mktemp -d)"
+# Runs a test command, keeping its output in $results/$1.log; never exits the script.
+run() {
+  local name="$1"; shift
+  set +e
+  "$@" 2>&1 | tee "$results/$name.log"
+  local rc=${PIPESTATUS[0]}
+  set -e
+  return "$rc"
+}
+
 log "unit tests (cargo test)"
-(cd "$REPO_ROOT" && cargo test --locked --workspace 2>&1) | tee "$results/cargo.log"
-cargo_rc=${PIPESTATUS[0]}
+cargo_rc=0; run cargo bash -c "cd '$REPO_ROOT' && cargo test --locked --workspace" || cargo_rc=$?
 
 started=""
 if ! "$REPO_ROOT/scripts/kafka.sh" status "$PORT"; then
@@ -23,15 +33,24 @@ trap 'if [[ -n "$started" ]]; then "$REPO_ROOT/scripts/kafka.sh" stop "$started"
 export BEAM_KAFKA_TEST_BOOTSTRAP="localhost:$PORT"
 
 log "integration tests (pytest itests)"
-(cd "$REPO_ROOT" && "$PY" -m pytest itests -v -rs 2>&1) | tee "$results/pytest.log"
-pytest_rc=${PIPESTATUS[0]}
+pytest_rc=0; run pytest bash -c "cd '$REPO_ROOT' && '$PY' -m pytest itests -v -rs --ignore=itests/beam_suite" || pytest_rc=$?
+
+# Beam's own suite at internal parallelism 1 and 4: results must not depend on it.
+suite_rc=0
+for parallelism in 1 4; do
+  log "Beam's PortableRunnerTest suite (internal_parallelism=$parallelism)"
+  run "suite-$parallelism" env BEAM_KAFKA_SUITE_PARALLELISM=$parallelism "$REPO_ROOT/scripts/beam-suite.sh" -q >/dev/null || suite_rc=1
+  grep -E '^(beam-suite|FAILED|ERROR) ' "$results/suite-$parallelism.log" || true
+done
 if [[ -n "$started" ]]; then "$REPO_ROOT/scripts/kafka.sh" stop "$started"; started=""; fi
 
-# One closing line over both runners.
+# One closing line over every runner.
 sum() { { grep -oE "[0-9]+ $1" "$2" || true; } | awk '{s+=$1} END {print s+0}'; }
-passed=$(( $(sum passed "$results/cargo.log") + $(sum passed <(tail -n 1 "$results/pytest.log")) ))
-failed=$(( $(sum failed "$results/cargo.log") + $(sum failed <(tail -n 1 "$results/pytest.log")) ))
-skipped=$(( $(sum ignored "$results/cargo.log") + $(sum skipped <(tail -n 1 "$results/pytest.log")) ))
+suite_lines() { grep -hE '^beam-suite ' "$results"/suite-*.log || true; }
+passed=$(( $(sum passed "$results/cargo.log") + $(sum passed <(tail -n 1 "$results/pytest.log")) + $(sum passed <(suite_lines)) ))
+failed=$(( $(sum failed "$results/cargo.log") + $(sum failed <(tail -n 1 "$results/pytest.log")) + $(sum failed <(suite_lines)) ))
+skipped=$(( $(sum ignored "$results/cargo.log") + $(sum skipped <(tail -n 1 "$results/pytest.log")) + $(sum skipped <(suite_lines)) ))
+suite_lines | sed 's/^/  /'
 echo "all: $passed passed, $failed failed, $skipped skipped"
-if [[ $cargo_rc -ne 0 || $pytest_rc -ne 0 ]]; then exit 1; fi
+if [[ $cargo_rc -ne 0 || $pytest_rc -ne 0 || $suite_rc -ne 0 ]]; then exit 1; fi
 exit 0
