@@ -175,7 +175,7 @@ async fn bootstrap(admin: &Admin, input: &JobInput) -> Result<(), String> {
     for topic in &input.plan.topics {
         match topic.kind {
             TopicKind::Impulse => {
-                let (committed, end) = admin.progress(&topic.name, 0)?;
+                let (committed, end) = admin.progress(&topic.name, 0).await?;
                 if committed < end {
                     // An earlier run of this application stopped before it
                     // consumed its impulse: resume it instead of firing twice.

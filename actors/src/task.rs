@@ -200,24 +200,40 @@ impl TaskSupervisor {
                 return act.fail(ctx, e);
             }
             act.reported = act.reported.max(wm);
-            let finished = wm == Watermark::PosInf;
-            let mode = if finished { CommitMode::Sync } else { CommitMode::Async };
-            if let Err(e) = act.commit(&p.offsets, mode) {
-                return act.fail(ctx, e);
-            }
-            let covered: Vec<MonitoringInfo> = act.uncommitted_metrics.drain(..p.metrics.min(act.uncommitted_metrics.len())).collect();
-            if !covered.is_empty() {
-                let _ = act.events.send(TaskEvent::CommittedMetrics(covered));
-            }
-            act.pending = None;
-            if finished {
-                act.done = true;
-                let _ = act.events.send(TaskEvent::Finished(act.cfg.task));
-            } else if act.output_watermark() > act.reported {
-                // The watermark moved on while this cycle ran.
-                act.request_flush();
-            }
+            act.finish_cycle(p, ctx, 0);
         }));
+    }
+}
+
+impl TaskSupervisor {
+    /// Commits the cycle's offsets and moves its metrics to committed. A
+    /// failed commit (typically the group coordinator moving) is retried for
+    /// a while before it fails the job.
+    fn finish_cycle(&mut self, p: PendingFlush, ctx: &mut Context<Self>, attempt: u32) {
+        const RETRY_EVERY: Duration = Duration::from_millis(200);
+        const ATTEMPTS: u32 = 100;
+        let finished = p.watermark == Watermark::PosInf;
+        let mode = if finished { CommitMode::Sync } else { CommitMode::Async };
+        if let Err(e) = self.commit(&p.offsets, mode) {
+            if attempt + 1 >= ATTEMPTS {
+                return self.fail(ctx, e);
+            }
+            tracing::debug!(task = %self.cfg.task, "commit failed, retrying: {e}");
+            ctx.run_later(RETRY_EVERY, move |act, ctx| act.finish_cycle(p, ctx, attempt + 1));
+            return;
+        }
+        let covered: Vec<MonitoringInfo> = self.uncommitted_metrics.drain(..p.metrics.min(self.uncommitted_metrics.len())).collect();
+        if !covered.is_empty() {
+            let _ = self.events.send(TaskEvent::CommittedMetrics(covered));
+        }
+        self.pending = None;
+        if finished {
+            self.done = true;
+            let _ = self.events.send(TaskEvent::Finished(self.cfg.task));
+        } else if self.output_watermark() > self.reported {
+            // The watermark moved on while this cycle ran.
+            self.request_flush();
+        }
     }
 }
 

@@ -5,12 +5,39 @@ use beam_kafka_config::RunnerOptions;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::error::RDKafkaErrorCode;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::TopicPartitionList;
 
 use crate::kafka::config;
 
 const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long transient broker errors (a coordinator moving or loading, a
+/// leader election) are retried before they count as failures.
+const TRANSIENT_RETRY: Duration = Duration::from_secs(30);
+
+fn is_transient(e: &KafkaError) -> bool {
+    use RDKafkaErrorCode::*;
+    matches!(
+        e.rdkafka_error_code(),
+        Some(NotCoordinator | CoordinatorLoadInProgress | CoordinatorNotAvailable | LeaderNotAvailable | NotLeaderForPartition
+            | RequestTimedOut | OperationTimedOut | UnknownTopicOrPartition)
+    )
+}
+
+async fn retry_transient<T>(mut op: impl FnMut() -> Result<T, KafkaError>) -> Result<T, KafkaError> {
+    let deadline = tokio::time::Instant::now() + TRANSIENT_RETRY;
+    let mut pause = Duration::from_millis(50);
+    loop {
+        match op() {
+            Err(e) if is_transient(&e) && tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(1));
+            }
+            other => return other,
+        }
+    }
+}
 
 pub struct Admin {
     client: AdminClient<DefaultClientContext>,
@@ -115,17 +142,18 @@ impl Admin {
     }
 
     /// (committed offset of the job's group, end offset) of one partition.
-    pub fn progress(&self, topic: &str, partition: i32) -> Result<(i64, i64), String> {
-        let (_, high) = self
-            .probe
-            .fetch_watermarks(topic, partition, METADATA_TIMEOUT)
+    /// Coordinator moves and loads are transient: retried for a while.
+    pub async fn progress(&self, topic: &str, partition: i32) -> Result<(i64, i64), String> {
+        let (_, high) = retry_transient(|| self.probe.fetch_watermarks(topic, partition, METADATA_TIMEOUT))
+            .await
             .map_err(|e| format!("cannot read the end offset of {topic}[{partition}]: {e}"))?;
-        let mut tpl = TopicPartitionList::new();
-        tpl.add_partition(topic, partition);
-        let committed = self
-            .probe
-            .committed_offsets(tpl, METADATA_TIMEOUT)
-            .map_err(|e| format!("cannot read committed offsets of {topic}: {e}"))?;
+        let committed = retry_transient(|| {
+            let mut tpl = TopicPartitionList::new();
+            tpl.add_partition(topic, partition);
+            self.probe.committed_offsets(tpl, METADATA_TIMEOUT)
+        })
+        .await
+        .map_err(|e| format!("cannot read committed offsets of {topic}: {e}"))?;
         let offset = committed.elements().first().and_then(|e| e.offset().to_raw()).filter(|o| *o >= 0).unwrap_or(0);
         Ok((offset, high))
     }
