@@ -143,6 +143,7 @@ async fn drive(input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut can
                 Some(TaskEvent::Failed(error)) => break JobOutcome::Failed(error),
                 Some(TaskEvent::Metrics(m)) => { let _ = events.send(JobEvent::Metrics(m)); }
                 Some(TaskEvent::CommittedMetrics(m)) => { let _ = events.send(JobEvent::CommittedMetrics(m)); }
+                Some(TaskEvent::Info(text)) => { let _ = events.send(JobEvent::Info(text)); }
                 None => break JobOutcome::Failed("every task stopped before the job finished".into()),
             },
             _ = cancel.changed() => break JobOutcome::Cancelled,

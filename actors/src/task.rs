@@ -33,6 +33,8 @@ pub enum TaskEvent {
     Failed(String),
     Metrics(Vec<MonitoringInfo>),
     CommittedMetrics(Vec<MonitoringInfo>),
+    /// Something the user should hear about.
+    Info(String),
 }
 
 /// How records of one input topic reach the stage.
@@ -229,10 +231,25 @@ impl TaskSupervisor {
         self.pending = None;
         if finished {
             self.done = true;
+            self.report_dropped();
             let _ = self.events.send(TaskEvent::Finished(self.cfg.task));
         } else if self.output_watermark() > self.reported {
             // The watermark moved on while this cycle ran.
             self.request_flush();
+        }
+    }
+}
+
+impl TaskSupervisor {
+    /// Late elements a GroupByKey dropped are reported, never silently lost.
+    fn report_dropped(&self) {
+        for (topic, route) in &self.cfg.inputs {
+            let Some(gbk) = route.gbk.as_ref().filter(|g| g.dropped_late > 0) else { continue };
+            instruments().late_dropped.add(gbk.dropped_late, &[]);
+            let _ = self.events.send(TaskEvent::Info(format!(
+                "task {} dropped {} element(s) of {topic} that arrived after their window expired (allowed lateness)",
+                self.cfg.task, gbk.dropped_late
+            )));
         }
     }
 }

@@ -9,6 +9,7 @@ pub struct Instruments {
     pub bundles: Counter<u64>,
     pub bundle_millis: Histogram<f64>,
     pub commits: Counter<u64>,
+    pub late_dropped: Counter<u64>,
 }
 
 pub fn instruments() -> &'static Instruments {
@@ -20,6 +21,10 @@ pub fn instruments() -> &'static Instruments {
             bundles: meter.u64_counter("beam_kafka.stage.bundles").with_description("Bundles completed on SDK harnesses").build(),
             bundle_millis: meter.f64_histogram("beam_kafka.stage.bundle_duration").with_unit("ms").with_description("Bundle duration").build(),
             commits: meter.u64_counter("beam_kafka.task.commits").with_description("Offset commits of tasks").build(),
+            late_dropped: meter
+                .u64_counter("beam_kafka.group_by_key.late_dropped")
+                .with_description("Elements dropped by a GroupByKey because their window had expired")
+                .build(),
         }
     })
 }

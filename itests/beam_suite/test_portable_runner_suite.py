@@ -18,6 +18,8 @@ Environment:
   BEAM_KAFKA_TEST_BOOTSTRAP       broker (see ../conftest.py: started when none answers)
   BEAM_KAFKA_BINARY               the binary (else found as beam_kafka finds it)
   BEAM_KAFKA_SUITE_PARALLELISM    --internal_parallelism of every pipeline (default 1)
+  BEAM_KAFKA_SUITE_OPTIONS        more runner options, "name=value ..." (e.g.
+                                  "max_bundle_size=1 processing_guarantee=at_least_once")
   BEAM_KAFKA_SUITE_IGNORE_SKIPS   1: run the tests skips.py would skip (to find
                                   the ones a new feature made pass)
   BEAM_KAFKA_SUITE_TEST_TIMEOUT   wall-time limit of one test in seconds (default
@@ -66,6 +68,8 @@ IGNORE_SKIPS = os.environ.get('BEAM_KAFKA_SUITE_IGNORE_SKIPS', '') not in (
     '', '0', 'false')
 JOB_SERVER_TIMEOUT_SECS = int(
     os.environ.get('BEAM_KAFKA_SUITE_JOB_TIMEOUT', '120'))
+# Extra runner options for every pipeline, "name=value" separated by spaces.
+EXTRA_OPTIONS = os.environ.get('BEAM_KAFKA_SUITE_OPTIONS', '')
 # Wall-time limit of one suite test (enforced by ../conftest.py). Our job
 # server answers the client's early GetStateStream with NOT_FOUND, so the
 # client waits for a job without a deadline: this limit is what ends a hang.
@@ -98,6 +102,18 @@ def _app_id(mode: str, test_name: str) -> str:
   name = re.sub(r'^test_', '', test_name)
   name = re.sub(r'[^A-Za-z0-9._-]+', '-', name).strip('-.')[:60] or 'test'
   return 'suite-%s-%s-%s' % (mode, name, uuid.uuid4().hex[:8])
+
+
+def _extra_options():
+  """BEAM_KAFKA_SUITE_OPTIONS as a dict; integer values as ints."""
+  result = {}
+  for item in EXTRA_OPTIONS.split():
+    name, sep, value = item.partition('=')
+    if not sep or not name:
+      raise ValueError(
+          'BEAM_KAFKA_SUITE_OPTIONS: expected name=value, got %r' % item)
+    result[name.lstrip('-')] = int(value) if re.fullmatch(r'-?\d+', value) else value
+  return result
 
 
 def _tail(path, start=0, lines=LOG_TAIL_LINES):
@@ -327,6 +343,7 @@ class _BeamKafkaSuite:
         'application_id': _app_id(self.MODE, self._testMethodName),
         'internal_parallelism': PARALLELISM,
     })
+    options._all_options.update(_extra_options())  # pylint: disable=protected-access
     return options
 
 

@@ -76,31 +76,26 @@ pub fn build(graph: &PipelineGraph, stage: &Stage, descriptor_id: &str, data_url
     }
     let endpoint = |url: &str| pb::ApiServiceDescriptor { url: url.to_string(), ..Default::default() };
     let mut coders = HashMap::new();
-    for pc in &stage.inputs {
+    // A data channel endpoint: a source feeding `pc` into the stage, or a sink taking it out.
+    let mut channel = |id: String, urn: &str, pc: &String, is_source: bool| {
         let coder_id = wire_coder(components, &mut coders, pc);
         let port = fn_pb::RemoteGrpcPort { api_service_descriptor: Some(endpoint(data_url)), coder_id };
-        d.transforms.insert(
-            source_id(pc),
-            pb::PTransform {
-                unique_name: source_id(pc),
-                spec: Some(pb::FunctionSpec { urn: urns::DATA_INPUT.into(), payload: port.encode_to_vec() }),
-                outputs: [("out".to_string(), pc.clone())].into(),
-                ..Default::default()
-            },
-        );
+        let ends: HashMap<String, String> = [(if is_source { "out" } else { "in" }.to_string(), pc.clone())].into();
+        let (inputs, outputs) = if is_source { (HashMap::new(), ends) } else { (ends, HashMap::new()) };
+        let t = pb::PTransform {
+            unique_name: id.clone(),
+            spec: Some(pb::FunctionSpec { urn: urn.into(), payload: port.encode_to_vec() }),
+            inputs,
+            outputs,
+            ..Default::default()
+        };
+        d.transforms.insert(id, t);
+    };
+    for pc in &stage.inputs {
+        channel(source_id(pc), urns::DATA_INPUT, pc, true);
     }
     for pc in &stage.outputs {
-        let coder_id = wire_coder(components, &mut coders, pc);
-        let port = fn_pb::RemoteGrpcPort { api_service_descriptor: Some(endpoint(data_url)), coder_id };
-        d.transforms.insert(
-            sink_id(pc),
-            pb::PTransform {
-                unique_name: sink_id(pc),
-                spec: Some(pb::FunctionSpec { urn: urns::DATA_OUTPUT.into(), payload: port.encode_to_vec() }),
-                inputs: [("in".to_string(), pc.clone())].into(),
-                ..Default::default()
-            },
-        );
+        channel(sink_id(pc), urns::DATA_OUTPUT, pc, false);
     }
     pcollections.sort();
     pcollections.dedup();
