@@ -13,7 +13,6 @@
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 PY="$("$REPO_ROOT/scripts/python-env.sh")"
 
-
 select=()
 case "${1:-}" in
   batch) select=(-k BatchSuiteTest); shift ;;

@@ -21,6 +21,14 @@ const DATA_CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
 
 pub(crate) type Outbound<T> = mpsc::UnboundedSender<Result<T, Status>>;
 
+/// The harness's data stream, as bundles wait for it.
+#[derive(Clone)]
+pub(crate) enum DataStream {
+    NotYetOpen,
+    Open(Outbound<fn_pb::Elements>),
+    Closed,
+}
+
 pub(crate) enum DataEvent {
     Data { transform_id: String, data: Vec<u8>, is_last: bool },
 }
@@ -61,7 +69,7 @@ pub struct SdkWorker {
     /// Dropped on disconnect, which ends the harness's control stream cleanly.
     control: Mutex<Option<Outbound<fn_pb::InstructionRequest>>>,
     pending: DashMap<String, oneshot::Sender<fn_pb::InstructionResponse>>,
-    data_out: watch::Sender<Option<Outbound<fn_pb::Elements>>>,
+    data_out: watch::Sender<DataStream>,
     routes: DashMap<String, mpsc::UnboundedSender<DataEvent>>,
     descriptors: DashMap<String, fn_pb::ProcessBundleDescriptor>,
     next_instruction: AtomicU64,
@@ -74,7 +82,7 @@ impl SdkWorker {
             id,
             control: Mutex::new(Some(control)),
             pending: DashMap::new(),
-            data_out: watch::channel(None).0,
+            data_out: watch::channel(DataStream::NotYetOpen).0,
             routes: DashMap::new(),
             descriptors: DashMap::new(),
             next_instruction: AtomicU64::new(1),
@@ -100,7 +108,7 @@ impl SdkWorker {
     }
 
     pub(crate) fn set_data_stream(&self, out: Outbound<fn_pb::Elements>) {
-        self.data_out.send_replace(Some(out));
+        self.data_out.send_replace(DataStream::Open(out));
     }
 
     pub(crate) fn on_data(&self, elements: fn_pb::Elements) {
@@ -127,7 +135,7 @@ impl SdkWorker {
         self.control.lock().expect("lock").take();
         self.pending.clear();
         self.routes.clear();
-        self.data_out.send_replace(None);
+        self.data_out.send_replace(DataStream::Closed);
     }
 
     fn closed_reason(&self) -> Option<String> {
@@ -136,8 +144,12 @@ impl SdkWorker {
 
     async fn data_stream(&self) -> Result<Outbound<fn_pb::Elements>, BundleError> {
         let mut rx = self.data_out.subscribe();
-        let found = match tokio::time::timeout(DATA_CONNECT_TIMEOUT, rx.wait_for(|s| s.is_some())).await {
-            Ok(Ok(s)) => s.clone(),
+        let waited = tokio::time::timeout(DATA_CONNECT_TIMEOUT, rx.wait_for(|s| !matches!(s, DataStream::NotYetOpen))).await;
+        let found = match waited {
+            Ok(Ok(s)) => match &*s {
+                DataStream::Open(out) => Some(out.clone()),
+                _ => None,
+            },
             _ => None,
         };
         found.ok_or_else(|| {
@@ -247,5 +259,97 @@ impl SdkWorker {
             }
         }
         Ok(result)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The bundle protocol against a fake harness driven through channels.
+    use super::*;
+    use fn_pb::instruction_request::Request as Req;
+
+    fn worker() -> (std::sync::Arc<SdkWorker>, mpsc::UnboundedReceiver<Result<fn_pb::InstructionRequest, Status>>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (std::sync::Arc::new(SdkWorker::new("w".into(), tx)), rx)
+    }
+
+    fn data(instruction: &str, transform: &str, bytes: &[u8], is_last: bool) -> fn_pb::Elements {
+        fn_pb::Elements {
+            data: vec![fn_pb::elements::Data {
+                instruction_id: instruction.into(),
+                transform_id: transform.into(),
+                data: bytes.to_vec(),
+                is_last,
+            }],
+            ..Default::default()
+        }
+    }
+
+    /// Plays the harness for one bundle: opens the data stream when asked to
+    /// process, collects inputs, and answers with `outputs` and `error`.
+    async fn fake_harness(
+        w: std::sync::Arc<SdkWorker>,
+        mut control: mpsc::UnboundedReceiver<Result<fn_pb::InstructionRequest, Status>>,
+        outputs: Vec<(&'static str, &'static [u8])>,
+        error: &'static str,
+    ) -> Vec<fn_pb::elements::Data> {
+        let req = control.recv().await.unwrap().unwrap();
+        assert!(matches!(req.request, Some(Req::ProcessBundle(_))));
+        let (tx, mut inbound) = mpsc::unbounded_channel();
+        w.set_data_stream(tx);
+        let mut got = Vec::new();
+        while let Some(Ok(e)) = inbound.recv().await {
+            got.extend(e.data);
+            if got.iter().filter(|d| d.is_last).count() == 2 {
+                break;
+            }
+        }
+        for (t, bytes) in outputs {
+            w.on_data(data(&req.instruction_id, t, bytes, false));
+            w.on_data(data(&req.instruction_id, t, &[], true));
+        }
+        w.on_response(fn_pb::InstructionResponse { instruction_id: req.instruction_id, error: error.into(), ..Default::default() });
+        got
+    }
+
+    fn inputs() -> Vec<BundleInput> {
+        vec![BundleInput { transform_id: "src-a".into(), data: vec![1, 2] }, BundleInput { transform_id: "src-b".into(), data: vec![] }]
+    }
+
+    #[tokio::test]
+    async fn a_bundle_sends_every_source_its_end_and_collects_every_sink() {
+        let (w, control) = worker();
+        let harness = tokio::spawn(fake_harness(w.clone(), control, vec![("sink-x", b"out"), ("sink-y", b"")], ""));
+        let result = w.process_bundle("pbd", inputs(), &["sink-x".into(), "sink-y".into()]).await.unwrap();
+        assert_eq!(result.outputs["sink-x"], b"out");
+        assert!(result.outputs["sink-y"].is_empty());
+        let sent = harness.await.unwrap();
+        let ends: Vec<_> = sent.iter().filter(|d| d.is_last).map(|d| d.transform_id.as_str()).collect();
+        assert_eq!(ends, ["src-a", "src-b"], "an input without elements still gets its end");
+        assert_eq!(sent.iter().find(|d| d.transform_id == "src-a" && !d.is_last).unwrap().data, [1, 2]);
+    }
+
+    #[tokio::test]
+    async fn a_user_error_fails_the_bundle_with_the_sdk_text() {
+        let (w, control) = worker();
+        tokio::spawn(fake_harness(w.clone(), control, vec![], "Traceback: ZeroDivisionError"));
+        let err = w.process_bundle("pbd", inputs(), &["sink-x".into()]).await.unwrap_err();
+        assert_eq!(err, BundleError::User("Traceback: ZeroDivisionError".into()));
+    }
+
+    #[tokio::test]
+    async fn a_lost_harness_fails_the_bundle_instead_of_hanging() {
+        let (w, mut control) = worker();
+        let w2 = w.clone();
+        tokio::spawn(async move {
+            let _ = control.recv().await;
+            let (tx, _rx) = mpsc::unbounded_channel();
+            w2.set_data_stream(tx);
+            w2.disconnect("the SDK harness closed its control stream");
+        });
+        let err = w.process_bundle("pbd", inputs(), &["sink-x".into()]).await.unwrap_err();
+        assert!(matches!(err, BundleError::Worker(ref m) if m.contains("closed its control stream")), "{err:?}");
+        // Later bundles fail at once.
+        assert!(w.process_bundle("pbd", inputs(), &[]).await.is_err());
     }
 }
