@@ -10,6 +10,9 @@ use rdkafka::message::Message;
 
 use crate::messages::{InputRecord, RecordBatch};
 
+/// How long one wait for the first record of a batch may last.
+const IDLE_REPOLL: Duration = Duration::from_millis(500);
+
 pub struct PollSettings {
     pub max_records: usize,
     pub max_wait: Duration,
@@ -23,9 +26,12 @@ pub async fn poll_loop(
     settings: PollSettings,
 ) -> String {
     loop {
-        let first = match consumer.recv().await {
-            Ok(m) => m.detach(),
-            Err(e) => {
+        // A bounded wait, then a fresh recv: a StreamConsumer can miss a
+        // wake-up (rust-rdkafka #665, #848), and that must not stall a job.
+        let first = match tokio::time::timeout(IDLE_REPOLL, consumer.recv()).await {
+            Err(_) => continue,
+            Ok(Ok(m)) => m.detach(),
+            Ok(Err(e)) => {
                 tracing::warn!("Kafka consumer: {e}");
                 tokio::time::sleep(Duration::from_millis(200)).await;
                 continue;
