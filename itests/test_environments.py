@@ -81,3 +81,32 @@ def test_docker_environment_without_an_engine_or_image_fails_clearly(
   assert 'docker' in str(excinfo.value).lower(), str(excinfo.value)
   assert result.state == PipelineState.FAILED
   assert not collector.exists()
+
+
+def _die(element):
+  import os
+  os._exit(3)  # the harness process dies mid-bundle, as a crash would
+
+
+def test_a_crashing_harness_fails_the_job_with_a_message(
+    broker, job_server, app_id, collector, tmp_path):
+  args = [
+      '--runner=PortableRunner',
+      '--job_endpoint=%s' % job_server.endpoint,
+      '--environment_type=PROCESS',
+      '--environment_config=%s' % json.dumps(
+          {'command': _boot_command(tmp_path)}),
+  ] + kafka_args(broker, app_id, tmp_path / 'state')
+  p = beam.Pipeline(options=PipelineOptions(args))
+  _ = (
+      p
+      | 'Impulse' >> beam.Impulse()
+      | 'Crash' >> beam.Map(_die)
+      | 'Record' >> beam.Map(collector.recorder()))
+  result = p.run()
+  with pytest.raises(RuntimeError) as excinfo:
+    result.wait_until_finish()
+  message = str(excinfo.value)
+  assert 'SDK harness' in message, message
+  assert result.state == PipelineState.FAILED
+  assert not collector.exists()
