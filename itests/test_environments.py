@@ -23,15 +23,26 @@ def _boot_command(tmp_path: Path) -> str:
   return str(boot)
 
 
-def test_process_environment_runs_the_harness_as_a_subprocess(
-    broker, job_server, app_id, collector, tmp_path):
-  args = [
+def _environment_args(job_server, broker, app_id, tmp_path, kind, config):
+  """PortableRunner options submitting to the session's job server with an
+  SDK environment of `kind` configured by `config`."""
+  return [
       '--runner=PortableRunner',
       '--job_endpoint=%s' % job_server.endpoint,
-      '--environment_type=PROCESS',
-      '--environment_config=%s' % json.dumps(
-          {'command': _boot_command(tmp_path)}),
+      '--environment_type=%s' % kind,
+      '--environment_config=%s' % config,
   ] + kafka_args(broker, app_id, tmp_path / 'state')
+
+
+def _process_config(command):
+  return json.dumps({'command': command})
+
+
+def test_process_environment_runs_the_harness_as_a_subprocess(
+    broker, job_server, app_id, collector, tmp_path):
+  args = _environment_args(
+      job_server, broker, app_id, tmp_path, 'PROCESS',
+      _process_config(_boot_command(tmp_path)))
   p = beam.Pipeline(options=PipelineOptions(args))
   _ = (
       p
@@ -47,12 +58,8 @@ def test_process_environment_runs_the_harness_as_a_subprocess(
 def test_process_environment_with_a_missing_command_fails_clearly(
     broker, job_server, app_id, collector, tmp_path):
   missing = str(tmp_path / 'no-such-boot')
-  args = [
-      '--runner=PortableRunner',
-      '--job_endpoint=%s' % job_server.endpoint,
-      '--environment_type=PROCESS',
-      '--environment_config=%s' % json.dumps({'command': missing}),
-  ] + kafka_args(broker, app_id, tmp_path / 'state')
+  args = _environment_args(
+      job_server, broker, app_id, tmp_path, 'PROCESS', _process_config(missing))
   p = beam.Pipeline(options=PipelineOptions(args))
   _ = p | beam.Impulse() | beam.Map(collector.recorder())
   result = p.run()
@@ -65,12 +72,9 @@ def test_process_environment_with_a_missing_command_fails_clearly(
 
 def test_docker_environment_without_an_engine_or_image_fails_clearly(
     broker, job_server, app_id, collector, tmp_path):
-  args = [
-      '--runner=PortableRunner',
-      '--job_endpoint=%s' % job_server.endpoint,
-      '--environment_type=DOCKER',
-      '--environment_config=beam-kafka-itest/no-such-image:0',
-  ] + kafka_args(broker, app_id, tmp_path / 'state')
+  args = _environment_args(
+      job_server, broker, app_id, tmp_path, 'DOCKER',
+      'beam-kafka-itest/no-such-image:0')
   p = beam.Pipeline(options=PipelineOptions(args))
   _ = p | beam.Impulse() | beam.Map(collector.recorder())
   result = p.run()
@@ -90,13 +94,9 @@ def _die(element):
 
 def test_a_crashing_harness_fails_the_job_with_a_message(
     broker, job_server, app_id, collector, tmp_path):
-  args = [
-      '--runner=PortableRunner',
-      '--job_endpoint=%s' % job_server.endpoint,
-      '--environment_type=PROCESS',
-      '--environment_config=%s' % json.dumps(
-          {'command': _boot_command(tmp_path)}),
-  ] + kafka_args(broker, app_id, tmp_path / 'state')
+  args = _environment_args(
+      job_server, broker, app_id, tmp_path, 'PROCESS',
+      _process_config(_boot_command(tmp_path)))
   p = beam.Pipeline(options=PipelineOptions(args))
   _ = (
       p

@@ -279,6 +279,7 @@ impl Handler<RecordBatch> for TaskSupervisor {
             return;
         }
         let mut direct: Option<Elements> = None;
+        let mut data_records = 0u64;
         for r in batch.records {
             let record = match envelope::decode(&r.payload) {
                 Ok(rec) => rec,
@@ -289,7 +290,7 @@ impl Handler<RecordBatch> for TaskSupervisor {
             };
             match record {
                 Record::Data(value) => {
-                    instruments().elements_in.add(1, &[]);
+                    data_records += 1;
                     let mut ready = Vec::new();
                     match route.gbk.as_mut() {
                         Some(gbk) => {
@@ -332,6 +333,7 @@ impl Handler<RecordBatch> for TaskSupervisor {
         if let Some(e) = direct {
             self.stage.do_send(e);
         }
+        instruments().elements_in.add(data_records, &[]);
     }
 }
 
