@@ -1,4 +1,5 @@
-//! Compiles Beam's model protos and the runner's own envelope proto.
+//! Compiles Beam's model protos and the runner's own protos (record envelope,
+//! Kafka transform payloads).
 //!
 //! Beam's `.proto` files are never committed: `scripts/beam-protos.sh` fetches
 //! them from the pinned, checksummed `beam-model-*` jars on Maven Central.
@@ -46,6 +47,7 @@ fn main() {
     let own = manifest.join("beam_kafka");
     let mut files: Vec<PathBuf> = BEAM_PROTOS.iter().map(|p| beam.join(p)).collect();
     files.push(own.join("envelope.proto"));
+    files.push(own.join("kafka_io.proto"));
     for f in &files {
         println!("cargo:rerun-if-changed={}", f.display());
     }

@@ -4,11 +4,16 @@
 pub mod coder;
 pub mod coders;
 pub mod descriptor;
+pub mod expansion;
 pub mod fusion;
 pub mod gbk;
 pub mod graph;
+pub mod kafka_io;
+pub mod kafka_sink;
+pub mod kafka_source;
 pub mod lift;
 pub mod partition;
+pub mod row;
 pub mod timestamp;
 pub mod topology;
 pub mod urns;

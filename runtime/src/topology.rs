@@ -19,6 +19,9 @@ pub enum TopicKind {
     Impulse,
     /// The input of a GroupByKey, partitioned by key.
     Shuffle,
+    /// A user's topic read by ReadFromKafka: never created or deleted by the
+    /// runner; its partition count is learnt from the broker at start.
+    Source,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,6 +44,9 @@ pub enum InputKind {
     Direct,
     /// Records go through this GroupByKey transform first.
     GroupByKey { transform: String },
+    /// Kafka records of a user topic, turned into elements by this
+    /// ReadFromKafka transform.
+    Source { transform: String },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,12 +64,20 @@ pub struct SubOutput {
     pub topic: usize,
 }
 
+/// A stage output written to a user topic by a WriteToKafka transform.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SubSink {
+    pub pcollection: String,
+    pub transform: String,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SubTopology {
     pub id: u32,
     pub stage: Stage,
     pub inputs: Vec<SubInput>,
     pub outputs: Vec<SubOutput>,
+    pub sinks: Vec<SubSink>,
     pub partitions: u32,
 }
 
@@ -106,15 +120,15 @@ impl TopologyPlan {
     pub fn plan(graph: &PipelineGraph, application_id: &str, parallelism: u32) -> Result<TopologyPlan, String> {
         let prefix = topic_prefix(application_id);
         let mut topics: Vec<TopicPlan> = Vec::new();
-        // Output PCollection of a runner transform → (topic, kind).
-        let mut fed_by: HashMap<String, (usize, InputKind)> = HashMap::new();
+        // Output PCollection of a runner transform → the topics feeding it.
+        let mut fed_by: HashMap<String, Vec<(usize, InputKind)>> = HashMap::new();
         let (mut impulses, mut shuffles) = (0, 0);
         for id in &graph.leaves {
             let t = graph.transform(id);
             match graph.urn(id) {
                 urns::IMPULSE => {
                     let out = t.outputs.values().next().ok_or_else(|| format!("Impulse '{}' has no output", name_of(graph, id)))?;
-                    fed_by.insert(out.clone(), (topics.len(), InputKind::Direct));
+                    fed_by.entry(out.clone()).or_default().push((topics.len(), InputKind::Direct));
                     topics.push(TopicPlan {
                         name: format!("{prefix}impulse_{impulses}"),
                         kind: TopicKind::Impulse,
@@ -128,7 +142,7 @@ impl TopologyPlan {
                 urns::GROUP_BY_KEY => {
                     let input = graph.inputs_of(id).into_iter().next().ok_or_else(|| format!("GroupByKey '{}' has no input", name_of(graph, id)))?;
                     let out = t.outputs.values().next().ok_or_else(|| format!("GroupByKey '{}' has no output", name_of(graph, id)))?;
-                    fed_by.insert(out.clone(), (topics.len(), InputKind::GroupByKey { transform: id.clone() }));
+                    fed_by.entry(out.clone()).or_default().push((topics.len(), InputKind::GroupByKey { transform: id.clone() }));
                     topics.push(TopicPlan {
                         name: format!("{prefix}shuffle_{shuffles}"),
                         kind: TopicKind::Shuffle,
@@ -139,6 +153,28 @@ impl TopologyPlan {
                     });
                     shuffles += 1;
                 }
+                urns::KAFKA_READ => {
+                    let spec = crate::validate::read_spec(t)?;
+                    let out = t.outputs.values().next().ok_or_else(|| format!("ReadFromKafka '{}' has no output", name_of(graph, id)))?;
+                    for topic in spec.topics {
+                        if let Some(other) = topics.iter().find(|p| p.kind == TopicKind::Source && p.name == topic) {
+                            return Err(format!(
+                                "topic '{topic}' is read by both '{}' and '{}'; read it once and use the PCollection twice",
+                                name_of(graph, &other.upstream),
+                                name_of(graph, id)
+                            ));
+                        }
+                        fed_by.entry(out.clone()).or_default().push((topics.len(), InputKind::Source { transform: id.clone() }));
+                        topics.push(TopicPlan {
+                            name: topic,
+                            kind: TopicKind::Source,
+                            partitions: 0,
+                            pcollection: out.clone(),
+                            upstream: id.clone(),
+                            upstream_partitions: 0,
+                        });
+                    }
+                }
                 _ => {}
             }
         }
@@ -147,15 +183,22 @@ impl TopologyPlan {
             let id = sub_topologies.len() as u32;
             let mut inputs = Vec::new();
             for pc in &stage.inputs {
-                let (topic, kind) = fed_by.get(pc).cloned().ok_or_else(|| {
+                let feeds = fed_by.get(pc).cloned().ok_or_else(|| {
                     let producer = graph.producer.get(pc).map(|p| name_of(graph, p)).unwrap_or_default();
                     format!("stage {} reads '{pc}' from '{producer}', which this runner cannot connect yet", stage.id)
                 })?;
-                inputs.push(SubInput { topic, kind, pcollection: pc.clone() });
+                for (topic, kind) in feeds {
+                    inputs.push(SubInput { topic, kind, pcollection: pc.clone() });
+                }
             }
             let mut outputs = Vec::new();
+            let mut sinks = Vec::new();
             for pc in &stage.outputs {
                 for consumer in graph.consumers.get(pc).into_iter().flatten() {
+                    if graph.urn(consumer) == urns::KAFKA_WRITE {
+                        sinks.push(SubSink { pcollection: pc.clone(), transform: consumer.clone() });
+                        continue;
+                    }
                     if graph.urn(consumer) != urns::GROUP_BY_KEY {
                         continue;
                     }
@@ -166,8 +209,23 @@ impl TopologyPlan {
                     outputs.push(SubOutput { pcollection: pc.clone(), topic });
                 }
             }
-            let partitions = inputs.iter().map(|i| topics[i.topic].partitions).max().unwrap_or(1);
-            sub_topologies.push(SubTopology { id, stage, inputs, outputs, partitions });
+            let partitions = inputs.iter().map(|i| topics[i.topic].partitions).max().unwrap_or(1).max(1);
+            sub_topologies.push(SubTopology { id, stage, inputs, outputs, sinks, partitions });
+        }
+        for id in &graph.leaves {
+            if graph.urn(id) != urns::KAFKA_WRITE {
+                continue;
+            }
+            let written = sub_topologies.iter().any(|s| s.sinks.iter().any(|k| &k.transform == id));
+            if !written {
+                let input = graph.inputs_of(id).into_iter().next().unwrap_or_default();
+                let producer = graph.producer.get(&input).map(|p| name_of(graph, p)).unwrap_or_default();
+                return Err(format!(
+                    "WriteToKafka '{}' reads '{input}' straight from '{producer}', which this runner cannot connect yet; \
+                     put a step between them, e.g. beam.Map(lambda kv: kv)",
+                    name_of(graph, id)
+                ));
+            }
         }
         for s in &sub_topologies {
             for o in &s.outputs {
@@ -208,6 +266,30 @@ impl TopologyPlan {
         self
     }
 
+    /// Sets the partition counts of source topics, learnt from the broker,
+    /// and with them the task counts of the sub-topologies that read them.
+    pub fn resolve_source_partitions(&mut self, partitions_of: &dyn Fn(&str) -> Option<u32>) -> Result<(), String> {
+        for t in self.topics.iter_mut().filter(|t| t.kind == TopicKind::Source) {
+            t.partitions = partitions_of(&t.name).ok_or_else(|| format!("no partition count for topic '{}'", t.name))?;
+            t.upstream_partitions = t.partitions;
+        }
+        for s in &mut self.sub_topologies {
+            s.partitions = s.inputs.iter().map(|i| self.topics[i.topic].partitions).max().unwrap_or(1).max(1);
+        }
+        let parts: Vec<u32> = self.sub_topologies.iter().map(|s| s.partitions).collect();
+        for (s, p) in self.sub_topologies.iter().zip(parts) {
+            for o in &s.outputs {
+                self.topics[o.topic].upstream_partitions = p;
+            }
+        }
+        Ok(())
+    }
+
+    /// Topics the runner creates and deletes (not the user's).
+    pub fn runner_topics(&self) -> impl Iterator<Item = &TopicPlan> {
+        self.topics.iter().filter(|t| t.kind != TopicKind::Source)
+    }
+
     pub fn tasks(&self) -> Vec<TaskId> {
         self.sub_topologies
             .iter()
@@ -235,10 +317,12 @@ impl TopologyPlan {
                 .map(|i| match &i.kind {
                     InputKind::Direct => self.topics[i.topic].name.clone(),
                     InputKind::GroupByKey { transform } => format!("{} via {}", self.topics[i.topic].name, name_of(graph, transform)),
+                    InputKind::Source { transform } => format!("topic {} via {}", self.topics[i.topic].name, name_of(graph, transform)),
                 })
                 .collect();
             let names: Vec<String> = s.stage.transforms.iter().map(|t| name_of(graph, t)).collect();
-            let outputs: Vec<&str> = s.outputs.iter().map(|o| self.topics[o.topic].name.as_str()).collect();
+            let mut outputs: Vec<String> = s.outputs.iter().map(|o| self.topics[o.topic].name.clone()).collect();
+            outputs.extend(s.sinks.iter().map(|k| format!("{} (WriteToKafka)", name_of(graph, &k.transform))));
             let _ = writeln!(
                 out,
                 "sub-topology {} [{} task(s)] reads {} runs {}: {} writes {}",
@@ -268,12 +352,15 @@ impl TopologyPlan {
             for i in &s.inputs {
                 let label = match &i.kind {
                     InputKind::Direct => String::new(),
-                    InputKind::GroupByKey { transform } => esc(&name_of(graph, transform)),
+                    InputKind::GroupByKey { transform } | InputKind::Source { transform } => esc(&name_of(graph, transform)),
                 };
                 let _ = writeln!(out, "  t{} -> s{} [label=\"{label}\"];", i.topic, s.id);
             }
             for o in &s.outputs {
                 let _ = writeln!(out, "  s{} -> t{};", s.id, o.topic);
+            }
+            for k in &s.sinks {
+                let _ = writeln!(out, "  s{} -> \"{}\";", s.id, esc(&name_of(graph, &k.transform)));
             }
         }
         out.push_str("}\n");

@@ -16,6 +16,11 @@ pub const MAP_WINDOWS: &str = "beam:transform:map_windows:v1";
 pub const MERGE_WINDOWS: &str = "beam:transform:merge_windows:v1";
 pub const TO_STRING: &str = "beam:transform:to_string:v1";
 
+/// Our runner-executed Kafka transforms (what our expansion service returns
+/// for Beam's ReadFromKafka / WriteToKafka); payloads in kafka_io.proto.
+pub const KAFKA_READ: &str = "beam:transform:beam_kafka:kafka_read:v1";
+pub const KAFKA_WRITE: &str = "beam:transform:beam_kafka:kafka_write:v1";
+
 /// Runner-synthesised endpoints of a process bundle descriptor.
 pub const DATA_INPUT: &str = "beam:runner:source:v1";
 pub const DATA_OUTPUT: &str = "beam:runner:sink:v1";
@@ -59,6 +64,8 @@ pub fn friendly_name(urn: &str) -> &str {
         IMPULSE => "Impulse",
         FLATTEN => "Flatten",
         READ => "Read",
+        KAFKA_READ => "ReadFromKafka",
+        KAFKA_WRITE => "WriteToKafka",
         _ => urn,
     }
 }

@@ -1,5 +1,6 @@
 //! Prepare-time validation: every transform, feature and requirement the
 //! runner cannot execute is reported at once, each naming its transform.
+use beam_kafka_proto::envelope::{KafkaReadSpec, KafkaWriteSpec};
 use prost::Message;
 
 use crate::coder::{self, Coder};
@@ -90,7 +91,60 @@ fn check(pipeline: &pb::Pipeline, environments: bool) -> Vec<Unsupported> {
                     fail(reason);
                 }
             }
+            urns::KAFKA_READ => {
+                if let Err(e) = read_spec(t) {
+                    fail(e);
+                }
+            }
+            urns::KAFKA_WRITE => {
+                let checked = write_spec(t).and_then(|spec| {
+                    let input = graph.inputs_of(id).into_iter().next().ok_or("WriteToKafka has no input")?;
+                    crate::expansion::check_write_input(graph.components(), &input, &spec)
+                });
+                if let Err(e) = checked {
+                    fail(e);
+                }
+            }
+            u if crate::expansion::EXPANDABLE.contains(&u) => fail(format!(
+                "{u} was expanded by another expansion service; let beam-kafka expand it (KafkaStreamsRunner does by default, \
+                 or pass expansion_service='localhost:<job server's --expansion-port>')"
+            )),
             _ => fail(format!("{} is not supported by this runner", describe_urn(urn))),
+        }
+    }
+    problems
+}
+
+/// The spec of one of our Kafka read transforms.
+pub fn read_spec(t: &pb::PTransform) -> Result<KafkaReadSpec, String> {
+    KafkaReadSpec::decode(t.spec.as_ref().map(|s| s.payload.as_slice()).unwrap_or_default())
+        .map_err(|e| format!("ReadFromKafka payload is malformed: {e}"))
+}
+
+/// The spec of one of our Kafka write transforms.
+pub fn write_spec(t: &pb::PTransform) -> Result<KafkaWriteSpec, String> {
+    KafkaWriteSpec::decode(t.spec.as_ref().map(|s| s.payload.as_slice()).unwrap_or_default())
+        .map_err(|e| format!("WriteToKafka payload is malformed: {e}"))
+}
+
+/// Kafka reads must be on the runner's own cluster: its consumer group owns
+/// their partitions and commits their offsets with the rest of a task's work.
+pub fn validate_kafka_clusters(pipeline: &pb::Pipeline, bootstrap_servers: &str) -> Vec<Unsupported> {
+    let mut problems = Vec::new();
+    for (id, t) in pipeline.components.iter().flat_map(|c| c.transforms.iter()) {
+        if t.spec.as_ref().is_none_or(|s| s.urn != urns::KAFKA_READ) {
+            continue;
+        }
+        let Ok(spec) = read_spec(t) else { continue };
+        let servers = spec.consumer_config.get("bootstrap.servers").cloned().unwrap_or_default();
+        if !crate::kafka_io::same_cluster(&servers, bootstrap_servers) {
+            problems.push(Unsupported {
+                transform: if t.unique_name.is_empty() { id.clone() } else { t.unique_name.clone() },
+                reason: format!(
+                    "ReadFromKafka reads from '{servers}', but the runner runs on '{bootstrap_servers}' (--bootstrap_servers); \
+                     beam-kafka reads topics of its own cluster only"
+                ),
+            });
         }
     }
     problems

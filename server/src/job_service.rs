@@ -5,7 +5,7 @@ use std::sync::Arc;
 use beam_kafka_config::RunnerOptions;
 use beam_kafka_proto::job_management as jm;
 use beam_kafka_runtime::lift::lift_combiners;
-use beam_kafka_runtime::validate::validate;
+use beam_kafka_runtime::validate::{validate, validate_kafka_clusters};
 use futures::{Stream, StreamExt};
 use jm::job_state::Enum as State;
 use tokio_stream::wrappers::{BroadcastStream, WatchStream};
@@ -51,6 +51,9 @@ impl jm::job_service_server::JobService for JobService {
             }
         };
         problems.extend(validate(&pipeline).iter().map(|u| u.to_string()));
+        if let Some(o) = &runner_options {
+            problems.extend(validate_kafka_clusters(&pipeline, &o.bootstrap_servers).iter().map(|u| u.to_string()));
+        }
         let Some(runner_options) = runner_options.filter(|_| problems.is_empty()) else {
             return Err(rejection(problems));
         };
