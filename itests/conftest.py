@@ -180,6 +180,7 @@ class JobServer:
   endpoint: str
   job_port: int
   artifact_port: int
+  expansion_port: int
   # <root>/outer/inner/artifacts: two levels of directories that belong to
   # this server only, so an escape via ../.. stays observable inside <root>.
   artifacts_dir: Path
@@ -206,7 +207,7 @@ def job_server(binary, tmp_path_factory, request):
   artifacts_dir = root / 'outer' / 'inner' / 'artifacts'
   artifacts_dir.mkdir(parents=True)
   log_path = root / 'job-server.log'
-  job_port, artifact_port = free_ports(2)
+  job_port, artifact_port, expansion_port = free_ports(3)
   cmd = [
       binary,
       'job-server',
@@ -215,7 +216,7 @@ def job_server(binary, tmp_path_factory, request):
       '--artifact-port',
       str(artifact_port),
       '--expansion-port',
-      '0',
+      str(expansion_port),
       '--artifacts-dir',
       str(artifacts_dir),
   ]
@@ -230,6 +231,7 @@ def job_server(binary, tmp_path_factory, request):
       endpoint='localhost:%d' % job_port,
       job_port=job_port,
       artifact_port=artifact_port,
+      expansion_port=expansion_port,
       artifacts_dir=artifacts_dir,
       root=root,
       log_path=log_path,

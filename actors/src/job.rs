@@ -25,7 +25,10 @@ use crate::messages::Shutdown;
 use crate::poller::{poll_loop, PollSettings};
 use crate::output::OutputSink;
 use crate::stage::{StageActor, StageSpec};
-use crate::task::{upstream_key, InputRoute, TaskConfig, TaskEvent, TaskSupervisor, WatermarkTarget};
+use crate::source::{SourceInput, SourceRoute};
+use crate::task::{upstream_key, InputRoute, TaskConfig, TaskEvent, TaskSupervisor, WatermarkTarget, SOURCE_UPSTREAM};
+use crate::user_io::{resolve_sources, start_kafka_io, KafkaIo};
+use beam_kafka_runtime::kafka_sink::SinkCodec;
 
 /// One input topic of a sub-topology, ready to run.
 pub struct InputSpec {
@@ -37,6 +40,15 @@ pub struct InputSpec {
     pub source_transform: String,
     /// The GroupByKey in front of the stage: its windowing and input coder.
     pub gbk: Option<(WindowingSpec, Coder)>,
+    /// Set when the topic is a user topic read by ReadFromKafka.
+    pub source: Option<Arc<SourceInput>>,
+}
+
+/// A stage output written to a user topic by WriteToKafka.
+pub struct KafkaSinkSpec {
+    pub sink_transform: String,
+    pub name: String,
+    pub codec: SinkCodec,
 }
 
 /// A sub-topology, its descriptor registered with the worker.
@@ -49,6 +61,7 @@ pub struct SubTopologySpec {
     pub sinks: Vec<String>,
     pub inputs: Vec<InputSpec>,
     pub outputs: Vec<OutputSink>,
+    pub kafka_sinks: Vec<KafkaSinkSpec>,
 }
 
 pub struct JobInput {
@@ -86,19 +99,30 @@ pub fn run_job(input: JobInput, events: mpsc::UnboundedSender<JobEvent>, cancel:
     outcome
 }
 
-async fn drive(input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut cancel: watch::Receiver<bool>) -> JobOutcome {
-    let opts = &input.options;
+async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut cancel: watch::Receiver<bool>) -> JobOutcome {
     if *cancel.borrow_and_update() {
         return JobOutcome::Cancelled;
     }
-    let admin = match Admin::connect(opts) {
+    let admin = match Admin::connect(&input.options) {
         Ok(a) => a,
         Err(e) => return JobOutcome::Failed(e),
     };
+    if let Err(e) = resolve_sources(&admin, &mut input).await {
+        return JobOutcome::Failed(e);
+    }
+    let io = match start_kafka_io(&admin, &input).await {
+        Ok(io) => io,
+        Err(e) => return JobOutcome::Failed(e),
+    };
+    let opts = &input.options;
     if let Err(e) = bootstrap(&admin, &input).await {
         return JobOutcome::Failed(e);
     }
-    let consumer: Arc<StreamConsumer> = match config::consumer(opts).create() {
+    let mut consumer_config = config::consumer(opts);
+    for (k, v) in &io.consumer_properties {
+        consumer_config.set(k, v);
+    }
+    let consumer: Arc<StreamConsumer> = match consumer_config.create() {
         Ok(c) => Arc::new(c),
         Err(e) => return JobOutcome::Failed(format!("cannot create the Kafka consumer: {e}")),
     };
@@ -111,7 +135,7 @@ async fn drive(input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut can
         Err(e) => return JobOutcome::Failed(format!("cannot create the Kafka producer: {e}")),
     };
     let (task_tx, mut task_rx) = mpsc::unbounded_channel();
-    let (routes, tasks) = match start_tasks(&input, consumer.clone(), producer.clone(), task_tx.clone()) {
+    let (routes, tasks) = match start_tasks(&input, &io, consumer.clone(), producer.clone(), task_tx.clone()) {
         Ok(started) => started,
         Err(e) => return JobOutcome::Failed(e),
     };
@@ -169,7 +193,7 @@ async fn drive(input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut can
 async fn bootstrap(admin: &Admin, input: &JobInput) -> Result<(), String> {
     let opts = &input.options;
     let specs: Vec<TopicSpec> =
-        input.plan.topics.iter().map(|t| TopicSpec { name: t.name.clone(), partitions: t.partitions }).collect();
+        input.plan.runner_topics().map(|t| TopicSpec { name: t.name.clone(), partitions: t.partitions }).collect();
     admin.ensure_topics(&specs, opts.topic_replication_factor).await?;
     let producer: FutureProducer =
         config::producer(opts).create().map_err(|e| format!("cannot create a Kafka producer: {e}"))?;
@@ -193,7 +217,7 @@ async fn bootstrap(admin: &Admin, input: &JobInput) -> Result<(), String> {
                         .map_err(|(e, _)| format!("cannot write to {}: {e}", topic.name))?;
                 }
             }
-            TopicKind::Shuffle => {}
+            TopicKind::Shuffle | TopicKind::Source => {}
         }
     }
     Ok(())
@@ -203,6 +227,7 @@ type Routes = HashMap<(String, i32), Recipient<crate::messages::RecordBatch>>;
 
 fn start_tasks(
     input: &JobInput,
+    io: &KafkaIo,
     consumer: Arc<StreamConsumer>,
     producer: Arc<FutureProducer>,
     events: mpsc::UnboundedSender<TaskEvent>,
@@ -224,8 +249,18 @@ fn start_tasks(
                 Some((spec, coder)) => Some(GroupByKey::new(spec.clone(), coder)?),
                 None => None,
             };
-            inputs.insert(i.topic.clone(), InputRoute { source_transform: i.source_transform.clone(), gbk });
-            upstreams.push(upstream_key(&i.topic, &i.upstream));
+            let source = match &i.source {
+                Some(src) => {
+                    let shared = io.sources.get(&src.transform).cloned().ok_or_else(|| format!("no state for {}", src.name))?;
+                    upstreams.push(upstream_key(&i.topic, SOURCE_UPSTREAM));
+                    Some(SourceRoute::new(src.clone(), shared, opts.read_idle_timeout_ms as i64))
+                }
+                None => {
+                    upstreams.push(upstream_key(&i.topic, &i.upstream));
+                    None
+                }
+            };
+            inputs.insert(i.topic.clone(), InputRoute { source_transform: i.source_transform.clone(), gbk, source });
         }
         let mut targets: Vec<WatermarkTarget> = Vec::new();
         for o in &sub.outputs {
@@ -248,6 +283,7 @@ fn start_tasks(
             sources: sub.inputs.iter().map(|i| i.source_transform.clone()).collect::<std::collections::BTreeSet<_>>().into_iter().collect(),
             sinks: sub.sinks.clone(),
             outputs: sub.outputs.clone(),
+            kafka_sinks: io.sinks.get(&sub.id).cloned().unwrap_or_default(),
             producer: producer.clone(),
             max_bundle_size: opts.max_bundle_size,
             max_bundle_time: Duration::from_millis(opts.max_bundle_time_ms),
@@ -268,7 +304,7 @@ fn start_tasks(
 
 /// Deletes the topics and consumer group of a finished bounded job.
 async fn cleanup(admin: &Admin, input: &JobInput, events: &mpsc::UnboundedSender<JobEvent>) {
-    let names: Vec<String> = input.plan.topics.iter().map(|t| t.name.clone()).collect();
+    let names: Vec<String> = input.plan.runner_topics().map(|t| t.name.clone()).collect();
     if let Err(e) = admin.delete_topics(&names).await {
         let _ = events.send(JobEvent::Info(format!("could not delete the job's topics: {e}")));
     }

@@ -11,8 +11,11 @@ pub mod kafka;
 mod messages;
 pub mod output;
 mod poller;
+mod source;
 mod stage;
 mod task;
 mod telemetry;
+mod user_io;
 
+pub use source::SourceInput;
 pub use job::{run_job, JobEvent, JobInput, JobOutcome};

@@ -14,7 +14,11 @@ pub struct InputRecord {
     pub topic: String,
     pub partition: i32,
     pub offset: i64,
-    pub payload: Vec<u8>,
+    pub key: Option<Vec<u8>>,
+    /// `None` for a Kafka null value (a tombstone).
+    pub payload: Option<Vec<u8>>,
+    pub timestamp: rdkafka::Timestamp,
+    pub headers: Vec<(String, Option<Vec<u8>>)>,
 }
 
 /// Encoded elements for one data source of a stage.

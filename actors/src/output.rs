@@ -1,7 +1,8 @@
-//! Writing a stage's outputs and a task's watermark reports to shuffle
-//! topics. Records are keyed by the element's key bytes and partitioned with
+//! Writing a stage's outputs (to shuffle topics and, through WriteToKafka,
+//! to user topics) and a task's watermark reports. Records are keyed by the element's key bytes and partitioned with
 //! Kafka's murmur2, so every element of a key meets at one task.
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use beam_kafka_runtime::coder::Coder;
@@ -10,6 +11,8 @@ use beam_kafka_runtime::timestamp::Watermark;
 use beam_kafka_runtime::windowed;
 use futures::future::try_join_all;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use beam_kafka_runtime::kafka_sink::SinkCodec;
+use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
 
 use crate::envelope;
@@ -22,6 +25,16 @@ pub struct OutputSink {
     pub partitions: u32,
     pub window_coder: Coder,
     pub element_coder: Coder,
+}
+
+/// A stage output written to a user's topic by WriteToKafka.
+#[derive(Clone)]
+pub struct KafkaSink {
+    pub sink_transform: String,
+    /// The WriteToKafka transform's user-visible name.
+    pub name: String,
+    pub codec: SinkCodec,
+    pub producer: Arc<FutureProducer>,
 }
 
 const DELIVERY_TIMEOUT: Duration = Duration::from_secs(60);
@@ -97,6 +110,50 @@ pub async fn write_outputs(
         }
     }
     await_all(pending).await
+}
+
+/// Writes each Kafka sink's elements to its topic; returns once Kafka
+/// acknowledged every record.
+pub async fn write_kafka_sinks(sinks: &[KafkaSink], outputs: &mut HashMap<String, Vec<u8>>) -> Result<(), String> {
+    let mut pending = Vec::new();
+    for sink in sinks {
+        let Some(data) = outputs.remove(&sink.sink_transform) else { continue };
+        let default_topic = sink.codec.spec.topic.as_str();
+        let mut at = 0;
+        while at < data.len() {
+            let (rec, len) = sink.codec.decode(&data[at..]).map_err(|e| format!("WriteToKafka '{}': {e}", sink.name))?;
+            at += len;
+            let topic = rec.topic.as_deref().unwrap_or(default_topic);
+            let mut headers = OwnedHeaders::new();
+            for (k, v) in &rec.headers {
+                headers = headers.insert(Header { key: k, value: v.as_deref() });
+            }
+            loop {
+                let mut record = FutureRecord::<[u8], [u8]>::to(topic).headers(headers.clone());
+                if let Some(k) = rec.key.as_deref() {
+                    record = record.key(k);
+                }
+                if let Some(v) = rec.value.as_deref() {
+                    record = record.payload(v);
+                }
+                if let Some(p) = rec.partition {
+                    record = record.partition(p);
+                }
+                if let Some(ts) = rec.timestamp {
+                    record = record.timestamp(ts);
+                }
+                match sink.producer.send_result(record) {
+                    Ok(f) => {
+                        pending.push(f);
+                        break;
+                    }
+                    Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => await_all(std::mem::take(&mut pending)).await?,
+                    Err((e, _)) => return Err(format!("WriteToKafka '{}' cannot write to {topic}: {e}", sink.name)),
+                }
+            }
+        }
+    }
+    await_all(pending).await.map_err(|e| format!("WriteToKafka: {e}"))
 }
 
 /// Broadcasts a watermark report to every partition of `topic`.

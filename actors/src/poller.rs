@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use actix::Recipient;
 use rdkafka::consumer::StreamConsumer;
-use rdkafka::message::Message;
+use rdkafka::message::{Headers, Message};
 
 use crate::messages::{InputRecord, RecordBatch};
 
@@ -53,11 +53,18 @@ pub async fn poll_loop(
         let mut per_task: HashMap<(String, i32), Vec<InputRecord>> = HashMap::new();
         for m in batch {
             let key = (m.topic().to_string(), m.partition());
+            let headers = m
+                .headers()
+                .map(|hs| hs.iter().map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec))).collect())
+                .unwrap_or_default();
             per_task.entry(key).or_default().push(InputRecord {
                 topic: m.topic().to_string(),
                 partition: m.partition(),
                 offset: m.offset(),
-                payload: m.payload().map(<[u8]>::to_vec).unwrap_or_default(),
+                key: m.key().map(<[u8]>::to_vec),
+                payload: m.payload().map(<[u8]>::to_vec),
+                timestamp: m.timestamp(),
+                headers,
             });
         }
         for (key, records) in per_task {

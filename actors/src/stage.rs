@@ -13,7 +13,7 @@ use beam_kafka_fnapi::{BundleError, BundleInput, SdkWorker};
 use rdkafka::producer::FutureProducer;
 
 use crate::messages::{Elements, Flush, Shutdown, StageEvent};
-use crate::output::{write_outputs, OutputSink};
+use crate::output::{write_kafka_sinks, write_outputs, KafkaSink, OutputSink};
 use crate::telemetry::instruments;
 
 pub struct StageSpec {
@@ -26,6 +26,8 @@ pub struct StageSpec {
     pub sinks: Vec<String>,
     /// Where each sink's elements are written.
     pub outputs: Vec<OutputSink>,
+    /// Sinks written to user topics by WriteToKafka.
+    pub kafka_sinks: Vec<KafkaSink>,
     pub producer: Arc<FutureProducer>,
     pub max_bundle_size: u64,
     pub max_bundle_time: Duration,
@@ -92,17 +94,23 @@ impl StageActor {
         let descriptor = self.spec.descriptor_id.clone();
         let sinks = self.spec.sinks.clone();
         let outputs = self.spec.outputs.clone();
+        let kafka_sinks = self.spec.kafka_sinks.clone();
         let producer = self.spec.producer.clone();
         let started = Instant::now();
         // A bundle is complete once Kafka acknowledged everything it wrote.
         let sizes: Vec<(String, usize)> = inputs.iter().map(|i: &BundleInput| (i.transform_id.clone(), i.data.len())).collect();
         tracing::debug!(stage = %self.spec.display_name, "bundle {seq} inputs (bytes): {sizes:?}");
         let run = async move {
-            let result = worker.process_bundle(&descriptor, inputs, &sinks).await?;
+            let result = worker.process_bundle(&descriptor, inputs, &sinks).await.map_err(|e| match e {
+                BundleError::User(text) => text,
+                other => other.to_string(),
+            })?;
             let out: Vec<(String, usize)> = result.outputs.iter().map(|(k, v)| (k.clone(), v.len())).collect();
             tracing::debug!("bundle {seq} outputs (bytes): {out:?}");
-            write_outputs(&producer, &outputs, result.outputs).await.map_err(BundleError::Worker)?;
-            Ok::<_, BundleError>(result.monitoring_infos)
+            let mut written = result.outputs;
+            write_kafka_sinks(&kafka_sinks, &mut written).await?;
+            write_outputs(&producer, &outputs, written).await?;
+            Ok::<_, String>(result.monitoring_infos)
         };
         ctx.spawn(run.into_actor(self).map(move |result, act, ctx| {
             act.in_flight = false;
@@ -119,10 +127,7 @@ impl StageActor {
                 }
                 Err(e) => {
                     act.failed = true;
-                    let error = match e {
-                        BundleError::User(text) => format!("Error in {}: {text}", act.spec.display_name),
-                        other => format!("Error in {}: {other}", act.spec.display_name),
-                    };
+                    let error = format!("Error in {}: {e}", act.spec.display_name);
                     act.supervisor.do_send(StageEvent::Failed { error });
                 }
             }

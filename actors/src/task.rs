@@ -22,6 +22,8 @@ use tokio::sync::mpsc::UnboundedSender;
 use crate::envelope::{self, Record};
 use crate::messages::{Elements, Flush, RecordBatch, Shutdown, StageEvent};
 use crate::output::report_watermark;
+use crate::kafka::cached_high_watermark;
+use crate::source::SourceRoute;
 use crate::stage::StageActor;
 use crate::telemetry::instruments;
 
@@ -43,6 +45,33 @@ pub struct InputRoute {
     pub source_transform: String,
     /// The GroupByKey the records pass through first, if any.
     pub gbk: Option<GroupByKey>,
+    /// Set for a user topic read by ReadFromKafka: its records are Kafka
+    /// records, not envelopes, and the task keeps their watermark itself.
+    pub source: Option<SourceRoute>,
+}
+
+/// The upstream name under which a task reports a source partition's
+/// watermark to its own input watermark.
+pub const SOURCE_UPSTREAM: &str = "source";
+
+/// How often source partitions check their bounds and idle clocks.
+const SOURCE_TICK: Duration = Duration::from_millis(200);
+
+/// Appends elements for the stage, keeping consecutive elements of one data
+/// source in one message.
+fn push_elements(direct: &mut Option<Elements>, stage: &Addr<StageActor>, source: &str, ready: Vec<Vec<u8>>) {
+    if ready.is_empty() {
+        return;
+    }
+    match direct {
+        Some(e) if e.source_transform == source => e.elements.extend(ready),
+        _ => {
+            if let Some(e) = direct.take() {
+                stage.do_send(e);
+            }
+            *direct = Some(Elements { source_transform: source.to_string(), elements: ready });
+        }
+    }
 }
 
 /// A topic this task reports its output watermark to.
@@ -224,6 +253,7 @@ impl TaskSupervisor {
             ctx.run_later(RETRY_EVERY, move |act, ctx| act.finish_cycle(p, ctx, attempt + 1));
             return;
         }
+        self.commit_to_user_groups(&p.offsets);
         let covered: Vec<MonitoringInfo> = self.uncommitted_metrics.drain(..p.metrics.min(self.uncommitted_metrics.len())).collect();
         if !covered.is_empty() {
             let _ = self.events.send(TaskEvent::CommittedMetrics(covered));
@@ -232,6 +262,7 @@ impl TaskSupervisor {
         if finished {
             self.done = true;
             self.report_dropped();
+            self.report_sources();
             let _ = self.events.send(TaskEvent::Finished(self.cfg.task));
         } else if self.output_watermark() > self.reported {
             // The watermark moved on while this cycle ran.
@@ -259,10 +290,80 @@ pub fn upstream_key(topic: &str, source: &str) -> String {
     format!("{topic}/{source}")
 }
 
+impl TaskSupervisor {
+    /// Feeds the source partitions' clocks into the input watermark.
+    fn update_source_watermarks(&mut self) {
+        let mut advanced = None;
+        for (topic, route) in &self.cfg.inputs {
+            if let Some(src) = &route.source {
+                if let Some(new) = self.input_watermark.report(&upstream_key(topic, SOURCE_UPSTREAM), 0, 1, src.clock.watermark()) {
+                    advanced = Some(new);
+                }
+            }
+        }
+        if let Some(wm) = advanced {
+            self.on_input_watermark(wm);
+        }
+    }
+
+    fn tick_sources(&mut self) {
+        if self.done {
+            return;
+        }
+        let partition = self.cfg.task.partition as i32;
+        let (consumer, handed) = (&self.consumer, &self.handed);
+        for (topic, route) in self.cfg.inputs.iter_mut() {
+            let Some(src) = route.source.as_mut() else { continue };
+            src.tick(|| {
+                // Caught up: the consumer has fetched up to the partition's end.
+                let Some(high) = cached_high_watermark(consumer, topic, partition) else { return true };
+                let next = handed.get(&(topic.clone(), partition)).copied().or_else(|| {
+                    consumer.position().ok().and_then(|tpl| tpl.find_partition(topic, partition).and_then(|e| e.offset().to_raw()))
+                });
+                next.is_some_and(|n| n >= high)
+            });
+        }
+        self.update_source_watermarks();
+    }
+
+    /// Also commits source offsets to the user's group.id
+    /// (commit_offset_in_finalize), for tools that watch that group's lag.
+    fn commit_to_user_groups(&self, offsets: &BTreeMap<(String, i32), i64>) {
+        for (topic, route) in &self.cfg.inputs {
+            let Some(src) = &route.source else { continue };
+            let Some(finalize) = &src.shared.finalize else { continue };
+            let mut tpl = TopicPartitionList::new();
+            for ((t, p), next) in offsets.iter().filter(|((t, _), _)| t == topic) {
+                let _ = tpl.add_partition_offset(t, *p, Offset::Offset(*next));
+            }
+            if tpl.count() > 0 {
+                if let Err(e) = finalize.commit(&tpl, CommitMode::Async) {
+                    tracing::warn!(task = %self.cfg.task, "could not commit offsets of {topic} to the user's group: {e}");
+                }
+            }
+        }
+    }
+
+    /// What each source partition of this task read, for the job's messages.
+    fn report_sources(&self) {
+        for (topic, route) in &self.cfg.inputs {
+            if let Some(src) = &route.source {
+                let _ = self.events.send(TaskEvent::Info(format!(
+                    "task {} read {} record(s) of {topic}[{}] for ReadFromKafka '{}'",
+                    self.cfg.task, src.read, self.cfg.task.partition, src.input.name
+                )));
+            }
+        }
+    }
+}
+
 impl Actor for TaskSupervisor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        if self.cfg.inputs.values().any(|r| r.source.is_some()) {
+            ctx.run_interval(SOURCE_TICK, |act, _| act.tick_sources());
+        }
         ctx.run_interval(self.cfg.commit_interval, |act, _| {
             if act.handed != act.committed || act.output_watermark() > act.reported {
                 act.request_flush();
@@ -280,13 +381,28 @@ impl Handler<RecordBatch> for TaskSupervisor {
         }
         let mut direct: Option<Elements> = None;
         let mut data_records = 0u64;
+        let mut from_sources = false;
         for r in batch.records {
-            let record = match envelope::decode(&r.payload) {
-                Ok(rec) => rec,
-                Err(e) => return self.fail(ctx, format!("{e} ({}[{}] offset {})", r.topic, r.partition, r.offset)),
-            };
             let Some(route) = self.cfg.inputs.get_mut(&r.topic) else {
                 return self.fail(ctx, format!("task {} got a record of unexpected topic {}", self.cfg.task, r.topic));
+            };
+            if let Some(src) = route.source.as_mut() {
+                match src.element(&r) {
+                    Err(e) => return self.fail(ctx, e),
+                    // The bounded read is over: neither processed nor committed.
+                    Ok(None) => continue,
+                    Ok(Some(element)) => {
+                        data_records += 1;
+                        from_sources = true;
+                        push_elements(&mut direct, &self.stage, &route.source_transform, vec![element]);
+                    }
+                }
+                self.handed.insert((r.topic, r.partition), r.offset + 1);
+                continue;
+            }
+            let record = match envelope::decode(r.payload.as_deref().unwrap_or_default()) {
+                Ok(rec) => rec,
+                Err(e) => return self.fail(ctx, format!("{e} ({}[{}] offset {})", r.topic, r.partition, r.offset)),
             };
             match record {
                 Record::Data(value) => {
@@ -300,20 +416,7 @@ impl Handler<RecordBatch> for TaskSupervisor {
                         }
                         None => ready.push(value),
                     }
-                    if ready.is_empty() {
-                        // Nothing for the stage yet.
-                    } else {
-                        // Consecutive elements of one source travel in one message.
-                        match &mut direct {
-                            Some(e) if e.source_transform == route.source_transform => e.elements.extend(ready),
-                            _ => {
-                                if let Some(e) = direct.take() {
-                                    self.stage.do_send(e);
-                                }
-                                direct = Some(Elements { source_transform: route.source_transform.clone(), elements: ready });
-                            }
-                        }
-                    }
+                    push_elements(&mut direct, &self.stage, &route.source_transform, ready);
                 }
                 Record::Watermark { wm, source, partition, total } => {
                     if let Some(e) = direct.take() {
@@ -332,6 +435,9 @@ impl Handler<RecordBatch> for TaskSupervisor {
         }
         if let Some(e) = direct {
             self.stage.do_send(e);
+        }
+        if from_sources {
+            self.update_source_watermarks();
         }
         instruments().elements_in.add(data_records, &[]);
     }

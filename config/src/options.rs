@@ -85,6 +85,13 @@ pub static OPTIONS: &[OptionSpec] = &[
         description: "Longest time one poll of a source may wait for records, in milliseconds.",
     },
     OptionSpec {
+        name: "read_idle_timeout_ms",
+        java_name: "readIdleTimeoutMs",
+        kind: OptionKind::Integer,
+        default: Some("1000"),
+        description: "A ReadFromKafka partition that is caught up and silent this long moves its event-time watermark to now minus this timeout, so idle partitions do not hold windows back.",
+    },
+    OptionSpec {
         name: "read_checkpoint_num_bundles",
         java_name: "readCheckpointNumBundles",
         kind: OptionKind::Integer,

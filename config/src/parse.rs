@@ -24,6 +24,7 @@ pub struct RunnerOptions {
     pub max_bundle_time_ms: u64,
     pub read_max_elements_per_poll: u64,
     pub read_max_poll_time_ms: u64,
+    pub read_idle_timeout_ms: u64,
     pub read_checkpoint_num_bundles: u64,
     pub session_timeout_ms: u64,
     pub state_dir: PathBuf,
@@ -207,6 +208,7 @@ impl RunnerOptions {
         let max_bundle_time_ms = r.int("max_bundle_time_ms", 1, 86_400_000);
         let read_max_elements_per_poll = r.int("read_max_elements_per_poll", 1, 100_000_000);
         let read_max_poll_time_ms = r.int("read_max_poll_time_ms", 0, 60_000);
+        let read_idle_timeout_ms = r.int("read_idle_timeout_ms", 1, 3_600_000);
         let read_checkpoint_num_bundles = r.int("read_checkpoint_num_bundles", 1, 1_000_000);
         let session_timeout_ms = r.int("session_timeout_ms", 1_000, 3_600_000);
         let commit_interval_ms = r.int("commit_interval_ms", 1, 3_600_000);
@@ -242,6 +244,7 @@ impl RunnerOptions {
             max_bundle_time_ms,
             read_max_elements_per_poll,
             read_max_poll_time_ms,
+            read_idle_timeout_ms,
             read_checkpoint_num_bundles,
             session_timeout_ms,
             state_dir,

@@ -37,6 +37,8 @@ from apache_beam.options.pipeline_options import PortableOptions
 from apache_beam.portability.api import beam_job_api_pb2_grpc
 from apache_beam.runners.portability import job_server
 from apache_beam.runners.portability import portable_runner
+from apache_beam.transforms.external import BeamJarExpansionService
+from apache_beam.transforms.external import ExternalTransform
 
 from beam_kafka.options import KafkaStreamsRunnerOptions
 
@@ -191,6 +193,7 @@ class KafkaStreamsJobServer(job_server.JobServer):
     self._requested_job_port = int(job_port or 0)
     self._artifact_port = int(artifact_port or 0)
     self._expansion_port = int(expansion_port or 0)
+    self._requested_expansion_port = int(expansion_port or 0)
     self._requested_artifacts_dir = artifacts_dir
     self._startup_timeout = startup_timeout
     self._lock = threading.RLock()
@@ -208,6 +211,14 @@ class KafkaStreamsJobServer(job_server.JobServer):
   @property
   def endpoint(self) -> Optional[str]:
     return self._endpoint
+
+  @property
+  def expansion_endpoint(self) -> Optional[str]:
+    """host:port of the server's expansion service (ReadFromKafka and
+    WriteToKafka), known once the server started."""
+    if self._endpoint is None:
+      return None
+    return 'localhost:%d' % self._expansion_port
 
   @property
   def artifacts_dir(self) -> Optional[str]:
@@ -270,6 +281,8 @@ class KafkaStreamsJobServer(job_server.JobServer):
       self._artifacts_dir = tempfile.mkdtemp(prefix='beam-kafka-artifacts-')
       self._owns_artifacts_dir = True
     job_port = self._requested_job_port or _free_port()
+    # Chosen here (not by the server) so the client knows where to expand.
+    self._expansion_port = self._requested_expansion_port or _free_port()
     self._endpoint = 'localhost:%d' % job_port
     cmd = self.command(job_port, self._artifacts_dir)
     env = dict(os.environ)
@@ -416,6 +429,10 @@ atexit.register(stop_job_servers)
 # The runner
 
 
+# Beam's standard Kafka transforms (apache_beam.io.kafka).
+KAFKA_URN_PREFIX = 'beam:transform:org.apache.beam:kafka_'
+
+
 class KafkaStreamsRunner(portable_runner.PortableRunner):
   """Runs a Beam pipeline on Apache Kafka with the beam-kafka job server.
 
@@ -441,6 +458,27 @@ class KafkaStreamsRunner(portable_runner.PortableRunner):
         int(server_options.artifact_port or 0),
         int(server_options.expansion_port or 0),
         server_options.artifacts_dir or None)
+
+  def apply(self, transform, input, options):
+    # Beam's ReadFromKafka / WriteToKafka default to a Java expansion
+    # service; on this runner our job server expands them natively.
+    if (isinstance(transform, ExternalTransform) and
+        getattr(transform, '_urn', '').startswith(KAFKA_URN_PREFIX) and
+        isinstance(transform._expansion_service, BeamJarExpansionService)):
+      transform._expansion_service = self.expansion_endpoint(options)
+    return super().apply(transform, input, options)
+
+  def expansion_endpoint(self, options) -> str:
+    """Where this runner's job server expands Kafka transforms."""
+    server_options = options.view_as(PortableOptions)
+    job_endpoint = server_options.job_endpoint
+    if job_endpoint:
+      host = job_endpoint.rsplit(':', 1)[0]
+      port = options.view_as(JobServerOptions).expansion_port or 8097
+      return '%s:%d' % (host, int(port))
+    server = self.default_job_server(options)
+    server.start()
+    return server.expansion_endpoint
 
   def run_portable_pipeline(self, pipeline, options):
     # Checked here as well as by the job server so that a forgotten flag

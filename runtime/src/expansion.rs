@@ -44,10 +44,15 @@ pub fn expand(request: &ExpansionRequest) -> Result<ExpansionResponse, String> {
             let write = kafka_io::write_spec(&row, spec.urn == JAVA_WRITE_WITH_HEADERS)?;
             let input = transform.inputs.values().next().ok_or("WriteToKafka has no input")?;
             check_write_input(&components, input, &write)?;
+            // A primitive without an output is dropped by the Python SDK's
+            // pre-run optimisation, so the write has one that stays empty.
+            let bytes = add_coder(&mut components, format!("{ns}_kafka_written_coder"), urns::CODER_BYTES, &[], Vec::new());
+            let written = add_pcollection(&mut components, ns, "written", &transform.unique_name, bytes, true);
             pb::PTransform {
                 unique_name: transform.unique_name.clone(),
                 spec: Some(pb::FunctionSpec { urn: urns::KAFKA_WRITE.into(), payload: write.encode_to_vec() }),
                 inputs: transform.inputs.clone(),
+                outputs: [("written".to_string(), written)].into_iter().collect(),
                 ..Default::default()
             }
         }
@@ -104,27 +109,33 @@ fn expand_read(components: &mut pb::Components, ns: &str, name: &str, read: Kafk
         let (k, v) = (side("key", read.key_format()), side("value", read.value_format()));
         add_coder(components, format!("{ns}_kafka_kv"), KV, &[&k, &v], Vec::new())
     };
-    let window_coder = add_coder(components, format!("{ns}_kafka_global_window"), urns::CODER_GLOBAL_WINDOW, &[], Vec::new());
-    let windowing = format!("{ns}_kafka_windowing");
-    components.windowing_strategies.insert(windowing.clone(), global_windowing(&window_coder));
     let bounded = read.max_num_records.is_some() || read.max_read_time_secs.is_some();
-    let output = format!("{ns}_kafka_records");
-    components.pcollections.insert(
-        output.clone(),
-        pb::PCollection {
-            unique_name: format!("{name}.records"),
-            coder_id: element_coder,
-            is_bounded: if bounded { pb::is_bounded::Enum::Bounded } else { pb::is_bounded::Enum::Unbounded } as i32,
-            windowing_strategy_id: windowing,
-            ..Default::default()
-        },
-    );
+    let output = add_pcollection(components, ns, "records", name, element_coder, bounded);
     pb::PTransform {
         unique_name: name.to_string(),
         spec: Some(pb::FunctionSpec { urn: urns::KAFKA_READ.into(), payload: read.encode_to_vec() }),
         outputs: [("records".to_string(), output)].into_iter().collect(),
         ..Default::default()
     }
+}
+
+/// A new PCollection `{ns}_kafka_{tag}` in the global window.
+fn add_pcollection(components: &mut pb::Components, ns: &str, tag: &str, name: &str, coder: String, bounded: bool) -> String {
+    let window_coder = add_coder(components, format!("{ns}_kafka_global_window"), urns::CODER_GLOBAL_WINDOW, &[], Vec::new());
+    let windowing = format!("{ns}_kafka_windowing");
+    components.windowing_strategies.insert(windowing.clone(), global_windowing(&window_coder));
+    let id = format!("{ns}_kafka_{tag}");
+    components.pcollections.insert(
+        id.clone(),
+        pb::PCollection {
+            unique_name: format!("{name}.{tag}"),
+            coder_id: coder,
+            is_bounded: if bounded { pb::is_bounded::Enum::Bounded } else { pb::is_bounded::Enum::Unbounded } as i32,
+            windowing_strategy_id: windowing,
+            ..Default::default()
+        },
+    );
+    id
 }
 
 fn global_windowing(window_coder: &str) -> pb::WindowingStrategy {

@@ -79,6 +79,11 @@ impl PartitionClock {
         Ok(ts)
     }
 
+    /// No record for the idle timeout.
+    pub fn is_idle(&self, now: Millis) -> bool {
+        now - self.last_record_at >= self.idle_ms
+    }
+
     /// Periodic check; `caught_up` says the partition has no backlog.
     pub fn on_tick(&mut self, now: Millis, caught_up: bool) -> Watermark {
         match self.policy {

@@ -3,7 +3,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use beam_kafka_actors::job::{InputSpec, SubTopologySpec};
+use beam_kafka_actors::job::{InputSpec, KafkaSinkSpec, SubTopologySpec};
+use beam_kafka_actors::SourceInput;
+use beam_kafka_proto::pipeline::Schema;
+use beam_kafka_proto::prost::Message;
+use beam_kafka_runtime::coder::Coder;
+use beam_kafka_runtime::kafka_sink::SinkCodec;
+use beam_kafka_runtime::validate::{read_spec, write_spec};
 use beam_kafka_actors::output::OutputSink;
 use beam_kafka_actors::{run_job, JobEvent, JobInput, JobOutcome};
 use beam_kafka_fnapi::environment::{self, Endpoints};
@@ -103,8 +109,20 @@ async fn prepare_and_run(job: &Arc<Job>, services: &Services) -> Result<JobOutco
         let mut inputs = Vec::new();
         for i in &sub.inputs {
             let topic = &plan.topics[i.topic];
+            let mut source = None;
             let gbk = match &i.kind {
                 InputKind::Direct => None,
+                InputKind::Source { transform } => {
+                    let t = graph.transform(transform);
+                    let (element, _) = wire_coders(components, &topic.pcollection)?;
+                    source = Some(Arc::new(SourceInput {
+                        transform: transform.clone(),
+                        name: t.unique_name.clone(),
+                        spec: read_spec(t)?,
+                        length_prefix: matches!(element, Coder::LengthPrefix(_)),
+                    }));
+                    None
+                }
                 InputKind::GroupByKey { .. } => {
                     let pc = &components.pcollections[&topic.pcollection];
                     let ws = &components.windowing_strategies[&pc.windowing_strategy_id];
@@ -118,6 +136,7 @@ async fn prepare_and_run(job: &Arc<Job>, services: &Services) -> Result<JobOutco
                 upstream: topic.upstream.clone(),
                 source_transform: descriptor::source_id(&i.pcollection),
                 gbk,
+                source,
             });
         }
         let mut outputs = Vec::new();
@@ -132,6 +151,25 @@ async fn prepare_and_run(job: &Arc<Job>, services: &Services) -> Result<JobOutco
                 element_coder,
             });
         }
+        let mut kafka_sinks = Vec::new();
+        for k in &sub.sinks {
+            let t = graph.transform(&k.transform);
+            let spec = write_spec(t)?;
+            let (element, window) = wire_coders(components, &k.pcollection)?;
+            let pc = &components.pcollections[&k.pcollection];
+            let row_schema = if spec.with_headers {
+                let coder = &components.coders[&pc.coder_id];
+                let payload = coder.spec.as_ref().map(|s| s.payload.as_slice()).unwrap_or_default();
+                Some(Schema::decode(payload).map_err(|e| format!("WriteToKafka '{}': its input's row schema is malformed: {e}", t.unique_name))?)
+            } else {
+                None
+            };
+            kafka_sinks.push(KafkaSinkSpec {
+                sink_transform: descriptor::sink_id(&k.pcollection),
+                name: t.unique_name.clone(),
+                codec: SinkCodec { spec, element, window, row_schema },
+            });
+        }
         sub_topologies.push(SubTopologySpec {
             id: sub.id,
             partitions: sub.partitions,
@@ -140,6 +178,7 @@ async fn prepare_and_run(job: &Arc<Job>, services: &Services) -> Result<JobOutco
             sinks: sub.stage.outputs.iter().map(|pc| descriptor::sink_id(pc)).collect(),
             inputs,
             outputs,
+            kafka_sinks,
         });
     }
 

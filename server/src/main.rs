@@ -2,6 +2,7 @@
 mod artifacts;
 mod describe;
 mod execution;
+mod expansion_service;
 mod job_service;
 mod jobs;
 mod metrics;
@@ -40,8 +41,8 @@ struct JobServerArgs {
     /// Port of artifact staging and retrieval (0 picks a free one).
     #[arg(long, default_value_t = 8098)]
     artifact_port: u16,
-    /// Port of the expansion service (0 picks a free one). Accepted for
-    /// compatibility with Beam's job servers; no transforms are expanded yet.
+    /// Port of the expansion service (0 picks a free one): expands Beam's
+    /// ReadFromKafka and WriteToKafka into the runner's own Kafka transforms.
     #[arg(long, default_value_t = 8097)]
     expansion_port: u16,
     /// Where staged artifacts are kept.
@@ -115,7 +116,7 @@ async fn job_server(args: JobServerArgs) -> anyhow::Result<()> {
         .serve_with_incoming(TcpListenerStream::new(job_listener.into()));
     let expansion_addr = expansion_listener.local_addr()?;
     let expansion = tonic::transport::Server::builder()
-        .add_service(expansion::expansion_service_server::ExpansionServiceServer::new(NoExpansion))
+        .add_service(expansion::expansion_service_server::ExpansionServiceServer::new(expansion_service::KafkaExpansion))
         .serve_with_incoming(TcpListenerStream::new(expansion_listener));
     tracing::info!("artifact service listening on {artifact_url}");
     tracing::info!("expansion service listening on {expansion_addr}");
@@ -134,30 +135,5 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
-    }
-}
-
-/// The expansion endpoint exists so Beam clients that probe it get a clear
-/// answer; transforms it could expand come with native Kafka I/O.
-struct NoExpansion;
-
-#[tonic::async_trait]
-impl expansion::expansion_service_server::ExpansionService for NoExpansion {
-    async fn expand(
-        &self,
-        request: tonic::Request<expansion::ExpansionRequest>,
-    ) -> Result<tonic::Response<expansion::ExpansionResponse>, tonic::Status> {
-        let urn = request.into_inner().transform.and_then(|t| t.spec).map(|s| s.urn).unwrap_or_default();
-        Ok(tonic::Response::new(expansion::ExpansionResponse {
-            error: format!("beam-kafka cannot expand '{urn}' yet"),
-            ..Default::default()
-        }))
-    }
-
-    async fn discover_schema_transform(
-        &self,
-        _: tonic::Request<expansion::DiscoverSchemaTransformRequest>,
-    ) -> Result<tonic::Response<expansion::DiscoverSchemaTransformResponse>, tonic::Status> {
-        Ok(tonic::Response::new(expansion::DiscoverSchemaTransformResponse::default()))
     }
 }

@@ -4,9 +4,9 @@ use std::time::Duration;
 use beam_kafka_config::RunnerOptions;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::TopicPartitionList;
+use rdkafka::{Offset, TopicPartitionList};
 
 use crate::kafka::config;
 
@@ -44,6 +44,15 @@ pub struct Admin {
     /// A consumer of the job's group, used to read offsets without subscribing.
     probe: BaseConsumer,
     bootstrap: String,
+}
+
+/// Where a source partition without a committed offset starts.
+#[derive(Clone, Copy, Debug)]
+pub enum StartAt {
+    Earliest,
+    Latest,
+    /// The first record at or after this time (epoch millis).
+    Time(i64),
 }
 
 /// A topic the runner needs, and what the admin found.
@@ -138,6 +147,63 @@ impl Admin {
                 return Err(format!("topic {} was created but its partitions got no leader within 30 s", t.name));
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Partition count of a user's topic, `None` if it does not exist. Asked
+    /// through the consumer, which never has a topic auto-created.
+    pub async fn user_topic_partitions(&self, topic: &str) -> Result<Option<u32>, String> {
+        let md = retry_transient(|| self.probe.fetch_metadata(Some(topic), METADATA_TIMEOUT))
+            .await
+            .map_err(|e| format!("cannot read metadata of topic {topic}: {e}"))?;
+        Ok(md.topics().iter().find(|t| t.name() == topic && t.error().is_none() && !t.partitions().is_empty()).map(|t| t.partitions().len() as u32))
+    }
+
+    /// Gives every partition of `topic` that the job's group has no committed
+    /// offset for a starting offset, so a first run starts where the user
+    /// asked (ReadFromKafka's start_read_time / auto.offset.reset) and later
+    /// runs resume where they committed. Returns how many were seeded.
+    pub async fn seed_offsets(&self, topic: &str, partitions: u32, start: StartAt) -> Result<usize, String> {
+        let mut all = TopicPartitionList::new();
+        for p in 0..partitions as i32 {
+            all.add_partition(topic, p);
+        }
+        let committed = retry_transient(|| self.probe.committed_offsets(all.clone(), METADATA_TIMEOUT))
+            .await
+            .map_err(|e| format!("cannot read committed offsets of {topic}: {e}"))?;
+        let missing: Vec<i32> =
+            committed.elements().iter().filter(|e| e.offset().to_raw().is_none_or(|o| o < 0)).map(|e| e.partition()).collect();
+        if missing.is_empty() {
+            return Ok(0);
+        }
+        let mut seed = TopicPartitionList::new();
+        for &p in &missing {
+            let (low, high) = retry_transient(|| self.probe.fetch_watermarks(topic, p, METADATA_TIMEOUT))
+                .await
+                .map_err(|e| format!("cannot read the offsets of {topic}[{p}]: {e}"))?;
+            let offset = match start {
+                StartAt::Earliest => low,
+                StartAt::Latest => high,
+                StartAt::Time(millis) => {
+                    let mut q = TopicPartitionList::new();
+                    q.add_partition_offset(topic, p, Offset::Offset(millis)).map_err(|e| e.to_string())?;
+                    let found = retry_transient(|| self.probe.offsets_for_times(q.clone(), METADATA_TIMEOUT))
+                        .await
+                        .map_err(|e| format!("cannot look up offsets of {topic}[{p}] by time: {e}"))?;
+                    // No record at or after the time: start at the end.
+                    found.elements().first().and_then(|e| e.offset().to_raw()).filter(|o| *o >= 0).unwrap_or(high)
+                }
+            };
+            seed.add_partition_offset(topic, p, Offset::Offset(offset)).map_err(|e| e.to_string())?;
+        }
+        // Another copy of the job may already be running the group: then it
+        // seeded the offsets, and a commit from outside the group is refused.
+        match self.probe.commit(&seed, CommitMode::Sync) {
+            Ok(()) => Ok(missing.len()),
+            Err(e) => {
+                tracing::info!("not seeding offsets of {topic}: {e}");
+                Ok(0)
+            }
         }
     }
 

@@ -1,0 +1,130 @@
+//! ReadFromKafka inside a task: the partition of a user topic the task owns,
+//! its event-time clock, and the bound of a bounded read, shared by every
+//! task reading the same transform.
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use beam_kafka_proto::envelope::KafkaReadSpec;
+use beam_kafka_runtime::kafka_source::{encode_element, KafkaRecord, PartitionClock, TimestampKind};
+use beam_kafka_runtime::timestamp::Millis;
+use rdkafka::consumer::BaseConsumer;
+
+use crate::messages::InputRecord;
+
+/// One ReadFromKafka transform of the pipeline.
+pub struct SourceInput {
+    /// The transform's id and its user-visible name.
+    pub transform: String,
+    pub name: String,
+    pub spec: KafkaReadSpec,
+    /// The stage reads the element value length-prefixed.
+    pub length_prefix: bool,
+}
+
+/// What all tasks reading one ReadFromKafka share.
+pub struct SourceShared {
+    /// Records a bounded read may still take (max_num_records).
+    budget: Option<AtomicI64>,
+    /// When a bounded read ends (max_read_time).
+    deadline: Option<Instant>,
+    /// A client of the user's group.id, for commit_offset_in_finalize.
+    pub finalize: Option<BaseConsumer>,
+}
+
+impl SourceShared {
+    pub fn new(spec: &KafkaReadSpec, finalize: Option<BaseConsumer>) -> Self {
+        SourceShared {
+            budget: spec.max_num_records.map(AtomicI64::new),
+            deadline: spec.max_read_time_secs.map(|s| Instant::now() + std::time::Duration::from_secs(s as u64)),
+            finalize,
+        }
+    }
+
+    /// Takes one record from the bound; false once the read is over.
+    fn take(&self) -> bool {
+        if self.deadline.is_some_and(|d| Instant::now() >= d) {
+            return false;
+        }
+        match &self.budget {
+            None => true,
+            Some(b) => b.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n > 0).then(|| n - 1)).is_ok(),
+        }
+    }
+
+    fn is_over(&self) -> bool {
+        self.deadline.is_some_and(|d| Instant::now() >= d) || self.budget.as_ref().is_some_and(|b| b.load(Ordering::Acquire) <= 0)
+    }
+}
+
+pub fn now_millis() -> Millis {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as Millis).unwrap_or(0)
+}
+
+/// The partition of one source topic a task owns.
+pub struct SourceRoute {
+    pub input: Arc<SourceInput>,
+    pub shared: Arc<SourceShared>,
+    pub clock: PartitionClock,
+    pub exhausted: bool,
+    /// Records turned into elements, for the task's summary.
+    pub read: u64,
+}
+
+impl SourceRoute {
+    pub fn new(input: Arc<SourceInput>, shared: Arc<SourceShared>, idle_ms: i64) -> Self {
+        let clock = PartitionClock::new(input.spec.timestamp_policy(), idle_ms, now_millis());
+        SourceRoute { input, shared, clock, exhausted: false, read: 0 }
+    }
+
+    /// The element for `r`, or `None` when the read is over (the record is
+    /// then neither processed nor committed).
+    pub fn element(&mut self, r: &InputRecord) -> Result<Option<Vec<u8>>, String> {
+        if self.exhausted {
+            return Ok(None);
+        }
+        if !self.shared.take() {
+            self.finish();
+            return Ok(None);
+        }
+        let (timestamp, timestamp_kind) = match r.timestamp {
+            rdkafka::Timestamp::NotAvailable => (-1, TimestampKind::NotAvailable),
+            rdkafka::Timestamp::CreateTime(t) => (t, TimestampKind::CreateTime),
+            rdkafka::Timestamp::LogAppendTime(t) => (t, TimestampKind::LogAppendTime),
+        };
+        let record = KafkaRecord {
+            topic: &r.topic,
+            partition: r.partition,
+            offset: r.offset,
+            key: r.key.as_deref(),
+            value: r.payload.as_deref(),
+            timestamp,
+            timestamp_kind,
+            headers: &r.headers,
+        };
+        let name = &self.input.name;
+        let ts = self.clock.on_record(&record, now_millis()).map_err(|e| format!("ReadFromKafka '{name}': {e}"))?;
+        let mut out = Vec::new();
+        encode_element(&self.input.spec, &record, ts, self.input.length_prefix, &mut out).map_err(|e| format!("ReadFromKafka '{name}': {e}"))?;
+        self.read += 1;
+        Ok(Some(out))
+    }
+
+    /// Periodic: ends a bounded read that is over, moves an idle clock.
+    pub fn tick(&mut self, caught_up: impl FnOnce() -> bool) {
+        if self.exhausted {
+            return;
+        }
+        if self.shared.is_over() {
+            return self.finish();
+        }
+        let now = now_millis();
+        let idle = self.clock.is_idle(now);
+        self.clock.on_tick(now, idle && caught_up());
+    }
+
+    fn finish(&mut self) {
+        self.exhausted = true;
+        self.clock.finish();
+    }
+}

@@ -1,0 +1,251 @@
+"""Beam's own ReadFromKafka and WriteToKafka, expanded by our job server and
+run natively, on the real broker: no Java anywhere."""
+
+import collections
+import random
+import re
+import time
+import typing
+
+import pytest
+
+import apache_beam as beam
+from apache_beam.io.kafka import ReadFromKafka
+from apache_beam.io.kafka import WriteToKafka
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.runners.runner import PipelineState
+from apache_beam.transforms import window
+
+from conftest import kafka_args
+from conftest import make_app_id
+from conftest import portable_args
+from kafka_topics import create_topic
+from kafka_topics import produce
+from kafka_topics import read_committed
+from kafka_topics import unique_topic
+
+STRING_DESER = 'org.apache.kafka.common.serialization.StringDeserializer'
+WORDS = ['apple', 'banana', 'cherry', 'date', 'elder', 'fig', 'grape']
+
+
+def _options(job_server, broker, tmp_path, *extra):
+  args = portable_args(job_server) + kafka_args(
+      broker, make_app_id('kafka-io'), tmp_path / 'state') + list(extra)
+  return PipelineOptions(args)
+
+
+def _expansion(job_server):
+  return 'localhost:%d' % job_server.expansion_port
+
+
+def _word_records(n, partitions, seed):
+  rng = random.Random(seed)
+  return [(i % partitions, None, rng.choice(WORDS).encode(), None)
+          for i in range(n)]
+
+
+@pytest.mark.parametrize('parallelism', [1, 4])
+def test_topic_to_topic_word_count_is_exact(
+    job_server, broker, tmp_path, parallelism):
+  source, sink = unique_topic('words'), unique_topic('counts')
+  create_topic(broker, source, 4)
+  create_topic(broker, sink, 3)
+  records = _word_records(400, 4, seed=parallelism)
+  produce(broker, source, records)
+  expected = collections.Counter(r[2].decode() for r in records)
+
+  p = beam.Pipeline(
+      options=_options(
+          job_server, broker, tmp_path,
+          '--internal_parallelism=%d' % parallelism))
+  _ = (
+      p
+      | ReadFromKafka(
+          consumer_config={
+              'bootstrap.servers': broker, 'auto.offset.reset': 'earliest'
+          },
+          topics=[source],
+          value_deserializer=STRING_DESER,
+          max_num_records=len(records),
+          expansion_service=_expansion(job_server))
+      | beam.Map(lambda kv: (kv[1], 1))
+      | beam.CombinePerKey(sum)
+      | beam.Map(lambda kv: (kv[0].encode(), str(kv[1]).encode())).
+      with_output_types(typing.Tuple[bytes, bytes])
+      | WriteToKafka(
+          producer_config={'bootstrap.servers': broker},
+          topic=sink,
+          expansion_service=_expansion(job_server)))
+  assert p.run().wait_until_finish() == PipelineState.DONE
+
+  out = read_committed(broker, sink, expected=len(expected))
+  got = collections.Counter()
+  for _, key, value in out:
+    got[key.decode()] += int(value)
+  assert len(out) == len(expected), 'duplicated or missing: %s' % out
+  assert got == expected
+
+
+def test_bounded_read_takes_exactly_max_num_records(
+    job_server, broker, tmp_path, collector):
+  source = unique_topic('bounded')
+  create_topic(broker, source, 4)
+  produce(broker, source, _word_records(90, 4, seed=7))
+
+  p = beam.Pipeline(options=_options(job_server, broker, tmp_path))
+  _ = (
+      p
+      | ReadFromKafka(
+          consumer_config={
+              'bootstrap.servers': broker, 'auto.offset.reset': 'earliest'
+          },
+          topics=[source],
+          max_num_records=25,
+          expansion_service=_expansion(job_server))
+      | beam.Map(lambda kv: kv[1].decode())
+      | beam.Map(collector.recorder()))
+  assert p.run().wait_until_finish() == PipelineState.DONE
+  assert len(collector.lines()) == 25
+
+
+class _WindowedCount(beam.DoFn):
+  def process(self, kv, w=beam.DoFn.WindowParam, pane=beam.DoFn.PaneInfoParam):
+    yield '%s@%d=%d/%s' % (kv[0], int(w.start), kv[1], pane.timing)
+
+
+def test_create_time_drives_event_time_windows(
+    job_server, broker, tmp_path, collector):
+  source = unique_topic('events')
+  create_topic(broker, source, 4)
+  base = 1_700_000_000_000  # ms; a fixed point in the past
+  rng = random.Random(3)
+  # Producers stamp in time order, so each partition's timestamps rise.
+  stamps = sorted(base + rng.randrange(0, 5 * 60_000) for _ in range(120))
+  records = [(i % 4, None, rng.choice(WORDS[:3]).encode(), ts)
+             for i, ts in enumerate(stamps)]
+  produce(broker, source, records)
+  expected = collections.Counter(
+      (r[2].decode(), (r[3] // 60_000) * 60) for r in records)
+
+  p = beam.Pipeline(options=_options(job_server, broker, tmp_path))
+  _ = (
+      p
+      | ReadFromKafka(
+          consumer_config={
+              'bootstrap.servers': broker, 'auto.offset.reset': 'earliest'
+          },
+          topics=[source],
+          value_deserializer=STRING_DESER,
+          timestamp_policy=ReadFromKafka.create_time_policy,
+          max_num_records=len(records),
+          expansion_service=_expansion(job_server))
+      | beam.Map(lambda kv: (kv[1], 1))
+      | beam.WindowInto(window.FixedWindows(60))
+      | beam.CombinePerKey(sum)
+      | beam.ParDo(_WindowedCount())
+      | beam.Map(collector.recorder()))
+  assert p.run().wait_until_finish() == PipelineState.DONE
+  want = sorted(
+      '%s@%d=%d/%s' % (word, start, n, 1)  # 1 = PaneInfoTiming.ON_TIME
+      for (word, start), n in expected.items())
+  assert sorted(collector.lines()) == want
+
+
+def test_each_partition_is_read_by_its_own_task(job_server, broker, tmp_path):
+  source = unique_topic('spread')
+  create_topic(broker, source, 4)
+  produce(broker, source, _word_records(80, 4, seed=11))
+  log_start = len(job_server.log_text())
+
+  p = beam.Pipeline(options=_options(job_server, broker, tmp_path))
+  _ = (
+      p
+      | ReadFromKafka(
+          consumer_config={
+              'bootstrap.servers': broker, 'auto.offset.reset': 'earliest'
+          },
+          topics=[source],
+          max_num_records=80,
+          expansion_service=_expansion(job_server))
+      | beam.Map(lambda kv: kv))
+  assert p.run().wait_until_finish() == PipelineState.DONE
+
+  # Each task reports what it read when it finishes.
+  reads = {}
+  deadline = time.monotonic() + 10
+  pattern = r'task (\d+_\d+) read (\d+) record\(s\) of %s\[(\d+)\]' % source
+  while len(reads) < 4 and time.monotonic() < deadline:
+    for task, n, partition in re.findall(pattern, job_server.log_text(log_start)):
+      reads[int(partition)] = (task, int(n))
+    time.sleep(0.2)
+  assert sorted(reads) == [0, 1, 2, 3], reads
+  assert len({task for task, _ in reads.values()}) == 4, reads
+  assert sum(n for _, n in reads.values()) == 80, reads
+  assert all(n == 20 for _, n in reads.values()), reads
+
+
+def test_runner_class_expands_kafka_transforms_itself(
+    broker, app_id, tmp_path, collector):
+  # No expansion_service: KafkaStreamsRunner points Beam's Kafka transforms
+  # at the job server it starts, instead of Beam's Java expansion jar.
+  source = unique_topic('native')
+  create_topic(broker, source, 2)
+  produce(broker, source, [(i % 2, b'k', b'v%d' % i, None) for i in range(10)])
+  args = ['--runner=beam_kafka.KafkaStreamsRunner'] + kafka_args(
+      broker, app_id, tmp_path / 'state')
+  p = beam.Pipeline(options=PipelineOptions(args))
+  _ = (
+      p
+      | ReadFromKafka(
+          consumer_config={
+              'bootstrap.servers': broker, 'auto.offset.reset': 'earliest'
+          },
+          topics=[source],
+          max_num_records=10)
+      | beam.Map(lambda kv: '%s=%s' % (kv[0].decode(), kv[1].decode()))
+      | beam.Map(collector.recorder()))
+  assert p.run().wait_until_finish() == PipelineState.DONE
+  assert sorted(collector.lines()) == sorted('k=v%d' % i for i in range(10))
+
+
+def test_a_missing_topic_fails_the_job_with_its_name(job_server, broker, tmp_path):
+  missing = unique_topic('nowhere')
+  p = beam.Pipeline(options=_options(job_server, broker, tmp_path))
+  _ = (
+      p
+      | ReadFromKafka(
+          consumer_config={'bootstrap.servers': broker},
+          topics=[missing],
+          expansion_service=_expansion(job_server))
+      | beam.Map(lambda kv: kv))
+  with pytest.raises(Exception) as excinfo:
+    p.run().wait_until_finish()
+  text = str(excinfo.value)
+  assert missing in text and 'does not exist' in text, text
+
+
+def test_an_unknown_deserializer_is_refused_at_construction(job_server, broker):
+  p = beam.Pipeline()
+  with pytest.raises(RuntimeError) as excinfo:
+    _ = p | ReadFromKafka(
+        consumer_config={'bootstrap.servers': broker},
+        topics=['anything'],
+        value_deserializer='io.confluent.kafka.serializers.KafkaAvroDeserializer',
+        expansion_service=_expansion(job_server))
+  text = str(excinfo.value)
+  assert 'value_deserializer' in text and 'KafkaAvroDeserializer' in text, text
+
+
+def test_a_write_of_untyped_elements_is_refused_with_a_fix(job_server, broker):
+  p = beam.Pipeline()
+  with pytest.raises(RuntimeError) as excinfo:
+    _ = (
+        p
+        | beam.Create([1, 2])
+        # A table lookup: Beam cannot infer the pair's type from it.
+        | beam.Map(lambda x, table={1: (b'k', b'1'), 2: (b'k', b'2')}: table[x])
+        | WriteToKafka(
+            producer_config={'bootstrap.servers': broker},
+            topic='anything',
+            expansion_service=_expansion(job_server)))
+  assert 'with_output_types' in str(excinfo.value), str(excinfo.value)
