@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
-use beam_kafka_config::RunnerOptions;
+use beam_kafka_config::{ProcessingGuarantee, RunnerOptions};
+use beam_kafka_runtime::kafka_io::same_cluster;
 use beam_kafka_fnapi::SdkWorker;
 use beam_kafka_proto::pipeline::MonitoringInfo;
 use beam_kafka_runtime::coder::Coder;
@@ -21,6 +22,8 @@ use tokio::sync::{mpsc, watch};
 use crate::envelope;
 use crate::kafka::admin::{Admin, TopicSpec};
 use crate::kafka::config;
+use crate::kafka::transaction;
+use crate::output::KafkaSink;
 use crate::messages::Shutdown;
 use crate::poller::{poll_loop, PollSettings};
 use crate::output::OutputSink;
@@ -115,6 +118,18 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
         Err(e) => return JobOutcome::Failed(e),
     };
     let opts = &input.options;
+    if opts.processing_guarantee == ProcessingGuarantee::ExactlyOnce {
+        for k in io.sinks.values().flatten() {
+            let servers = k.codec.spec.producer_config.get("bootstrap.servers").map(String::as_str).unwrap_or_default();
+            if !same_cluster(servers, &opts.bootstrap_servers) {
+                let _ = events.send(JobEvent::Info(format!(
+                    "WriteToKafka '{}' writes to another cluster ({servers}) than the runner's; its records cannot join the \
+                     runner's transactions, so they are written at least once",
+                    k.name
+                )));
+            }
+        }
+    }
     if let Err(e) = bootstrap(&admin, &input).await {
         return JobOutcome::Failed(e);
     }
@@ -134,8 +149,12 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
         Ok(p) => Arc::new(p),
         Err(e) => return JobOutcome::Failed(format!("cannot create the Kafka producer: {e}")),
     };
+    let txn_producers = match transactional_producers(&input).await {
+        Ok(p) => p,
+        Err(e) => return JobOutcome::Failed(e),
+    };
     let (task_tx, mut task_rx) = mpsc::unbounded_channel();
-    let (routes, tasks) = match start_tasks(&input, &io, consumer.clone(), producer.clone(), task_tx.clone()) {
+    let (routes, tasks) = match start_tasks(&input, &io, &txn_producers, consumer.clone(), producer.clone(), task_tx.clone()) {
         Ok(started) => started,
         Err(e) => return JobOutcome::Failed(e),
     };
@@ -225,9 +244,23 @@ async fn bootstrap(admin: &Admin, input: &JobInput) -> Result<(), String> {
 
 type Routes = HashMap<(String, i32), Recipient<crate::messages::RecordBatch>>;
 
+/// Under exactly_once, a transactional producer per task (its transaction
+/// initialised, earlier incarnations fenced).
+async fn transactional_producers(input: &JobInput) -> Result<HashMap<TaskId, Arc<FutureProducer>>, String> {
+    if input.options.processing_guarantee != ProcessingGuarantee::ExactlyOnce {
+        return Ok(HashMap::new());
+    }
+    let opts = input.options.clone();
+    let tasks = input.plan.tasks();
+    tokio::task::spawn_blocking(move || tasks.into_iter().map(|t| transaction::start(&opts, t).map(|p| (t, p))).collect())
+        .await
+        .map_err(|e| format!("starting transactional producers failed: {e}"))?
+}
+
 fn start_tasks(
     input: &JobInput,
     io: &KafkaIo,
+    txn_producers: &HashMap<TaskId, Arc<FutureProducer>>,
     consumer: Arc<StreamConsumer>,
     producer: Arc<FutureProducer>,
     events: mpsc::UnboundedSender<TaskEvent>,
@@ -268,6 +301,24 @@ fn start_tasks(
                 targets.push(WatermarkTarget { topic: o.topic.clone(), partitions: o.partitions });
             }
         }
+        let task_producer = txn_producers.get(&task).cloned().unwrap_or_else(|| producer.clone());
+        let transactional = txn_producers.contains_key(&task);
+        // A sink on the runner's cluster writes inside the task's transaction;
+        // one on another cluster cannot (at-least-once, said at start).
+        let kafka_sinks: Vec<KafkaSink> = io
+            .sinks
+            .get(&sub.id)
+            .into_iter()
+            .flatten()
+            .map(|k| {
+                let servers = k.codec.spec.producer_config.get("bootstrap.servers").map(String::as_str).unwrap_or_default();
+                if transactional && same_cluster(servers, &opts.bootstrap_servers) {
+                    KafkaSink { producer: task_producer.clone(), ..k.clone() }
+                } else {
+                    k.clone()
+                }
+            })
+            .collect();
         let cfg = TaskConfig {
             task,
             report_source: sub_topology_source(sub.id),
@@ -276,6 +327,7 @@ fn start_tasks(
             upstreams,
             targets,
             commit_interval: Duration::from_millis(opts.commit_interval_ms),
+            transactional,
         };
         let spec = StageSpec {
             display_name: sub.display_name.clone(),
@@ -283,13 +335,13 @@ fn start_tasks(
             sources: sub.inputs.iter().map(|i| i.source_transform.clone()).collect::<std::collections::BTreeSet<_>>().into_iter().collect(),
             sinks: sub.sinks.clone(),
             outputs: sub.outputs.clone(),
-            kafka_sinks: io.sinks.get(&sub.id).cloned().unwrap_or_default(),
-            producer: producer.clone(),
+            kafka_sinks,
+            producer: task_producer.clone(),
             max_bundle_size: opts.max_bundle_size,
             max_bundle_time: Duration::from_millis(opts.max_bundle_time_ms),
         };
         let topics: Vec<String> = cfg.inputs.keys().cloned().collect();
-        let (worker, consumer, producer, events) = (input.worker.clone(), consumer.clone(), producer.clone(), events.clone());
+        let (worker, consumer, producer, events) = (input.worker.clone(), consumer.clone(), task_producer, events.clone());
         let addr = TaskSupervisor::create(move |ctx| {
             let stage = StageActor::new(spec, worker, ctx.address().recipient()).start();
             TaskSupervisor::new(cfg, stage, consumer, producer, events)

@@ -35,7 +35,15 @@ pub struct Elements {
 #[rtype(result = "()")]
 pub struct Flush {
     pub id: u64,
+    /// Start no bundle after the flushed ones until [`Resume`]: the task is
+    /// committing a transaction, and nothing may be written meanwhile.
+    pub hold: bool,
 }
+
+/// Lets a held stage run bundles again (the commit finished).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Resume;
 
 /// What a stage tells its supervisor.
 #[derive(Message)]

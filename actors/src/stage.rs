@@ -12,7 +12,7 @@ use beam_kafka_fnapi::{BundleError, BundleInput, SdkWorker};
 
 use rdkafka::producer::FutureProducer;
 
-use crate::messages::{Elements, Flush, Shutdown, StageEvent};
+use crate::messages::{Elements, Flush, Resume, Shutdown, StageEvent};
 use crate::output::{write_kafka_sinks, write_outputs, KafkaSink, OutputSink};
 use crate::telemetry::instruments;
 
@@ -46,6 +46,8 @@ pub struct StageActor {
     completed_through: u64,
     in_flight: bool,
     waiters: Vec<(u64, u64)>,
+    /// Bundles after this one wait for a Resume (a commit is under way).
+    hold_after: Option<u64>,
     failed: bool,
 }
 
@@ -63,6 +65,7 @@ impl StageActor {
             completed_through: 0,
             in_flight: false,
             waiters: Vec::new(),
+            hold_after: None,
             failed: false,
         }
     }
@@ -87,6 +90,11 @@ impl StageActor {
     fn start_next(&mut self, ctx: &mut Context<Self>) {
         if self.in_flight || self.failed {
             return;
+        }
+        if let (Some(limit), Some((seq, _))) = (self.hold_after, self.queue.front()) {
+            if *seq > limit {
+                return;
+            }
         }
         let Some((seq, inputs)) = self.queue.pop_front() else { return };
         self.in_flight = true;
@@ -182,8 +190,21 @@ impl Handler<Flush> for StageActor {
 
     fn handle(&mut self, msg: Flush, ctx: &mut Context<Self>) {
         self.seal(ctx);
-        self.waiters.push((msg.id, self.next_seq - 1));
+        let target = self.next_seq - 1;
+        if msg.hold {
+            self.hold_after = Some(target);
+        }
+        self.waiters.push((msg.id, target));
         self.answer_waiters();
+    }
+}
+
+impl Handler<Resume> for StageActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Resume, ctx: &mut Context<Self>) {
+        self.hold_after = None;
+        self.start_next(ctx);
     }
 }
 

@@ -20,7 +20,8 @@ use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::envelope::{self, Record};
-use crate::messages::{Elements, Flush, RecordBatch, Shutdown, StageEvent};
+use crate::kafka::transaction::{self, TxnError};
+use crate::messages::{Elements, Flush, RecordBatch, Resume, Shutdown, StageEvent};
 use crate::output::report_watermark;
 use crate::kafka::cached_high_watermark;
 use crate::source::SourceRoute;
@@ -89,6 +90,9 @@ pub struct TaskConfig {
     pub upstreams: Vec<String>,
     pub targets: Vec<WatermarkTarget>,
     pub commit_interval: Duration,
+    /// exactly_once: the task's producer is transactional, and a cycle ends
+    /// with a transaction commit instead of a consumer offset commit.
+    pub transactional: bool,
 }
 
 #[derive(Clone)]
@@ -176,7 +180,7 @@ impl TaskSupervisor {
             .map(|(k, v)| (k.clone(), *v))
             .collect();
         self.pending = Some(PendingFlush { id, offsets, watermark: self.output_watermark(), metrics: usize::MAX });
-        self.stage.do_send(Flush { id });
+        self.stage.do_send(Flush { id, hold: self.cfg.transactional });
     }
 
     fn commit(&mut self, offsets: &BTreeMap<(String, i32), i64>, mode: CommitMode) -> Result<(), String> {
@@ -244,6 +248,28 @@ impl TaskSupervisor {
         const RETRY_EVERY: Duration = Duration::from_millis(200);
         const ATTEMPTS: u32 = 100;
         let finished = p.watermark == Watermark::PosInf;
+        if self.cfg.transactional {
+            let mut tpl = TopicPartitionList::new();
+            for ((topic, partition), next) in &p.offsets {
+                if let Err(e) = tpl.add_partition_offset(topic, *partition, Offset::Offset(*next)) {
+                    return self.fail(ctx, format!("bad offset for {topic}[{partition}]: {e}"));
+                }
+            }
+            let commit = transaction::commit(self.producer.clone(), tpl, self.consumer.group_metadata());
+            ctx.spawn(commit.into_actor(self).map(move |result, act, ctx| match result {
+                Ok(()) => {
+                    instruments().commits.add(1, &[]);
+                    act.committed.extend(p.offsets.iter().map(|(k, v)| (k.clone(), *v)));
+                    act.after_commit(p, ctx);
+                }
+                Err(TxnError::Retriable(e)) if attempt + 1 < ATTEMPTS => {
+                    tracing::debug!(task = %act.cfg.task, "transaction commit failed, retrying: {e}");
+                    ctx.run_later(RETRY_EVERY, move |act, ctx| act.finish_cycle(p, ctx, attempt + 1));
+                }
+                Err(e) => act.fail(ctx, format!("task {}: {e}", act.cfg.task)),
+            }));
+            return;
+        }
         let mode = if finished { CommitMode::Sync } else { CommitMode::Async };
         if let Err(e) = self.commit(&p.offsets, mode) {
             if attempt + 1 >= ATTEMPTS {
@@ -252,6 +278,15 @@ impl TaskSupervisor {
             tracing::debug!(task = %self.cfg.task, "commit failed, retrying: {e}");
             ctx.run_later(RETRY_EVERY, move |act, ctx| act.finish_cycle(p, ctx, attempt + 1));
             return;
+        }
+        self.after_commit(p, ctx);
+    }
+
+    /// Post-commit work: committed metrics, the user's group, the next cycle.
+    fn after_commit(&mut self, p: PendingFlush, _ctx: &mut Context<Self>) {
+        let finished = p.watermark == Watermark::PosInf;
+        if self.cfg.transactional {
+            self.stage.do_send(Resume);
         }
         self.commit_to_user_groups(&p.offsets);
         let covered: Vec<MonitoringInfo> = self.uncommitted_metrics.drain(..p.metrics.min(self.uncommitted_metrics.len())).collect();

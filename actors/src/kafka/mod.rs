@@ -2,6 +2,7 @@
 //! for bootstrap records.
 pub mod admin;
 pub mod config;
+pub mod transaction;
 
 /// The end offset of a partition as the consumer last saw it in a fetch
 /// response (librdkafka's cached high watermark; no broker round trip).

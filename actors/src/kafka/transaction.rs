@@ -1,0 +1,85 @@
+//! A task's Kafka transaction (processing_guarantee=exactly_once): every
+//! record a task writes (shuffle outputs, watermark reports, WriteToKafka
+//! records on the runner's cluster) and the input offsets it consumed commit
+//! together, or not at all.
+//!
+//! Each task has its own transactional producer whose id is stable per
+//! (application, task), so a restarted or moved task fences the producer of
+//! its previous incarnation (a zombie) when it initialises.
+use std::sync::Arc;
+use std::time::Duration;
+
+use beam_kafka_config::RunnerOptions;
+use beam_kafka_runtime::topology::TaskId;
+use rdkafka::consumer::ConsumerGroupMetadata;
+use rdkafka::error::KafkaError;
+use rdkafka::producer::{FutureProducer, Producer};
+use rdkafka::TopicPartitionList;
+
+use crate::kafka::config;
+
+const TXN_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Why a commit failed, with Kafka Streams' recovery meanings.
+#[derive(Debug)]
+pub enum TxnError {
+    /// Try the same commit again (a coordinator moved, a request timed out).
+    Retriable(String),
+    /// Another process took the task over (fenced): this one must stop.
+    TaskMigrated(String),
+    /// The transaction was aborted: its outputs are gone and its inputs must
+    /// be processed again from the last commit.
+    Aborted(String),
+    Fatal(String),
+}
+
+impl std::fmt::Display for TxnError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TxnError::Retriable(e) => write!(f, "the commit can be retried: {e}"),
+            TxnError::TaskMigrated(e) => write!(f, "another copy of the application took this task over (fenced): {e}"),
+            TxnError::Aborted(e) => write!(f, "Kafka aborted the transaction ({e}); restart the job to resume from its last commit"),
+            TxnError::Fatal(e) => write!(f, "the transactional producer failed: {e}"),
+        }
+    }
+}
+
+fn classify(e: KafkaError) -> TxnError {
+    match &e {
+        KafkaError::Transaction(t) if t.is_retriable() => TxnError::Retriable(e.to_string()),
+        KafkaError::Transaction(t) if t.txn_requires_abort() => TxnError::Aborted(e.to_string()),
+        _ if e.to_string().contains("fenced") => TxnError::TaskMigrated(e.to_string()),
+        _ => TxnError::Fatal(e.to_string()),
+    }
+}
+
+pub fn transactional_id(application_id: &str, task: TaskId) -> String {
+    format!("{application_id}-task-{task}")
+}
+
+/// Creates the task's producer, fences earlier incarnations and opens the
+/// first transaction. Blocks: call off the actor thread.
+pub fn start(opts: &RunnerOptions, task: TaskId) -> Result<Arc<FutureProducer>, String> {
+    let id = transactional_id(&opts.application_id, task);
+    let mut c = config::producer(opts);
+    c.set("transactional.id", &id).set("transaction.timeout.ms", TXN_TIMEOUT.as_millis().to_string());
+    let producer: FutureProducer = c.create().map_err(|e| format!("task {task}: cannot create its transactional producer: {e}"))?;
+    producer.init_transactions(TXN_TIMEOUT).map_err(|e| format!("task {task}: cannot initialise transactions ({id}): {e}"))?;
+    producer.begin_transaction().map_err(|e| format!("task {task}: cannot begin a transaction: {e}"))?;
+    Ok(Arc::new(producer))
+}
+
+/// Commits the open transaction with `offsets` as the consumed input, then
+/// opens the next one. Runs on the blocking pool.
+pub async fn commit(producer: Arc<FutureProducer>, offsets: TopicPartitionList, group: Option<ConsumerGroupMetadata>) -> Result<(), TxnError> {
+    tokio::task::spawn_blocking(move || {
+        if offsets.count() > 0 {
+            let group = group.ok_or_else(|| TxnError::Retriable("the consumer has not joined its group yet".into()))?;
+            producer.send_offsets_to_transaction(&offsets, &group, TXN_TIMEOUT).map_err(classify)?;
+        }
+        producer.commit_transaction(TXN_TIMEOUT).map_err(classify)?;
+        producer.begin_transaction().map_err(classify)
+    })
+    .await
+    .map_err(|e| TxnError::Fatal(format!("the commit task panicked: {e}")))?
+}
