@@ -249,3 +249,97 @@ def test_a_write_of_untyped_elements_is_refused_with_a_fix(job_server, broker):
             topic='anything',
             expansion_service=_expansion(job_server)))
   assert 'with_output_types' in str(excinfo.value), str(excinfo.value)
+
+
+def test_a_missing_sink_topic_fails_the_job_with_its_name(
+    job_server, broker, tmp_path):
+  missing = unique_topic('nowhere-out')
+  p = beam.Pipeline(options=_options(job_server, broker, tmp_path))
+  _ = (
+      p
+      | beam.Create([(b'k', b'v')]).with_output_types(typing.Tuple[bytes, bytes])
+      | beam.Map(lambda kv: kv).with_output_types(typing.Tuple[bytes, bytes])
+      | WriteToKafka(
+          producer_config={'bootstrap.servers': broker},
+          topic=missing,
+          expansion_service=_expansion(job_server)))
+  with pytest.raises(Exception) as excinfo:
+    p.run().wait_until_finish()
+  text = str(excinfo.value)
+  assert missing in text and 'does not exist' in text, text
+
+
+class Header(typing.NamedTuple):
+  key: str
+  value: bytes
+
+
+class Tagged(typing.NamedTuple):
+  key: bytes
+  value: bytes
+  headers: typing.List[Header]
+
+
+beam.coders.registry.register_coder(Header, beam.coders.RowCoder)
+beam.coders.registry.register_coder(Tagged, beam.coders.RowCoder)
+
+
+def test_metadata_rows_in_and_headers_out(job_server, broker, tmp_path):
+  source, sink = unique_topic('meta-in'), unique_topic('meta-out')
+  create_topic(broker, source, 2)
+  create_topic(broker, sink, 1)
+  stamp = 1_650_000_000_000
+  produce(broker, source,
+          [(p, b'key%d' % p, b'value%d' % p, stamp + p) for p in range(2)])
+
+  def tag(r):
+    # Every field of the record, carried to the output as headers.
+    return Tagged(
+        key=r.key,
+        value=r.value,
+        headers=[
+            Header('topic', r.topic.encode()),
+            Header('partition', b'%d' % r.partition),
+            Header('offset', b'%d' % r.offset),
+            Header('timestamp', b'%d' % r.timestamp),
+            Header('type', r.timestampTypeName.encode()),
+        ])
+
+  p = beam.Pipeline(options=_options(job_server, broker, tmp_path))
+  _ = (
+      p
+      | ReadFromKafka(
+          consumer_config={
+              'bootstrap.servers': broker, 'auto.offset.reset': 'earliest'
+          },
+          topics=[source],
+          with_metadata=True,
+          max_num_records=2,
+          expansion_service=_expansion(job_server))
+      | beam.Map(tag).with_output_types(Tagged)
+      | WriteToKafka(
+          producer_config={'bootstrap.servers': broker},
+          topic=sink,
+          with_headers=True,
+          expansion_service=_expansion(job_server)))
+  assert p.run().wait_until_finish() == PipelineState.DONE
+
+  from confluent_kafka import Consumer, TopicPartition
+  consumer = Consumer({
+      'bootstrap.servers': broker, 'group.id': unique_topic('reader'),
+      'isolation.level': 'read_committed'})
+  consumer.assign([TopicPartition(sink, 0, 0)])
+  got = {}
+  deadline = time.monotonic() + 30
+  while len(got) < 2 and time.monotonic() < deadline:
+    msg = consumer.poll(0.2)
+    if msg is not None and not msg.error():
+      got[msg.key()] = (msg.value(), dict(
+          (k, v.decode()) for k, v in msg.headers()))
+  consumer.close()
+  for part in range(2):
+    value, headers = got[b'key%d' % part]
+    assert value == b'value%d' % part
+    assert headers == {
+        'topic': source, 'partition': str(part), 'offset': '0',
+        'timestamp': str(stamp + part), 'type': 'CreateTime'}, headers

@@ -459,4 +459,61 @@ mod tests {
         let err = TopologyPlan::plan(&g, "x", 1).unwrap_err();
         assert!(err.contains("impulse"), "{err}");
     }
+
+    fn with_read_spec(p: &mut crate::pb::Pipeline, id: &str, topics: &[&str]) {
+        use prost::Message;
+        let spec = beam_kafka_proto::envelope::KafkaReadSpec { topics: topics.iter().map(|t| t.to_string()).collect(), ..Default::default() };
+        let t = p.components.as_mut().unwrap().transforms.get_mut(id).unwrap();
+        t.spec.as_mut().unwrap().payload = spec.encode_to_vec();
+    }
+
+    #[test]
+    fn a_kafka_read_feeds_its_stage_from_every_topic_and_a_write_is_a_sink() {
+        let mut b = Builder::new();
+        b.leaf("read", KAFKA_READ, &[], &["a"], false)
+            .leaf("map", PAR_DO, &["a"], &["b"], true)
+            .leaf("gbk", GROUP_BY_KEY, &["b"], &["c"], false)
+            .leaf("post", PAR_DO, &["c"], &["d"], true)
+            .leaf("write", KAFKA_WRITE, &["d"], &["w"], false);
+        let mut p = b.build();
+        with_read_spec(&mut p, "read", &["in1", "in2"]);
+        let g = PipelineGraph::new(&p).unwrap();
+        let mut plan = TopologyPlan::plan(&g, "x", 2).unwrap();
+        let first = &plan.sub_topologies[0];
+        let sources: Vec<_> = first.inputs.iter().map(|i| (plan.topics[i.topic].name.as_str(), i.kind.clone())).collect();
+        let read = InputKind::Source { transform: "read".into() };
+        assert_eq!(sources, [("in1", read.clone()), ("in2", read)]);
+        assert_eq!(plan.sub_topologies[1].sinks, [SubSink { pcollection: "d".into(), transform: "write".into() }]);
+        // User topics are neither created nor deleted.
+        let runner: Vec<_> = plan.runner_topics().map(|t| t.name.as_str()).collect();
+        assert_eq!(runner, ["__beam_x_shuffle_0"]);
+        // The broker's partition counts size the reading sub-topology.
+        plan.resolve_source_partitions(&|t| Some(if t == "in1" { 4 } else { 3 })).unwrap();
+        assert_eq!(plan.sub_topologies[0].partitions, 4);
+        assert_eq!(plan.topics.iter().find(|t| t.kind == TopicKind::Shuffle).unwrap().upstream_partitions, 4);
+        assert_eq!(plan.sub_topologies[1].partitions, 2);
+        assert!(plan.describe(&g).contains("topic in2 via read"), "{}", plan.describe(&g));
+    }
+
+    #[test]
+    fn a_topic_read_twice_or_a_write_fed_by_a_runner_transform_is_an_error() {
+        let mut b = Builder::new();
+        b.leaf("r1", KAFKA_READ, &[], &["a"], false)
+            .leaf("r2", KAFKA_READ, &[], &["b"], false)
+            .leaf("flatten", FLATTEN, &["a", "b"], &["c"], true);
+        let mut p = b.build();
+        with_read_spec(&mut p, "r1", &["t"]);
+        with_read_spec(&mut p, "r2", &["t"]);
+        let g = PipelineGraph::new(&p).unwrap();
+        let err = TopologyPlan::plan(&g, "x", 1).unwrap_err();
+        assert!(err.contains("'t' is read by both"), "{err}");
+
+        let mut b = Builder::new();
+        b.leaf("read", KAFKA_READ, &[], &["a"], false).leaf("write", KAFKA_WRITE, &["a"], &["w"], false);
+        let mut p = b.build();
+        with_read_spec(&mut p, "read", &["t"]);
+        let g = PipelineGraph::new(&p).unwrap();
+        let err = TopologyPlan::plan(&g, "x", 1).unwrap_err();
+        assert!(err.contains("put a step between"), "{err}");
+    }
 }
