@@ -38,6 +38,17 @@ def _expansion(job_server):
   return 'localhost:%d' % job_server.expansion_port
 
 
+def _read(job_server, broker, topic, **kwargs):
+  """ReadFromKafka from the start of `topic`, expanded by the session's server."""
+  return ReadFromKafka(
+      consumer_config={
+          'bootstrap.servers': broker, 'auto.offset.reset': 'earliest'
+      },
+      topics=[topic],
+      expansion_service=_expansion(job_server),
+      **kwargs)
+
+
 def _word_records(n, partitions, seed):
   rng = random.Random(seed)
   return [(i % partitions, None, rng.choice(WORDS).encode(), None)
@@ -60,14 +71,9 @@ def test_topic_to_topic_word_count_is_exact(
           '--internal_parallelism=%d' % parallelism))
   _ = (
       p
-      | ReadFromKafka(
-          consumer_config={
-              'bootstrap.servers': broker, 'auto.offset.reset': 'earliest'
-          },
-          topics=[source],
+      | _read(job_server, broker, source,
           value_deserializer=STRING_DESER,
-          max_num_records=len(records),
-          expansion_service=_expansion(job_server))
+          max_num_records=len(records))
       | beam.Map(lambda kv: (kv[1], 1))
       | beam.CombinePerKey(sum)
       | beam.Map(lambda kv: (kv[0].encode(), str(kv[1]).encode())).
@@ -95,13 +101,8 @@ def test_bounded_read_takes_exactly_max_num_records(
   p = beam.Pipeline(options=_options(job_server, broker, tmp_path))
   _ = (
       p
-      | ReadFromKafka(
-          consumer_config={
-              'bootstrap.servers': broker, 'auto.offset.reset': 'earliest'
-          },
-          topics=[source],
-          max_num_records=25,
-          expansion_service=_expansion(job_server))
+      | _read(job_server, broker, source,
+          max_num_records=25)
       | beam.Map(lambda kv: kv[1].decode())
       | beam.Map(collector.recorder()))
   assert p.run().wait_until_finish() == PipelineState.DONE
@@ -130,15 +131,10 @@ def test_create_time_drives_event_time_windows(
   p = beam.Pipeline(options=_options(job_server, broker, tmp_path))
   _ = (
       p
-      | ReadFromKafka(
-          consumer_config={
-              'bootstrap.servers': broker, 'auto.offset.reset': 'earliest'
-          },
-          topics=[source],
+      | _read(job_server, broker, source,
           value_deserializer=STRING_DESER,
           timestamp_policy=ReadFromKafka.create_time_policy,
-          max_num_records=len(records),
-          expansion_service=_expansion(job_server))
+          max_num_records=len(records))
       | beam.Map(lambda kv: (kv[1], 1))
       | beam.WindowInto(window.FixedWindows(60))
       | beam.CombinePerKey(sum)
@@ -160,13 +156,8 @@ def test_each_partition_is_read_by_its_own_task(job_server, broker, tmp_path):
   p = beam.Pipeline(options=_options(job_server, broker, tmp_path))
   _ = (
       p
-      | ReadFromKafka(
-          consumer_config={
-              'bootstrap.servers': broker, 'auto.offset.reset': 'earliest'
-          },
-          topics=[source],
-          max_num_records=80,
-          expansion_service=_expansion(job_server))
+      | _read(job_server, broker, source,
+          max_num_records=80)
       | beam.Map(lambda kv: kv))
   assert p.run().wait_until_finish() == PipelineState.DONE
 
@@ -308,14 +299,9 @@ def test_metadata_rows_in_and_headers_out(job_server, broker, tmp_path):
   p = beam.Pipeline(options=_options(job_server, broker, tmp_path))
   _ = (
       p
-      | ReadFromKafka(
-          consumer_config={
-              'bootstrap.servers': broker, 'auto.offset.reset': 'earliest'
-          },
-          topics=[source],
+      | _read(job_server, broker, source,
           with_metadata=True,
-          max_num_records=2,
-          expansion_service=_expansion(job_server))
+          max_num_records=2)
       | beam.Map(tag).with_output_types(Tagged)
       | WriteToKafka(
           producer_config={'bootstrap.servers': broker},

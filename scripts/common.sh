@@ -11,3 +11,22 @@ KAFKA_SCALA="2.13"
 log() { printf '[beam-kafka] %s\n' "$*" >&2; }
 die() { printf '[beam-kafka] error: %s\n' "$*" >&2; exit 1; }
 mkdir -p "$BEAM_KAFKA_CACHE"
+
+# Makes sure a broker answers at $1 (host:port): starts a local one on that
+# port when none does and the host is local, and stops it when the calling
+# script exits. Sets up the machine, the build and the venv first, and sets
+# DEMO_PY to the venv's python.
+prepare_demo() {
+  local servers="$1"
+  "$REPO_ROOT/scripts/setup.sh" >&2
+  "$REPO_ROOT/scripts/build.sh" >/dev/null
+  DEMO_PY="$("$REPO_ROOT/scripts/python-env.sh")"
+  if ! "$REPO_ROOT/scripts/kafka.sh" status "${servers##*:}" 2>/dev/null; then
+    if [[ "${servers%%:*}" != "localhost" && "${servers%%:*}" != "127.0.0.1" ]]; then
+      die "no Kafka broker answers at $servers"
+    fi
+    "$REPO_ROOT/scripts/kafka.sh" start "${servers##*:}"
+    DEMO_STARTED_PORT="${servers##*:}"
+    trap '"$REPO_ROOT/scripts/kafka.sh" stop "$DEMO_STARTED_PORT"' EXIT
+  fi
+}

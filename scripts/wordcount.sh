@@ -10,18 +10,8 @@
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 BOOTSTRAP_SERVERS="${BOOTSTRAP_SERVERS:-localhost:9092}"
 READ_SECONDS="${READ_SECONDS:-20}"
-"$REPO_ROOT/scripts/setup.sh"
-"$REPO_ROOT/scripts/build.sh" >/dev/null
-PY="$("$REPO_ROOT/scripts/python-env.sh")"
-started=""
-if ! "$REPO_ROOT/scripts/kafka.sh" status "${BOOTSTRAP_SERVERS##*:}" 2>/dev/null; then
-  if [[ "${BOOTSTRAP_SERVERS%%:*}" != "localhost" && "${BOOTSTRAP_SERVERS%%:*}" != "127.0.0.1" ]]; then
-    die "no Kafka broker answers at $BOOTSTRAP_SERVERS"
-  fi
-  "$REPO_ROOT/scripts/kafka.sh" start "${BOOTSTRAP_SERVERS##*:}"
-  started="${BOOTSTRAP_SERVERS##*:}"
-  trap '"$REPO_ROOT/scripts/kafka.sh" stop "$started"' EXIT
-fi
+prepare_demo "$BOOTSTRAP_SERVERS"
+PY="$DEMO_PY"
 run_id="$(date +%s)-$$"
 input="wordcount-lines-$run_id"
 output="wordcount-counts-$run_id"
