@@ -2,33 +2,36 @@
 //! session windows, and fires panes by trigger and watermark. Pure: the task
 //! owning a shuffle partition feeds it elements and watermarks and ships what
 //! it returns to the stage behind it.
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::coder::Coder;
 use crate::timestamp::{Millis, Watermark};
 use crate::windowed::{self, encode_pane, Timing, Window};
 use crate::windowing::{OutputTime, Trigger, WindowingSpec};
 
-#[derive(Debug, Default)]
-struct Pane {
-    values: Vec<Vec<u8>>,
-    min_ts: Option<Millis>,
-    max_ts: Option<Millis>,
+#[derive(Debug, Default, Clone, PartialEq)]
+pub(crate) struct Pane {
+    pub(crate) values: Vec<Vec<u8>>,
+    pub(crate) min_ts: Option<Millis>,
+    pub(crate) max_ts: Option<Millis>,
     /// Firings so far, and how many of them were on time or late.
-    fired: u64,
-    fired_on_time_or_late: u64,
-    on_time_done: bool,
-    since_fire: u64,
+    pub(crate) fired: u64,
+    pub(crate) fired_on_time_or_late: u64,
+    pub(crate) on_time_done: bool,
+    pub(crate) since_fire: u64,
 }
 
 pub struct GroupByKey {
-    spec: WindowingSpec,
+    pub(crate) spec: WindowingSpec,
     key: Coder,
     value: Coder,
-    panes: BTreeMap<(Vec<u8>, Window), Pane>,
-    input_watermark: Watermark,
+    pub(crate) panes: BTreeMap<(Vec<u8>, Window), Pane>,
+    pub(crate) input_watermark: Watermark,
     /// Elements dropped because their window had expired.
     pub dropped_late: u64,
+    /// Panes changed since the last `take_changes` (see `gbk_state`).
+    pub(crate) dirty: BTreeSet<(Vec<u8>, Window)>,
+    pub(crate) meta_dirty: bool,
 }
 
 impl GroupByKey {
@@ -47,6 +50,8 @@ impl GroupByKey {
             panes: BTreeMap::new(),
             input_watermark: Watermark::NegInf,
             dropped_late: 0,
+            dirty: BTreeSet::new(),
+            meta_dirty: false,
         })
     }
 
@@ -79,9 +84,11 @@ impl GroupByKey {
             let window = Window::decode(wbytes, &self.spec.window_coder)?;
             if self.expired(&window) {
                 self.dropped_late += 1;
+                self.meta_dirty = true;
                 continue;
             }
             let window = if self.spec.merging { self.merge_into(&key, window) } else { window };
+            self.dirty.insert((key.clone(), window));
             let pane = self.panes.entry((key.clone(), window)).or_default();
             pane.values.push(value.clone());
             pane.min_ts = Some(pane.min_ts.map_or(h.timestamp, |m| m.min(h.timestamp)));
@@ -125,12 +132,14 @@ impl GroupByKey {
                     end = end.max(e);
                 }
                 let p = self.panes.remove(&(key.to_vec(), w)).expect("listed above");
+                self.dirty.insert((key.to_vec(), w));
                 merged.values.extend(p.values);
                 merged.min_ts = min_opt(merged.min_ts, p.min_ts);
                 merged.max_ts = max_opt(merged.max_ts, p.max_ts);
                 merged.since_fire += p.since_fire;
                 merged.fired = merged.fired.max(p.fired);
             }
+            self.dirty.insert((key.to_vec(), Window::Interval { start, end }));
             self.panes.insert((key.to_vec(), Window::Interval { start, end }), merged);
         }
     }
@@ -138,6 +147,8 @@ impl GroupByKey {
     fn fire(&mut self, key: &[u8], window: Window, timing: Timing, is_last: bool, out: &mut Vec<Vec<u8>>) {
         let accumulating = self.spec.accumulating;
         let output_time = self.spec.output_time;
+        // Marked even if nothing fires: a spurious entry only rewrites a pane.
+        self.dirty.insert((key.to_vec(), window));
         let Some(pane) = self.panes.get_mut(&(key.to_vec(), window)) else { return };
         if pane.values.is_empty() {
             return;
@@ -177,6 +188,7 @@ impl GroupByKey {
             return;
         }
         self.input_watermark = wm;
+        self.meta_dirty = true;
         let closing: Vec<(Vec<u8>, Window)> = self
             .panes
             .iter()
@@ -186,13 +198,15 @@ impl GroupByKey {
         for (key, window) in closing {
             let expires = self.expired(&window);
             self.fire(&key, window, Timing::OnTime, expires, out);
-            if let Some(p) = self.panes.get_mut(&(key, window)) {
+            if let Some(p) = self.panes.get_mut(&(key.clone(), window)) {
                 p.on_time_done = true;
+                self.dirty.insert((key, window));
             }
         }
         let expired: Vec<_> = self.panes.keys().filter(|(_, w)| self.expired(w)).cloned().collect();
         for k in expired {
             self.panes.remove(&k);
+            self.dirty.insert(k);
         }
     }
 

@@ -7,6 +7,7 @@ pub mod descriptor;
 pub mod expansion;
 pub mod fusion;
 pub mod gbk;
+pub mod gbk_state;
 pub mod graph;
 pub mod kafka_io;
 pub mod kafka_sink;

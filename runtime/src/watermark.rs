@@ -4,6 +4,7 @@
 //! goes backwards.
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::coders::{encode_varint, ByteReader};
 use crate::timestamp::Watermark;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,6 +75,49 @@ impl InputWatermark {
         }
     }
 
+    /// Every report received, for a durable store: a restarted task must not
+    /// wait for reports its upstreams sent before the restart.
+    pub fn snapshot(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        out.extend_from_slice(&self.current.to_millis().to_be_bytes());
+        encode_varint(self.upstreams.len() as u64, &mut out);
+        for (name, up) in &self.upstreams {
+            encode_varint(name.len() as u64, &mut out);
+            out.extend_from_slice(name.as_bytes());
+            encode_varint(up.total_partitions as u64, &mut out);
+            encode_varint(up.partitions.len() as u64, &mut out);
+            for (p, st) in &up.partitions {
+                encode_varint(*p as u64, &mut out);
+                out.push(matches!(st, PartitionState::Idle(_)) as u8);
+                out.extend_from_slice(&st.value().to_millis().to_be_bytes());
+            }
+        }
+        out
+    }
+
+    /// Restores what [`snapshot`](Self::snapshot) saved.
+    pub fn restore(&mut self, buf: &[u8]) -> Result<(), String> {
+        let mut r = ByteReader::new(buf);
+        let current = Watermark::from_millis(r.i64()?);
+        let mut upstreams = BTreeMap::new();
+        for _ in 0..r.varint()? {
+            let len = r.varint()? as usize;
+            let name = String::from_utf8(r.take(len)?.to_vec()).map_err(|_| "bad upstream name")?;
+            let total = r.varint()? as u32;
+            let mut partitions = BTreeMap::new();
+            for _ in 0..r.varint()? {
+                let p = r.varint()? as u32;
+                let idle = r.take(1)?[0] == 1;
+                let wm = Watermark::from_millis(r.i64()?);
+                partitions.insert(p, if idle { PartitionState::Idle(wm) } else { PartitionState::At(wm) });
+            }
+            upstreams.insert(name, Upstream { total_partitions: total, partitions });
+        }
+        self.upstreams = upstreams;
+        self.current = current;
+        Ok(())
+    }
+
     /// The minimum over active partitions, or `None` while some partition has
     /// not reported yet.
     fn compute(&self) -> Option<Watermark> {
@@ -140,5 +184,19 @@ mod tests {
         assert_eq!(w.report("zzz", 0, 1, PosInf), None);
         assert_eq!(w.report("a", 3, 2, PosInf), None);
         assert_eq!(w.current(), NegInf);
+    }
+
+    #[test]
+    fn a_snapshot_restores_every_report() {
+        let mut a = InputWatermark::new(["up".to_string(), "other".to_string()]);
+        a.report("up", 0, 2, Watermark::At(5));
+        a.report("up", 1, 2, Watermark::At(9));
+        let before = a.current();
+        let mut b = InputWatermark::new(["up".to_string(), "other".to_string()]);
+        b.restore(&a.snapshot()).unwrap();
+        assert_eq!(b.current(), before);
+        // Only the missing upstream is still awaited.
+        assert_eq!(b.report("other", 0, 1, Watermark::At(7)), Some(Watermark::At(5)));
+        assert!(b.restore(&a.snapshot()[..5]).is_err());
     }
 }
