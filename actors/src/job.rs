@@ -1,6 +1,6 @@
 //! Running one job: topics, bootstrap records, the actor topology, and the
 //! end of a bounded job (every terminal task at +∞).
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,7 +14,9 @@ use beam_kafka_runtime::coders::impulse_element;
 use beam_kafka_runtime::gbk::GroupByKey;
 use beam_kafka_runtime::windowing::WindowingSpec;
 use beam_kafka_runtime::timestamp::Watermark;
-use beam_kafka_runtime::topology::{sub_topology_source, TaskId, TopicKind, TopologyPlan};
+use beam_kafka_runtime::task_state;
+use beam_kafka_runtime::watermark::InputWatermark;
+use beam_kafka_runtime::topology::{changelog_topic, sub_topology_source, TaskId, TopicKind, TopologyPlan};
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use tokio::sync::{mpsc, watch};
@@ -29,7 +31,8 @@ use crate::poller::{poll_loop, PollSettings};
 use crate::output::OutputSink;
 use crate::stage::{StageActor, StageSpec};
 use crate::source::{SourceInput, SourceRoute};
-use crate::task::{upstream_key, InputRoute, TaskConfig, TaskEvent, TaskSupervisor, WatermarkTarget, SOURCE_UPSTREAM};
+use crate::state::read_changelog;
+use crate::task::{upstream_key, InputRoute, RestoredState, TaskConfig, TaskEvent, TaskSupervisor, WatermarkTarget, SOURCE_UPSTREAM};
 use crate::user_io::{resolve_sources, start_kafka_io, KafkaIo};
 use beam_kafka_runtime::kafka_sink::SinkCodec;
 
@@ -110,11 +113,12 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
         Ok(a) => a,
         Err(e) => return JobOutcome::Failed(e),
     };
-    if let Err(e) = resolve_sources(&admin, &mut input).await {
-        return JobOutcome::Failed(e);
-    }
+    let start_offsets = match resolve_sources(&admin, &mut input).await {
+        Ok(s) => s,
+        Err(e) => return JobOutcome::Failed(e),
+    };
     let io = match start_kafka_io(&admin, &input).await {
-        Ok(io) => io,
+        Ok(io) => KafkaIo { start_offsets, ..io },
         Err(e) => return JobOutcome::Failed(e),
     };
     let opts = &input.options;
@@ -154,7 +158,11 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
         Err(e) => return JobOutcome::Failed(e),
     };
     let (task_tx, mut task_rx) = mpsc::unbounded_channel();
-    let (routes, tasks) = match start_tasks(&input, &io, &txn_producers, consumer.clone(), producer.clone(), task_tx.clone()) {
+    let restored = match restore_states(&input).await {
+        Ok(r) => r,
+        Err(e) => return JobOutcome::Failed(e),
+    };
+    let (routes, tasks) = match start_tasks(&input, &io, &txn_producers, &restored, consumer.clone(), producer.clone(), task_tx.clone()) {
         Ok(started) => started,
         Err(e) => return JobOutcome::Failed(e),
     };
@@ -212,7 +220,13 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
 async fn bootstrap(admin: &Admin, input: &JobInput) -> Result<(), String> {
     let opts = &input.options;
     let specs: Vec<TopicSpec> =
-        input.plan.runner_topics().map(|t| TopicSpec { name: t.name.clone(), partitions: t.partitions }).collect();
+        input.plan.runner_topics().map(|t| TopicSpec { name: t.name.clone(), partitions: t.partitions, compacted: false }).chain(
+            input.plan.sub_topologies.iter().map(|s| TopicSpec {
+                name: changelog_topic(&opts.application_id, s.id),
+                partitions: s.partitions,
+                compacted: true,
+            }),
+        ).collect();
     admin.ensure_topics(&specs, opts.topic_replication_factor).await?;
     let producer: FutureProducer =
         config::producer(opts).create().map_err(|e| format!("cannot create a Kafka producer: {e}"))?;
@@ -244,6 +258,25 @@ async fn bootstrap(admin: &Admin, input: &JobInput) -> Result<(), String> {
 
 type Routes = HashMap<(String, i32), Recipient<crate::messages::RecordBatch>>;
 
+/// Every task's saved state, read from its changelog partition.
+async fn restore_states(input: &JobInput) -> Result<HashMap<TaskId, BTreeMap<Vec<u8>, Vec<u8>>>, String> {
+    let opts = input.options.clone();
+    let tasks = input.plan.tasks();
+    tokio::task::spawn_blocking(move || {
+        let mut out = HashMap::new();
+        for t in tasks {
+            let topic = changelog_topic(&opts.application_id, t.sub_topology);
+            let state = read_changelog(&opts, &topic, t.partition as i32)?;
+            if !state.is_empty() {
+                out.insert(t, state);
+            }
+        }
+        Ok(out)
+    })
+    .await
+    .map_err(|e| format!("restoring state failed: {e}"))?
+}
+
 /// Under exactly_once, a transactional producer per task (its transaction
 /// initialised, earlier incarnations fenced).
 async fn transactional_producers(input: &JobInput) -> Result<HashMap<TaskId, Arc<FutureProducer>>, String> {
@@ -261,6 +294,7 @@ fn start_tasks(
     input: &JobInput,
     io: &KafkaIo,
     txn_producers: &HashMap<TaskId, Arc<FutureProducer>>,
+    restored: &HashMap<TaskId, BTreeMap<Vec<u8>, Vec<u8>>>,
     consumer: Arc<StreamConsumer>,
     producer: Arc<FutureProducer>,
     events: mpsc::UnboundedSender<TaskEvent>,
@@ -286,7 +320,8 @@ fn start_tasks(
                 Some(src) => {
                     let shared = io.sources.get(&src.transform).cloned().ok_or_else(|| format!("no state for {}", src.name))?;
                     upstreams.push(upstream_key(&i.topic, SOURCE_UPSTREAM));
-                    Some(SourceRoute::new(src.clone(), shared, opts.read_idle_timeout_ms as i64))
+                    let start = io.start_offsets.get(&(i.topic.clone(), task.partition as i32)).copied();
+                    Some(SourceRoute::new(src.clone(), shared, opts.read_idle_timeout_ms as i64, start))
                 }
                 None => {
                     upstreams.push(upstream_key(&i.topic, &i.upstream));
@@ -319,14 +354,35 @@ fn start_tasks(
                 }
             })
             .collect();
+        // The task's durable state, read from its changelog partition.
+        let mut saved = restored.get(&task).cloned().unwrap_or_default();
+        let mut watermark_snapshot = Vec::new();
+        let mut gbk_entries: HashMap<String, Vec<(Vec<u8>, Vec<u8>)>> = HashMap::new();
+        for (k, v) in std::mem::take(&mut saved) {
+            match task_state::split(&k).map_err(|e| format!("task {task}: unreadable state: {e}"))? {
+                task_state::Store::Watermark => watermark_snapshot = v,
+                task_state::Store::GroupByKey { topic, key } => gbk_entries.entry(topic.to_string()).or_default().push((key.to_vec(), v)),
+            }
+        }
+        for (topic, route) in inputs.iter_mut() {
+            if let (Some(gbk), Some(entries)) = (route.gbk.as_mut(), gbk_entries.get(topic)) {
+                gbk.restore(entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice())))
+                    .map_err(|e| format!("task {task}: the saved state of the GroupByKey reading {topic} is unreadable: {e}"))?;
+            }
+        }
+        let mut input_watermark = InputWatermark::new(upstreams);
+        if !watermark_snapshot.is_empty() {
+            input_watermark.restore(&watermark_snapshot).map_err(|e| format!("task {task}: its saved watermark is unreadable: {e}"))?;
+        }
+        let restored_state = RestoredState { input_watermark, watermark_snapshot };
         let cfg = TaskConfig {
             task,
             report_source: sub_topology_source(sub.id),
             total_partitions: sub.partitions,
             inputs,
-            upstreams,
             targets,
             commit_interval: Duration::from_millis(opts.commit_interval_ms),
+            state_topic: changelog_topic(&opts.application_id, sub.id),
             transactional,
         };
         let spec = StageSpec {
@@ -344,7 +400,7 @@ fn start_tasks(
         let (worker, consumer, producer, events) = (input.worker.clone(), consumer.clone(), task_producer, events.clone());
         let addr = TaskSupervisor::create(move |ctx| {
             let stage = StageActor::new(spec, worker, ctx.address().recipient()).start();
-            TaskSupervisor::new(cfg, stage, consumer, producer, events)
+            TaskSupervisor::new(cfg, stage, consumer, producer, events, restored_state)
         });
         for topic in topics {
             routes.insert((topic, task.partition as i32), addr.clone().recipient());
@@ -356,7 +412,8 @@ fn start_tasks(
 
 /// Deletes the topics and consumer group of a finished bounded job.
 async fn cleanup(admin: &Admin, input: &JobInput, events: &mpsc::UnboundedSender<JobEvent>) {
-    let names: Vec<String> = input.plan.runner_topics().map(|t| t.name.clone()).collect();
+    let mut names: Vec<String> = input.plan.runner_topics().map(|t| t.name.clone()).collect();
+    names.extend(input.plan.sub_topologies.iter().map(|s| changelog_topic(&input.options.application_id, s.id)));
     if let Err(e) = admin.delete_topics(&names).await {
         let _ = events.send(JobEvent::Info(format!("could not delete the job's topics: {e}")));
     }

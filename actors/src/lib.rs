@@ -12,6 +12,7 @@ mod messages;
 pub mod output;
 mod poller;
 mod source;
+mod state;
 mod stage;
 mod task;
 mod telemetry;

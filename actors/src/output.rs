@@ -67,7 +67,32 @@ async fn enqueue(
     }
 }
 
-async fn await_all(pending: Vec<DeliveryFuture>) -> Result<(), String> {
+/// Queues one keyed record whose payload may be null (a tombstone).
+pub async fn enqueue_keyed(
+    producer: &FutureProducer,
+    topic: &str,
+    partition: u32,
+    key: &[u8],
+    payload: Option<&[u8]>,
+    pending: &mut Vec<DeliveryFuture>,
+) -> Result<(), String> {
+    loop {
+        let mut record = FutureRecord::<[u8], [u8]>::to(topic).partition(partition as i32).key(key);
+        if let Some(p) = payload {
+            record = record.payload(p);
+        }
+        match producer.send_result(record) {
+            Ok(f) => {
+                pending.push(f);
+                return Ok(());
+            }
+            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => await_all(std::mem::take(pending)).await?,
+            Err((e, _)) => return Err(format!("cannot write to {topic}: {e}")),
+        }
+    }
+}
+
+pub async fn await_all(pending: Vec<DeliveryFuture>) -> Result<(), String> {
     let results = tokio::time::timeout(DELIVERY_TIMEOUT, try_join_all(pending))
         .await
         .map_err(|_| format!("Kafka did not acknowledge writes within {} s", DELIVERY_TIMEOUT.as_secs()))?

@@ -69,12 +69,15 @@ pub struct SourceRoute {
     pub exhausted: bool,
     /// Records turned into elements, for the task's summary.
     pub read: u64,
+    /// The offset this run started reading at: the position while no record
+    /// has been handed over yet.
+    pub start_offset: Option<i64>,
 }
 
 impl SourceRoute {
-    pub fn new(input: Arc<SourceInput>, shared: Arc<SourceShared>, idle_ms: i64) -> Self {
+    pub fn new(input: Arc<SourceInput>, shared: Arc<SourceShared>, idle_ms: i64, start_offset: Option<i64>) -> Self {
         let clock = PartitionClock::new(input.spec.timestamp_policy(), idle_ms, now_millis());
-        SourceRoute { input, shared, clock, exhausted: false, read: 0 }
+        SourceRoute { input, shared, clock, exhausted: false, read: 0, start_offset }
     }
 
     /// The element for `r`, or `None` when the read is over (the record is

@@ -25,6 +25,8 @@ use crate::messages::{Elements, Flush, RecordBatch, Resume, Shutdown, StageEvent
 use crate::output::report_watermark;
 use crate::kafka::cached_high_watermark;
 use crate::source::SourceRoute;
+use crate::state::write_changelog;
+use beam_kafka_runtime::task_state;
 use crate::stage::StageActor;
 use crate::telemetry::instruments;
 
@@ -81,15 +83,23 @@ pub struct WatermarkTarget {
     pub partitions: u32,
 }
 
+/// A task's state as restored from its changelog before it starts.
+pub struct RestoredState {
+    pub input_watermark: InputWatermark,
+    /// The watermark entry as stored (empty if none).
+    pub watermark_snapshot: Vec<u8>,
+}
+
 pub struct TaskConfig {
     pub task: TaskId,
     /// This task's identity in its watermark reports, and its sub-topology's size.
     pub report_source: String,
     pub total_partitions: u32,
     pub inputs: HashMap<String, InputRoute>,
-    pub upstreams: Vec<String>,
     pub targets: Vec<WatermarkTarget>,
     pub commit_interval: Duration,
+    /// The changelog topic of the task's durable state (partition = task's).
+    pub state_topic: String,
     /// exactly_once: the task's producer is transactional, and a cycle ends
     /// with a transaction commit instead of a consumer offset commit.
     pub transactional: bool,
@@ -104,6 +114,9 @@ struct PendingFlush {
     /// The output watermark when the flush was requested: everything it
     /// covers had been handed to the stage before the flush.
     watermark: Watermark,
+    /// State changes up to the flush, written before the commit (`None`
+    /// deletes a key).
+    changes: Vec<(Vec<u8>, Option<Vec<u8>>)>,
 }
 
 pub struct TaskSupervisor {
@@ -123,6 +136,8 @@ pub struct TaskSupervisor {
     pending: Option<PendingFlush>,
     next_flush: u64,
     done: bool,
+    /// The watermark state last written to the changelog.
+    written_watermark_state: Vec<u8>,
 }
 
 impl TaskSupervisor {
@@ -132,9 +147,11 @@ impl TaskSupervisor {
         consumer: Arc<StreamConsumer>,
         producer: Arc<FutureProducer>,
         events: UnboundedSender<TaskEvent>,
+        restored: RestoredState,
     ) -> Self {
         TaskSupervisor {
-            input_watermark: InputWatermark::new(cfg.upstreams.clone()),
+            input_watermark: restored.input_watermark,
+            written_watermark_state: restored.watermark_snapshot,
             cfg,
             stage,
             reported: Watermark::NegInf,
@@ -171,15 +188,21 @@ impl TaskSupervisor {
         }
         let id = self.next_flush;
         self.next_flush += 1;
-        // Offsets of records still buffered in a GroupByKey are not committed:
-        // that state is not durable yet, so a restart must read them again.
-        let offsets = self
-            .handed
-            .iter()
-            .filter(|((topic, _), _)| self.cfg.inputs.get(topic).and_then(|r| r.gbk.as_ref()).is_none_or(|g| g.is_empty()))
-            .map(|(k, v)| (k.clone(), *v))
-            .collect();
-        self.pending = Some(PendingFlush { id, offsets, watermark: self.output_watermark(), metrics: usize::MAX });
+        // Everything handed over is committed: what a GroupByKey still holds
+        // is committed with it, as state changes in the task's changelog.
+        let offsets = self.handed.clone();
+        let mut changes = Vec::new();
+        for (topic, route) in self.cfg.inputs.iter_mut() {
+            if let Some(gbk) = route.gbk.as_mut() {
+                changes.extend(gbk.take_changes().into_iter().map(|(k, v)| (task_state::group_by_key_key(topic, &k), v)));
+            }
+        }
+        let snapshot = self.input_watermark.snapshot();
+        if snapshot != self.written_watermark_state {
+            changes.push((task_state::watermark_key(), Some(snapshot.clone())));
+            self.written_watermark_state = snapshot;
+        }
+        self.pending = Some(PendingFlush { id, offsets, watermark: self.output_watermark(), metrics: usize::MAX, changes });
         self.stage.do_send(Flush { id, hold: self.cfg.transactional });
     }
 
@@ -217,18 +240,20 @@ impl TaskSupervisor {
     }
 
     /// After a flush: report the output watermark downstream, then commit.
-    fn after_flush(&mut self, p: PendingFlush, ctx: &mut Context<Self>) {
+    fn after_flush(&mut self, mut p: PendingFlush, ctx: &mut Context<Self>) {
         let wm = p.watermark;
         tracing::debug!(task = %self.cfg.task, "flushed; output watermark {wm:?}");
         let reports: Vec<(String, u32)> =
             if wm > self.reported { self.cfg.targets.iter().map(|t| (t.topic.clone(), t.partitions)).collect() } else { Vec::new() };
         let producer = self.producer.clone();
         let (source, partition, total) = (self.cfg.report_source.clone(), self.cfg.task.partition, self.cfg.total_partitions);
+        let state_topic = self.cfg.state_topic.clone();
+        let changes = std::mem::take(&mut p.changes);
         let send = async move {
             for (topic, partitions) in reports {
                 report_watermark(&producer, &topic, partitions, wm, &source, partition, total).await?;
             }
-            Ok::<(), String>(())
+            write_changelog(&producer, &state_topic, partition, &changes).await
         };
         ctx.spawn(send.into_actor(self).map(move |result, act, ctx| {
             if let Err(e) = result {
@@ -349,12 +374,11 @@ impl TaskSupervisor {
         let (consumer, handed) = (&self.consumer, &self.handed);
         for (topic, route) in self.cfg.inputs.iter_mut() {
             let Some(src) = route.source.as_mut() else { continue };
+            let start = src.start_offset;
             src.tick(|| {
-                // Caught up: the consumer has fetched up to the partition's end.
+                // Caught up: everything up to the partition's end was handed over.
                 let Some(high) = cached_high_watermark(consumer, topic, partition) else { return true };
-                let next = handed.get(&(topic.clone(), partition)).copied().or_else(|| {
-                    consumer.position().ok().and_then(|tpl| tpl.find_partition(topic, partition).and_then(|e| e.offset().to_raw()))
-                });
+                let next = handed.get(&(topic.clone(), partition)).copied().or(start);
                 next.is_some_and(|n| n >= high)
             });
         }

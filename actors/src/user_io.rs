@@ -45,11 +45,14 @@ pub struct KafkaIo {
     pub sources: HashMap<String, Arc<SourceShared>>,
     /// By sub-topology id.
     pub sinks: HashMap<u32, Vec<KafkaSink>>,
+    /// Where each source partition starts reading.
+    pub start_offsets: HashMap<(String, i32), i64>,
 }
 
 /// Learns the partition counts of source topics (a missing topic is an
-/// error), sizes the tasks by them, and seeds first-run offsets.
-pub async fn resolve_sources(admin: &Admin, input: &mut JobInput) -> Result<(), String> {
+/// error), sizes the tasks by them, and seeds first-run offsets. Returns
+/// where each source partition starts.
+pub async fn resolve_sources(admin: &Admin, input: &mut JobInput) -> Result<HashMap<(String, i32), i64>, String> {
     let mut counts: HashMap<String, u32> = HashMap::new();
     let mut starts: Vec<(String, StartAt)> = Vec::new();
     for sub in &input.sub_topologies {
@@ -76,8 +79,9 @@ pub async fn resolve_sources(admin: &Admin, input: &mut JobInput) -> Result<(), 
             starts.push((i.topic.clone(), start));
         }
     }
+    let mut start_offsets = HashMap::new();
     if counts.is_empty() {
-        return Ok(());
+        return Ok(start_offsets);
     }
     input.plan.resolve_source_partitions(&|t| counts.get(t).copied())?;
     for sub in &mut input.sub_topologies {
@@ -89,16 +93,18 @@ pub async fn resolve_sources(admin: &Admin, input: &mut JobInput) -> Result<(), 
         }
     }
     for (topic, start) in starts {
-        admin.seed_offsets(&topic, counts[&topic], start).await?;
+        for (p, offset) in admin.seed_offsets(&topic, counts[&topic], start).await? {
+            start_offsets.insert((topic.clone(), p), offset);
+        }
     }
-    Ok(())
+    Ok(start_offsets)
 }
 
 /// Builds the shared state of every source and a producer for every sink.
 pub async fn start_kafka_io(admin: &Admin, input: &JobInput) -> Result<KafkaIo, String> {
     let _ = admin;
     let opts = &input.options;
-    let mut io = KafkaIo { consumer_properties: Vec::new(), sources: HashMap::new(), sinks: HashMap::new() };
+    let mut io = KafkaIo { consumer_properties: Vec::new(), sources: HashMap::new(), sinks: HashMap::new(), start_offsets: HashMap::new() };
     let mut set_by: HashMap<String, (String, String)> = HashMap::new();
     for sub in &input.sub_topologies {
         for i in &sub.inputs {

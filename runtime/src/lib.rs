@@ -14,6 +14,7 @@ pub mod kafka_sink;
 pub mod kafka_source;
 pub mod lift;
 pub mod partition;
+pub mod task_state;
 pub mod row;
 pub mod timestamp;
 pub mod topology;

@@ -105,6 +105,12 @@ pub fn topic_prefix(application_id: &str) -> String {
     format!("__beam_{application_id}_")
 }
 
+/// The compacted topic holding the durable state of a sub-topology's tasks
+/// (task p writes partition p): GroupByKey buffers and watermark progress.
+pub fn changelog_topic(application_id: &str, sub_topology: u32) -> String {
+    format!("{}state_{sub_topology}-changelog", topic_prefix(application_id))
+}
+
 pub fn sub_topology_source(id: u32) -> String {
     format!("sub-{id}")
 }

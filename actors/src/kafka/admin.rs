@@ -1,4 +1,5 @@
 //! Creating and deleting runner-owned topics. User topics are never created.
+use std::collections::HashMap;
 use std::time::Duration;
 
 use beam_kafka_config::RunnerOptions;
@@ -60,6 +61,8 @@ pub enum StartAt {
 pub struct TopicSpec {
     pub name: String,
     pub partitions: u32,
+    /// A changelog: compacted, so it keeps the latest value per key.
+    pub compacted: bool,
 }
 
 impl Admin {
@@ -115,7 +118,10 @@ impl Admin {
         }
         let new: Vec<NewTopic> = missing
             .iter()
-            .map(|t| NewTopic::new(&t.name, t.partitions as i32, TopicReplication::Fixed(replication as i32)))
+            .map(|t| {
+                let topic = NewTopic::new(&t.name, t.partitions as i32, TopicReplication::Fixed(replication as i32));
+                if t.compacted { topic.set("cleanup.policy", "compact") } else { topic }
+            })
             .collect();
         let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
         let results = self.client.create_topics(&new, &opts).await.map_err(|e| format!("cannot create topics: {e}"))?;
@@ -162,8 +168,9 @@ impl Admin {
     /// Gives every partition of `topic` that the job's group has no committed
     /// offset for a starting offset, so a first run starts where the user
     /// asked (ReadFromKafka's start_read_time / auto.offset.reset) and later
-    /// runs resume where they committed. Returns how many were seeded.
-    pub async fn seed_offsets(&self, topic: &str, partitions: u32, start: StartAt) -> Result<usize, String> {
+    /// runs resume where they committed. Returns each partition's starting
+    /// offset (committed or seeded).
+    pub async fn seed_offsets(&self, topic: &str, partitions: u32, start: StartAt) -> Result<HashMap<i32, i64>, String> {
         let mut all = TopicPartitionList::new();
         for p in 0..partitions as i32 {
             all.add_partition(topic, p);
@@ -171,10 +178,11 @@ impl Admin {
         let committed = retry_transient(|| self.probe.committed_offsets(all.clone(), METADATA_TIMEOUT))
             .await
             .map_err(|e| format!("cannot read committed offsets of {topic}: {e}"))?;
-        let missing: Vec<i32> =
-            committed.elements().iter().filter(|e| e.offset().to_raw().is_none_or(|o| o < 0)).map(|e| e.partition()).collect();
+        let mut starts: HashMap<i32, i64> =
+            committed.elements().iter().filter_map(|e| e.offset().to_raw().filter(|o| *o >= 0).map(|o| (e.partition(), o))).collect();
+        let missing: Vec<i32> = (0..partitions as i32).filter(|p| !starts.contains_key(p)).collect();
         if missing.is_empty() {
-            return Ok(0);
+            return Ok(starts);
         }
         let mut seed = TopicPartitionList::new();
         for &p in &missing {
@@ -195,16 +203,14 @@ impl Admin {
                 }
             };
             seed.add_partition_offset(topic, p, Offset::Offset(offset)).map_err(|e| e.to_string())?;
+            starts.insert(p, offset);
         }
         // Another copy of the job may already be running the group: then it
         // seeded the offsets, and a commit from outside the group is refused.
-        match self.probe.commit(&seed, CommitMode::Sync) {
-            Ok(()) => Ok(missing.len()),
-            Err(e) => {
-                tracing::info!("not seeding offsets of {topic}: {e}");
-                Ok(0)
-            }
+        if let Err(e) = self.probe.commit(&seed, CommitMode::Sync) {
+            tracing::info!("not seeding offsets of {topic}: {e}");
         }
+        Ok(starts)
     }
 
     /// (committed offset of the job's group, end offset) of one partition.

@@ -1,0 +1,57 @@
+//! The keys of a task's durable state in its sub-topology's changelog: one
+//! entry for the task's input watermark, and the entries of each GroupByKey
+//! (`gbk_state`), told apart by the topic the GroupByKey reads.
+use crate::coders::{encode_varint, ByteReader};
+
+const WATERMARK: u64 = 0;
+const GROUP_BY_KEY: u64 = 1;
+
+/// Which store an entry belongs to.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Store<'a> {
+    Watermark,
+    /// The GroupByKey reading `topic`, and the entry's key inside it.
+    GroupByKey { topic: &'a str, key: &'a [u8] },
+}
+
+pub fn watermark_key() -> Vec<u8> {
+    let mut out = Vec::new();
+    encode_varint(WATERMARK, &mut out);
+    out
+}
+
+pub fn group_by_key_key(topic: &str, key: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode_varint(GROUP_BY_KEY, &mut out);
+    encode_varint(topic.len() as u64, &mut out);
+    out.extend_from_slice(topic.as_bytes());
+    out.extend_from_slice(key);
+    out
+}
+
+pub fn split(key: &[u8]) -> Result<Store<'_>, String> {
+    let mut r = ByteReader::new(key);
+    match r.varint()? {
+        WATERMARK => Ok(Store::Watermark),
+        GROUP_BY_KEY => {
+            let len = r.varint()? as usize;
+            let topic = std::str::from_utf8(r.take(len)?).map_err(|_| "bad topic in a state key")?;
+            Ok(Store::GroupByKey { topic, key: &key[r.at..] })
+        }
+        other => Err(format!("unknown state store {other}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_split_back_into_their_store() {
+        assert_eq!(split(&watermark_key()).unwrap(), Store::Watermark);
+        let k = group_by_key_key("__beam_a_shuffle_0", &[1, 2, 3]);
+        assert_eq!(split(&k).unwrap(), Store::GroupByKey { topic: "__beam_a_shuffle_0", key: &[1, 2, 3] });
+        assert!(split(&[9]).is_err());
+        assert!(split(&k[..4]).is_err());
+    }
+}
