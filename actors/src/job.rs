@@ -1,6 +1,6 @@
 //! Running one job: topics, bootstrap records, the actor topology, and the
 //! end of a bounded job (every terminal task at +∞).
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,7 +31,8 @@ use crate::poller::{poll_loop, PollSettings};
 use crate::output::OutputSink;
 use crate::stage::{StageActor, StageSpec};
 use crate::source::{SourceInput, SourceRoute};
-use crate::state::read_changelog;
+use crate::state::restore_task;
+use crate::store::TaskStore;
 use crate::task::{upstream_key, InputRoute, RestoredState, TaskConfig, TaskEvent, TaskSupervisor, WatermarkTarget, SOURCE_UPSTREAM};
 use crate::user_io::{resolve_sources, start_kafka_io, KafkaIo};
 use beam_kafka_runtime::kafka_sink::SinkCodec;
@@ -158,11 +159,11 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
         Err(e) => return JobOutcome::Failed(e),
     };
     let (task_tx, mut task_rx) = mpsc::unbounded_channel();
-    let restored = match restore_states(&input).await {
+    let mut restored = match restore_states(&input).await {
         Ok(r) => r,
         Err(e) => return JobOutcome::Failed(e),
     };
-    let (routes, tasks) = match start_tasks(&input, &io, &txn_producers, &restored, consumer.clone(), producer.clone(), task_tx.clone()) {
+    let (routes, tasks) = match start_tasks(&input, &io, &txn_producers, &mut restored, consumer.clone(), producer.clone(), task_tx.clone()) {
         Ok(started) => started,
         Err(e) => return JobOutcome::Failed(e),
     };
@@ -258,23 +259,28 @@ async fn bootstrap(admin: &Admin, input: &JobInput) -> Result<(), String> {
 
 type Routes = HashMap<(String, i32), Recipient<crate::messages::RecordBatch>>;
 
-/// Every task's saved state, read from its changelog partition.
-async fn restore_states(input: &JobInput) -> Result<HashMap<TaskId, BTreeMap<Vec<u8>, Vec<u8>>>, String> {
+/// Every task's saved state: its local store brought up to date with its
+/// changelog partition.
+async fn restore_states(input: &JobInput) -> Result<HashMap<TaskId, Restored>, String> {
     let opts = input.options.clone();
     let tasks = input.plan.tasks();
     tokio::task::spawn_blocking(move || {
         let mut out = HashMap::new();
         for t in tasks {
-            let topic = changelog_topic(&opts.application_id, t.sub_topology);
-            let state = read_changelog(&opts, &topic, t.partition as i32)?;
-            if !state.is_empty() {
-                out.insert(t, state);
-            }
+            let (store, entries, next) = restore_task(&opts, t)?;
+            out.insert(t, Restored { store, entries, next });
         }
         Ok(out)
     })
     .await
     .map_err(|e| format!("restoring state failed: {e}"))?
+}
+
+/// A task's restored state, before it is handed to the task.
+struct Restored {
+    store: TaskStore,
+    entries: Vec<(Vec<u8>, Vec<u8>)>,
+    next: i64,
 }
 
 /// Under exactly_once, a transactional producer per task (its transaction
@@ -294,7 +300,7 @@ fn start_tasks(
     input: &JobInput,
     io: &KafkaIo,
     txn_producers: &HashMap<TaskId, Arc<FutureProducer>>,
-    restored: &HashMap<TaskId, BTreeMap<Vec<u8>, Vec<u8>>>,
+    restored: &mut HashMap<TaskId, Restored>,
     consumer: Arc<StreamConsumer>,
     producer: Arc<FutureProducer>,
     events: mpsc::UnboundedSender<TaskEvent>,
@@ -355,10 +361,10 @@ fn start_tasks(
             })
             .collect();
         // The task's durable state, read from its changelog partition.
-        let mut saved = restored.get(&task).cloned().unwrap_or_default();
+        let Restored { store, entries, next } = restored.remove(&task).ok_or_else(|| format!("task {task} has no state store"))?;
         let mut watermark_snapshot = Vec::new();
         let mut gbk_entries: HashMap<String, Vec<(Vec<u8>, Vec<u8>)>> = HashMap::new();
-        for (k, v) in std::mem::take(&mut saved) {
+        for (k, v) in entries {
             match task_state::split(&k).map_err(|e| format!("task {task}: unreadable state: {e}"))? {
                 task_state::Store::Watermark => watermark_snapshot = v,
                 task_state::Store::GroupByKey { topic, key } => gbk_entries.entry(topic.to_string()).or_default().push((key.to_vec(), v)),
@@ -374,7 +380,7 @@ fn start_tasks(
         if !watermark_snapshot.is_empty() {
             input_watermark.restore(&watermark_snapshot).map_err(|e| format!("task {task}: its saved watermark is unreadable: {e}"))?;
         }
-        let restored_state = RestoredState { input_watermark, watermark_snapshot };
+        let restored_state = RestoredState { input_watermark, watermark_snapshot, store, changelog_next: next };
         let cfg = TaskConfig {
             task,
             report_source: sub_topology_source(sub.id),
@@ -416,6 +422,12 @@ async fn cleanup(admin: &Admin, input: &JobInput, events: &mpsc::UnboundedSender
     names.extend(input.plan.sub_topologies.iter().map(|s| changelog_topic(&input.options.application_id, s.id)));
     if let Err(e) = admin.delete_topics(&names).await {
         let _ = events.send(JobEvent::Info(format!("could not delete the job's topics: {e}")));
+    }
+    let local = input.options.state_dir.join(&input.options.application_id);
+    if let Err(e) = std::fs::remove_dir_all(&local) {
+        if e.kind() != std::io::ErrorKind::NotFound {
+            let _ = events.send(JobEvent::Info(format!("could not delete the job's local state {}: {e}", local.display())));
+        }
     }
     // The group empties once the consumer has left; retry briefly.
     for attempt in 0..10 {

@@ -13,6 +13,7 @@ pub mod output;
 mod poller;
 mod source;
 mod state;
+mod store;
 mod stage;
 mod task;
 mod telemetry;

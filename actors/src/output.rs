@@ -93,16 +93,23 @@ pub async fn enqueue_keyed(
 }
 
 pub async fn await_all(pending: Vec<DeliveryFuture>) -> Result<(), String> {
+    await_last_offset(pending).await.map(|_| ())
+}
+
+/// Waits for every delivery; returns the highest offset written, if any.
+pub async fn await_last_offset(pending: Vec<DeliveryFuture>) -> Result<Option<i64>, String> {
     let results = tokio::time::timeout(DELIVERY_TIMEOUT, try_join_all(pending))
         .await
         .map_err(|_| format!("Kafka did not acknowledge writes within {} s", DELIVERY_TIMEOUT.as_secs()))?
         .map_err(|_| "a write to Kafka was cancelled".to_string())?;
+    let mut last = None;
     for r in results {
-        if let Err((e, _)) = r {
-            return Err(format!("a write to Kafka failed: {e}"));
+        match r {
+            Ok(delivery) => last = last.max(Some(delivery.offset)),
+            Err((e, _)) => return Err(format!("a write to Kafka failed: {e}")),
         }
     }
-    Ok(())
+    Ok(last)
 }
 
 /// Splits each sink's encoded elements and writes them; returns once Kafka

@@ -3,7 +3,6 @@
 //! cycle (inside its transaction under exactly_once), read back in full when
 //! the task starts, so a restarted job resumes its GroupByKey buffers and
 //! watermark progress where it committed.
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use beam_kafka_config::RunnerOptions;
@@ -14,13 +13,17 @@ use rdkafka::producer::FutureProducer;
 use rdkafka::{Offset, TopicPartitionList};
 
 use crate::kafka::config;
-use crate::output::{await_all, enqueue_keyed};
+use crate::output::{await_last_offset, enqueue_keyed};
+use crate::store::{task_dir, TaskStore};
+use beam_kafka_runtime::topology::{changelog_topic, TaskId};
 
 const RESTORE_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// The latest value of every key in one changelog partition (tombstones
-/// applied). Reads committed data only. Blocks: call off the actor thread.
-pub fn read_changelog(opts: &RunnerOptions, topic: &str, partition: i32) -> Result<BTreeMap<Vec<u8>, Vec<u8>>, String> {
+/// A changelog partition's committed records from offset `from` on, in
+/// order (`None`: a tombstone), and the offset after the last one. Blocks:
+/// call off the actor thread. A `from` outside the partition (the topic was
+/// recreated) is an error: the caller rebuilds from the start.
+pub fn read_changelog(opts: &RunnerOptions, topic: &str, partition: i32, from: i64) -> Result<(Changes, i64), String> {
     let consumer: BaseConsumer = config::base(opts, "restore")
         .set("group.id", format!("{}-restore", opts.application_id))
         .set("enable.auto.commit", "false")
@@ -28,15 +31,19 @@ pub fn read_changelog(opts: &RunnerOptions, topic: &str, partition: i32) -> Resu
         .set("enable.partition.eof", "true")
         .create()
         .map_err(|e| format!("cannot create the state restore consumer: {e}"))?;
-    let mut state = BTreeMap::new();
+    let mut changes = Vec::new();
     let (low, high) = consumer
         .fetch_watermarks(topic, partition, Duration::from_secs(10))
         .map_err(|e| format!("cannot read the offsets of {topic}[{partition}]: {e}"))?;
-    if high <= low {
-        return Ok(state);
+    if from > high || (from > 0 && from < low) {
+        return Err(format!("the store's checkpoint {from} lies outside {topic}[{partition}] ({low}..{high})"));
+    }
+    if high <= from.max(low) {
+        return Ok((changes, high));
     }
     let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(topic, partition, Offset::Beginning).map_err(|e| e.to_string())?;
+    let start = if from > 0 { Offset::Offset(from) } else { Offset::Beginning };
+    tpl.add_partition_offset(topic, partition, start).map_err(|e| e.to_string())?;
     consumer.assign(&tpl).map_err(|e| format!("cannot read {topic}[{partition}]: {e}"))?;
     let deadline = Instant::now() + RESTORE_TIMEOUT;
     loop {
@@ -45,30 +52,47 @@ pub fn read_changelog(opts: &RunnerOptions, topic: &str, partition: i32) -> Resu
         }
         match consumer.poll(Duration::from_millis(500)) {
             None => continue,
-            Some(Err(KafkaError::PartitionEOF(_))) => return Ok(state),
+            Some(Err(KafkaError::PartitionEOF(_))) => return Ok((changes, high)),
             Some(Err(e)) => return Err(format!("cannot read {topic}[{partition}]: {e}")),
             Some(Ok(m)) => {
                 let Some(key) = m.key() else { continue };
-                match m.payload() {
-                    Some(v) => state.insert(key.to_vec(), v.to_vec()),
-                    None => state.remove(key),
-                };
+                changes.push((key.to_vec(), m.payload().map(<[u8]>::to_vec)));
             }
         }
     }
 }
 
-/// Writes state changes (a `None` value deletes the key) to the task's
-/// changelog partition; returns once Kafka acknowledged them.
-pub async fn write_changelog(
-    producer: &FutureProducer,
-    topic: &str,
-    partition: u32,
-    changes: &[(Vec<u8>, Option<Vec<u8>>)],
-) -> Result<(), String> {
+/// State changes in order; a `None` value deletes the key.
+pub type Changes = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+
+/// Writes state changes to the task's changelog partition; returns once
+/// Kafka acknowledged them, with the offset of the last one.
+pub async fn write_changelog(producer: &FutureProducer, topic: &str, partition: u32, changes: &Changes) -> Result<Option<i64>, String> {
     let mut pending = Vec::new();
     for (k, v) in changes {
         enqueue_keyed(producer, topic, partition, k, v.as_deref(), &mut pending).await?;
     }
-    await_all(pending).await
+    await_last_offset(pending).await
+}
+
+/// Opens a task's local store and brings it up to date with its changelog:
+/// returns the store, its entries, and the changelog offset it is current to.
+pub fn restore_task(opts: &RunnerOptions, task: TaskId) -> Result<(TaskStore, Vec<(Vec<u8>, Vec<u8>)>, i64), String> {
+    let topic = changelog_topic(&opts.application_id, task.sub_topology);
+    let dir = task_dir(&opts.state_dir, &opts.application_id, task);
+    let (store, from) = TaskStore::open(dir.clone())?;
+    let (store, (changes, next)) = match read_changelog(opts, &topic, task.partition as i32, from) {
+        Ok(read) => (store, read),
+        Err(e) if from > 0 => {
+            tracing::info!(task = %task, "rebuilding the state store: {e}");
+            drop(store);
+            let _ = std::fs::remove_dir_all(&dir);
+            let (store, _) = TaskStore::open(dir)?;
+            (store, read_changelog(opts, &topic, task.partition as i32, 0)?)
+        }
+        Err(e) => return Err(e),
+    };
+    store.apply(&changes)?;
+    let entries = store.entries()?;
+    Ok((store, entries, next))
 }

@@ -25,7 +25,8 @@ use crate::messages::{Elements, Flush, RecordBatch, Resume, Shutdown, StageEvent
 use crate::output::report_watermark;
 use crate::kafka::cached_high_watermark;
 use crate::source::SourceRoute;
-use crate::state::write_changelog;
+use crate::state::{write_changelog, Changes};
+use crate::store::TaskStore;
 use beam_kafka_runtime::task_state;
 use crate::stage::StageActor;
 use crate::telemetry::instruments;
@@ -88,6 +89,9 @@ pub struct RestoredState {
     pub input_watermark: InputWatermark,
     /// The watermark entry as stored (empty if none).
     pub watermark_snapshot: Vec<u8>,
+    /// The local copy of the task's state, current to `changelog_next`.
+    pub store: TaskStore,
+    pub changelog_next: i64,
 }
 
 pub struct TaskConfig {
@@ -115,8 +119,9 @@ struct PendingFlush {
     /// covers had been handed to the stage before the flush.
     watermark: Watermark,
     /// State changes up to the flush, written before the commit (`None`
-    /// deletes a key).
-    changes: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    /// deletes a key), and the changelog offset of the last one written.
+    changes: Changes,
+    changelog_last: Option<i64>,
 }
 
 pub struct TaskSupervisor {
@@ -138,6 +143,9 @@ pub struct TaskSupervisor {
     done: bool,
     /// The watermark state last written to the changelog.
     written_watermark_state: Vec<u8>,
+    store: TaskStore,
+    /// The changelog offset after the last committed state change.
+    changelog_next: i64,
 }
 
 impl TaskSupervisor {
@@ -152,6 +160,8 @@ impl TaskSupervisor {
         TaskSupervisor {
             input_watermark: restored.input_watermark,
             written_watermark_state: restored.watermark_snapshot,
+            store: restored.store,
+            changelog_next: restored.changelog_next,
             cfg,
             stage,
             reported: Watermark::NegInf,
@@ -202,7 +212,7 @@ impl TaskSupervisor {
             changes.push((task_state::watermark_key(), Some(snapshot.clone())));
             self.written_watermark_state = snapshot;
         }
-        self.pending = Some(PendingFlush { id, offsets, watermark: self.output_watermark(), metrics: usize::MAX, changes });
+        self.pending = Some(PendingFlush { id, offsets, watermark: self.output_watermark(), metrics: usize::MAX, changes, changelog_last: None });
         self.stage.do_send(Flush { id, hold: self.cfg.transactional });
     }
 
@@ -248,7 +258,7 @@ impl TaskSupervisor {
         let producer = self.producer.clone();
         let (source, partition, total) = (self.cfg.report_source.clone(), self.cfg.task.partition, self.cfg.total_partitions);
         let state_topic = self.cfg.state_topic.clone();
-        let changes = std::mem::take(&mut p.changes);
+        let changes = p.changes.clone();
         let send = async move {
             for (topic, partitions) in reports {
                 report_watermark(&producer, &topic, partitions, wm, &source, partition, total).await?;
@@ -256,8 +266,9 @@ impl TaskSupervisor {
             write_changelog(&producer, &state_topic, partition, &changes).await
         };
         ctx.spawn(send.into_actor(self).map(move |result, act, ctx| {
-            if let Err(e) = result {
-                return act.fail(ctx, e);
+            match result {
+                Err(e) => return act.fail(ctx, e),
+                Ok(last) => p.changelog_last = last,
             }
             act.reported = act.reported.max(wm);
             act.finish_cycle(p, ctx, 0);
@@ -312,6 +323,13 @@ impl TaskSupervisor {
         let finished = p.watermark == Watermark::PosInf;
         if self.cfg.transactional {
             self.stage.do_send(Resume);
+        }
+        // The changes are committed: the local store may have them now.
+        if let Err(e) = self.store.apply(&p.changes) {
+            return self.fail(_ctx, format!("task {}: {e}", self.cfg.task));
+        }
+        if let Some(last) = p.changelog_last {
+            self.changelog_next = last + 1;
         }
         self.commit_to_user_groups(&p.offsets);
         let covered: Vec<MonitoringInfo> = self.uncommitted_metrics.drain(..p.metrics.min(self.uncommitted_metrics.len())).collect();
@@ -529,6 +547,10 @@ impl Handler<Shutdown> for TaskSupervisor {
 
     fn handle(&mut self, _: Shutdown, ctx: &mut Context<Self>) {
         self.stage.do_send(Shutdown);
+        // A clean close: the store holds exactly the committed changes.
+        if let Err(e) = self.store.write_checkpoint(self.changelog_next) {
+            tracing::warn!(task = %self.cfg.task, "{e}; the next start rebuilds the store from the changelog");
+        }
         ctx.stop();
     }
 }

@@ -1,0 +1,103 @@
+//! A task's local state store: RocksDB under `state_dir/<application id>/<task>`,
+//! a copy of what the task's changelog partition holds, so a restart on the
+//! same machine restores from disk and reads only the changelog's tail.
+//!
+//! As in Kafka Streams under exactly-once, a checkpoint (the changelog offset
+//! the store is current to) is written only on a clean close and removed when
+//! the store is opened: a store without one may hold writes of a transaction
+//! that never committed, so it is wiped and rebuilt from the changelog.
+use std::path::{Path, PathBuf};
+
+use beam_kafka_runtime::topology::TaskId;
+use rocksdb::{IteratorMode, Options, WriteBatch, DB};
+
+const CHECKPOINT: &str = "checkpoint";
+
+pub struct TaskStore {
+    db: DB,
+    dir: PathBuf,
+}
+
+pub fn task_dir(state_dir: &Path, application_id: &str, task: TaskId) -> PathBuf {
+    state_dir.join(application_id).join(task.to_string())
+}
+
+impl TaskStore {
+    /// Opens the store; returns it and the changelog offset to restore from.
+    pub fn open(dir: PathBuf) -> Result<(TaskStore, i64), String> {
+        let checkpoint = dir.join(CHECKPOINT);
+        let from = std::fs::read_to_string(&checkpoint).ok().and_then(|s| s.trim().parse::<i64>().ok());
+        let db_dir = dir.join("rocksdb");
+        if from.is_none() && db_dir.exists() {
+            std::fs::remove_dir_all(&db_dir).map_err(|e| format!("cannot wipe the state store {}: {e}", db_dir.display()))?;
+        }
+        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create the state directory {}: {e}", dir.display()))?;
+        let mut opts = Options::default();
+        opts.create_if_missing(true);
+        let db = DB::open(&opts, &db_dir).map_err(|e| format!("cannot open the state store {}: {e}", db_dir.display()))?;
+        // From here on a crash must not find a checkpoint.
+        if checkpoint.exists() {
+            std::fs::remove_file(&checkpoint).map_err(|e| format!("cannot remove {}: {e}", checkpoint.display()))?;
+        }
+        Ok((TaskStore { db, dir }, from.unwrap_or(0)))
+    }
+
+    /// Applies committed changes (`None` deletes) in one atomic write.
+    pub fn apply(&self, changes: &[(Vec<u8>, Option<Vec<u8>>)]) -> Result<(), String> {
+        if changes.is_empty() {
+            return Ok(());
+        }
+        let mut batch = WriteBatch::default();
+        for (k, v) in changes {
+            match v {
+                Some(v) => batch.put(k, v),
+                None => batch.delete(k),
+            }
+        }
+        self.db.write(batch).map_err(|e| format!("cannot write the state store: {e}"))
+    }
+
+    /// Every entry, in key order.
+    pub fn entries(&self) -> Result<Vec<(Vec<u8>, Vec<u8>)>, String> {
+        self.db
+            .iterator(IteratorMode::Start)
+            .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())).map_err(|e| format!("cannot read the state store: {e}")))
+            .collect()
+    }
+
+    /// On a clean close: the store is current up to changelog offset `next`.
+    pub fn write_checkpoint(&self, next: i64) -> Result<(), String> {
+        self.db.flush().map_err(|e| format!("cannot flush the state store: {e}"))?;
+        let tmp = self.dir.join(format!("{CHECKPOINT}.tmp"));
+        std::fs::write(&tmp, next.to_string()).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+        std::fs::rename(&tmp, self.dir.join(CHECKPOINT)).map_err(|e| format!("cannot write the checkpoint: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_store_without_a_clean_checkpoint_is_wiped() {
+        let dir = std::env::temp_dir().join(format!("beam-kafka-store-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let (store, from) = TaskStore::open(dir.clone()).unwrap();
+        assert_eq!(from, 0);
+        store.apply(&[(b"a".to_vec(), Some(b"1".to_vec())), (b"b".to_vec(), Some(b"2".to_vec()))]).unwrap();
+        store.apply(&[(b"a".to_vec(), None)]).unwrap();
+        store.write_checkpoint(42).unwrap();
+        drop(store);
+        // A clean close: reopened with its contents and offset.
+        let (store, from) = TaskStore::open(dir.clone()).unwrap();
+        assert_eq!(from, 42);
+        assert_eq!(store.entries().unwrap(), vec![(b"b".to_vec(), b"2".to_vec())]);
+        drop(store);
+        // No checkpoint this time (as after a crash): wiped.
+        let (store, from) = TaskStore::open(dir.clone()).unwrap();
+        assert_eq!(from, 0);
+        assert!(store.entries().unwrap().is_empty());
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
