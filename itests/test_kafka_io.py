@@ -329,3 +329,37 @@ def test_metadata_rows_in_and_headers_out(job_server, broker, tmp_path):
     assert headers == {
         'topic': source, 'partition': str(part), 'offset': '0',
         'timestamp': str(stamp + part), 'type': 'CreateTime'}, headers
+
+
+def test_start_read_time_and_offsets_committed_to_the_users_group(
+    job_server, broker, tmp_path, collector):
+  source = unique_topic('from-time')
+  create_topic(broker, source, 2)
+  stamp = 1_690_000_000_000
+  # Per partition: 5 records before the start time, 5 at or after it.
+  produce(broker, source, [(i % 2, None, b'%d' % i, stamp + i * 1000)
+                           for i in range(20)])
+  start = stamp + 10 * 1000
+  group = unique_topic('users-group')
+
+  p = beam.Pipeline(options=_options(job_server, broker, tmp_path))
+  _ = (
+      p
+      | ReadFromKafka(
+          consumer_config={'bootstrap.servers': broker, 'group.id': group},
+          topics=[source],
+          start_read_time=start,
+          max_num_records=10,
+          commit_offset_in_finalize=True,
+          expansion_service=_expansion(job_server))
+      | beam.Map(lambda kv: kv[1].decode())
+      | beam.Map(collector.recorder()))
+  assert p.run().wait_until_finish() == PipelineState.DONE
+  assert sorted(collector.lines(), key=int) == [str(i) for i in range(10, 20)]
+
+  from confluent_kafka import Consumer, TopicPartition
+  consumer = Consumer({'bootstrap.servers': broker, 'group.id': group})
+  committed = consumer.committed(
+      [TopicPartition(source, 0), TopicPartition(source, 1)], timeout=10)
+  consumer.close()
+  assert sorted(tp.offset for tp in committed) == [10, 10], committed
