@@ -17,8 +17,8 @@ from conftest import kafka_args
 def _boot_command(tmp_path: Path) -> str:
   """An executable that starts the Python SDK harness the way Beam's boot does."""
   boot = tmp_path / 'boot'
-  boot.write_text('#!/bin/sh\nexec "%s" "%s" "$@"\n' % (
-      sys.executable, Path(__file__).with_name('process_boot.py')))
+  boot.write_text('#!/bin/sh\nexec "%s" -m beam_kafka.boot "$@"\n' %
+                  sys.executable)
   boot.chmod(boot.stat().st_mode | stat.S_IEXEC)
   return str(boot)
 

@@ -75,7 +75,16 @@ pub async fn start(env: &pb::Environment, worker_id: &str, ep: &Endpoints) -> Re
             if payload.command.is_empty() {
                 return Err("the PROCESS environment names no command (--environment_config)".into());
             }
-            let child = Command::new(&payload.command)
+            // A command line with arguments ("python -m beam_kafka.boot") runs
+            // through the shell; a plain path runs as it is, as in Beam.
+            let mut command = if payload.command.contains(char::is_whitespace) && !std::path::Path::new(&payload.command).exists() {
+                let mut c = Command::new("sh");
+                c.arg("-c").arg(format!("exec {} \"$@\"", payload.command)).arg("sh");
+                c
+            } else {
+                Command::new(&payload.command)
+            };
+            let child = command
                 .args(harness_args(worker_id, ep))
                 .envs(payload.env)
                 .kill_on_drop(true)

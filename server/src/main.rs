@@ -7,6 +7,7 @@ mod job_service;
 mod jobs;
 mod metrics;
 mod options;
+mod run;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -31,6 +32,9 @@ enum Command {
     JobServer(JobServerArgs),
     /// Print the Kafka topology a saved pipeline would run as (text or Graphviz DOT).
     Describe(describe::DescribeArgs),
+    /// Run a saved pipeline as a long-running service (no submitting client);
+    /// start more copies with the same application id to scale out.
+    Run(run::RunArgs),
 }
 
 #[derive(clap::Args)]
@@ -72,6 +76,7 @@ fn run() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     match cli.command {
         Command::JobServer(args) => runtime.block_on(job_server(args)),
+        Command::Run(args) => runtime.block_on(run::run(args)),
         Command::Describe(_) => unreachable!("handled above"),
     }
 }

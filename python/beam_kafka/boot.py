@@ -1,9 +1,12 @@
-"""A minimal SDK harness boot program for PROCESS environments in tests.
+"""An SDK harness boot program for PROCESS environments: `python -m beam_kafka.boot`.
 
 Beam's Python wheel ships no boot binary, so this does what Beam's container
 boot does, in Python: take --id and the endpoints from the command line the
 runner passes, ask the runner's ProvisionService for the pipeline options, and
-start the SDK harness with them.
+start the SDK harness with them. Use it with `beam-kafka run
+--sdk-worker-command "python -m beam_kafka.boot"` or a PROCESS environment
+(`--environment_type=PROCESS --environment_config='{"command": "..."}'`);
+the Python running it needs the pipeline's dependencies installed.
 """
 
 import argparse

@@ -1,0 +1,114 @@
+"""`beam-kafka run`: a saved pipeline as a service process, no client."""
+
+import collections
+import os
+import signal
+import subprocess
+import sys
+import time
+import typing
+from pathlib import Path
+
+import apache_beam as beam
+from apache_beam.io.kafka import ReadFromKafka
+from apache_beam.io.kafka import WriteToKafka
+from apache_beam.transforms import window
+
+from conftest import make_app_id
+from kafka_topics import create_topic
+from kafka_topics import produce
+from kafka_topics import read_committed
+from kafka_topics import unique_topic
+
+WORDS = [b'red', b'green', b'blue']
+
+
+def _to_pair(kv):
+  return kv[1].decode(), 1
+
+
+def _to_record(kv):
+  return kv[0].encode(), b'%d' % kv[1]
+
+
+def _save_word_count(job_server, broker, source, sink, path, window_secs=None,
+                     **read_args):
+  expansion = 'localhost:%d' % job_server.expansion_port
+  p = beam.Pipeline()
+  _ = (
+      p
+      | ReadFromKafka(
+          consumer_config={
+              'bootstrap.servers': broker, 'auto.offset.reset': 'earliest'
+          },
+          topics=[source],
+          expansion_service=expansion,
+          **read_args)
+      | beam.Map(_to_pair)
+      | (beam.WindowInto(window.FixedWindows(window_secs))
+         if window_secs else beam.Map(lambda kv: kv))
+      | beam.CombinePerKey(sum)
+      | beam.Map(_to_record).with_output_types(typing.Tuple[bytes, bytes])
+      | WriteToKafka(
+          producer_config={'bootstrap.servers': broker},
+          topic=sink,
+          expansion_service=expansion))
+  path.write_bytes(p.to_runner_api().SerializeToString())
+
+
+def _run_command(binary, pipeline, broker, app_id, state_dir, *extra):
+  env = dict(os.environ)
+  # The harness unpickles this module's functions.
+  env['PYTHONPATH'] = os.pathsep.join(
+      [str(Path(__file__).parent), env.get('PYTHONPATH', '')])
+  return subprocess.Popen(
+      [binary, 'run', '--pipeline', str(pipeline),
+       '--sdk-worker-command', '%s -m beam_kafka.boot' % sys.executable, '--',
+       '--bootstrap_servers=%s' % broker, '--application_id=%s' % app_id,
+       '--state_dir=%s' % state_dir] + list(extra),
+      env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def test_a_saved_bounded_pipeline_runs_to_done(job_server, binary, broker, tmp_path):
+  source, sink = unique_topic('run-in'), unique_topic('run-out')
+  create_topic(broker, source, 2)
+  create_topic(broker, sink, 1)
+  records = [(i % 2, None, WORDS[i % 3], None) for i in range(30)]
+  produce(broker, source, records)
+  pipeline = tmp_path / 'wordcount.pb'
+  _save_word_count(job_server, broker, source, sink, pipeline,
+                   max_num_records=len(records))
+
+  proc = _run_command(binary, pipeline, broker, make_app_id('run'),
+                      tmp_path / 'state')
+  out, _ = proc.communicate(timeout=180)
+  assert proc.returncode == 0, out.decode(errors='replace')[-3000:]
+  got = {k.decode(): int(v) for _, k, v in read_committed(broker, sink, 3)}
+  assert got == {'red': 10, 'green': 10, 'blue': 10}
+
+
+def test_sigterm_stops_a_service_cleanly_with_checkpointed_stores(
+    job_server, binary, broker, tmp_path):
+  source, sink = unique_topic('svc-in'), unique_topic('svc-out')
+  create_topic(broker, source, 2)
+  create_topic(broker, sink, 1)
+  produce(broker, source, [(i % 2, None, WORDS[0], None) for i in range(4)])
+  pipeline = tmp_path / 'service.pb'
+  _save_word_count(job_server, broker, source, sink, pipeline, window_secs=2)
+  app_id = make_app_id('svc')
+  state = tmp_path / 'state'
+
+  proc = _run_command(binary, pipeline, broker, app_id, state, '--streaming')
+  try:
+    counts = collections.Counter()
+    deadline = time.monotonic() + 90
+    while not counts and time.monotonic() < deadline:
+      for _, k, v in read_committed(broker, sink, 1, timeout=3, settle=0.2):
+        counts[k] += int(v)
+    assert counts, 'the service produced nothing'
+  finally:
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+  assert proc.returncode == 0, out.decode(errors='replace')[-3000:]
+  checkpoints = sorted(p.parent.name for p in (state / app_id).glob('*/checkpoint'))
+  assert checkpoints, 'no task store was checkpointed: %s' % list(state.rglob('*'))

@@ -1,0 +1,190 @@
+//! `beam-kafka run`: runs a saved pipeline as a long-running service process,
+//! with no submitting client. This is how operators deploy a pipeline and
+//! scale it: start more copies with the same `--application_id`.
+//!
+//!   beam-kafka run --pipeline wordcount.pb \
+//!       --sdk-worker-command "python -m beam_kafka.boot" \
+//!       -- --bootstrap_servers=kafka:9092 --application_id=wordcount
+//!
+//! Runner options follow `--`, spelled as for the Python SDK. SIGTERM or
+//! Ctrl-C stops the job cleanly (local stores are checkpointed); the exit
+//! code is 0 for DONE or a requested stop, 1 for a failed job.
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{bail, Context as _};
+use beam_kafka_config::RunnerOptions;
+use beam_kafka_fnapi::FnApiServer;
+use beam_kafka_proto::job_management as jm;
+use beam_kafka_proto::pipeline::{self as pb, Pipeline};
+use beam_kafka_runtime::lift::lift_combiners;
+use beam_kafka_runtime::urns;
+use beam_kafka_runtime::validate::{validate, validate_kafka_clusters};
+use jm::job_state::Enum as State;
+use prost::Message;
+use prost_types::{value::Kind, Struct, Value};
+use tokio_stream::wrappers::TcpListenerStream;
+
+use crate::{artifacts, execution, jobs::Job, options};
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// A pipeline proto (binary `Pipeline`, e.g. Python's
+    /// `p.to_runner_api().SerializeToString()`).
+    #[arg(long)]
+    pipeline: PathBuf,
+    /// Runs every SDK environment of the pipeline as this command (a PROCESS
+    /// environment), e.g. "python -m beam_kafka.boot"; without it the
+    /// pipeline's own environments are used.
+    #[arg(long)]
+    sdk_worker_command: Option<String>,
+    /// Address the Fn API and artifact servers listen on (harnesses connect).
+    #[arg(long, default_value = "127.0.0.1")]
+    bind: String,
+    /// Directory of artifacts the pipeline's environments depend on.
+    #[arg(long, default_value = ".")]
+    artifacts_dir: PathBuf,
+    /// Runner and pipeline options, after `--`: --application_id=... etc.
+    #[arg(last = true)]
+    options: Vec<String>,
+}
+
+/// `--name=value` / `--name value` / `--flag` → options by name; repeated
+/// names (like --kafka_property) become lists.
+fn parse_options(args: &[String]) -> anyhow::Result<Struct> {
+    let mut values: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut i = 0;
+    while i < args.len() {
+        let Some(flag) = args[i].strip_prefix("--") else { bail!("'{}' is not an option (expected --name=value)", args[i]) };
+        let (name, value) = match flag.split_once('=') {
+            Some((n, v)) => (n.to_string(), v.to_string()),
+            None if args.get(i + 1).is_some_and(|next| !next.starts_with("--")) => {
+                i += 1;
+                (flag.to_string(), args[i].clone())
+            }
+            None => (flag.to_string(), "true".to_string()),
+        };
+        values.entry(name).or_default().push(value);
+        i += 1;
+    }
+    let text = |s: String| Value { kind: Some(Kind::StringValue(s)) };
+    let fields = values
+        .into_iter()
+        .map(|(name, mut vs)| {
+            let value = match (name.as_str(), vs.len()) {
+                ("kafka_property", _) | (_, 2..) => {
+                    Value { kind: Some(Kind::ListValue(prost_types::ListValue { values: vs.into_iter().map(text).collect() })) }
+                }
+                _ if vs[0] == "true" || vs[0] == "false" => Value { kind: Some(Kind::BoolValue(vs[0] == "true")) },
+                _ => text(vs.remove(0)),
+            };
+            (format!("beam:option:{name}:v1"), value)
+        })
+        .collect();
+    Ok(Struct { fields })
+}
+
+/// Makes every environment a PROCESS environment running `command`.
+fn use_process_environments(pipeline: &mut Pipeline, command: &str) {
+    let payload = pb::ProcessPayload { command: command.to_string(), ..Default::default() }.encode_to_vec();
+    for env in pipeline.components.as_mut().map(|c| c.environments.values_mut()).into_iter().flatten() {
+        env.urn = urns::ENV_PROCESS.to_string();
+        env.payload = payload.clone();
+    }
+}
+
+pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let bytes = std::fs::read(&args.pipeline).with_context(|| format!("cannot read {}", args.pipeline.display()))?;
+    let mut pipeline =
+        Pipeline::decode(bytes.as_slice()).with_context(|| format!("{} is not a binary Beam Pipeline proto", args.pipeline.display()))?;
+    if let Some(command) = &args.sdk_worker_command {
+        use_process_environments(&mut pipeline, command);
+    }
+    lift_combiners(&mut pipeline);
+    let opts = parse_options(&args.options)?;
+    let mut problems: Vec<String> = Vec::new();
+    let runner_options = match RunnerOptions::parse(&options::from_struct(&opts)) {
+        Ok(o) => Some(o),
+        Err(errors) => {
+            problems.extend(errors.iter().map(|e| e.to_string()));
+            None
+        }
+    };
+    problems.extend(validate(&pipeline).iter().map(|u| u.to_string()));
+    if let Some(o) = &runner_options {
+        problems.extend(validate_kafka_clusters(&pipeline, &o.bootstrap_servers).iter().map(|u| u.to_string()));
+    }
+    let Some(runner_options) = runner_options.filter(|_| problems.is_empty()) else {
+        let list: Vec<String> = problems.iter().map(|p| format!("  - {p}")).collect();
+        bail!("beam-kafka cannot run this pipeline:\n{}", list.join("\n"));
+    };
+
+    let fn_api = FnApiServer::start(&args.bind).await.context("cannot start the Fn API server")?;
+    let artifact_listener = tokio::net::TcpListener::bind((args.bind.as_str(), 0)).await.context("cannot start the artifact server")?;
+    let artifact_url = artifact_listener.local_addr()?.to_string();
+    let root = args.artifacts_dir.clone();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(jm::artifact_retrieval_service_server::ArtifactRetrievalServiceServer::new(artifacts::Retrieval { root }))
+            .serve_with_incoming(TcpListenerStream::new(artifact_listener)),
+    );
+
+    let id = format!("run-{}", uuid::Uuid::new_v4().simple());
+    let name = runner_options.application_id.clone();
+    let job = Arc::new(Job::new(id.clone(), name, id, pipeline, opts, runner_options));
+    let (_, mut messages) = job.messages();
+    let mut state = job.subscribe_state();
+    let services = execution::Services { fn_api, artifact_url };
+    tokio::spawn(execution::execute(job.clone(), services));
+    let mut stop_requested = false;
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut last_error = None;
+    loop {
+        tokio::select! {
+            changed = state.changed() => {
+                if changed.is_err() { break; }
+                let s = state.borrow().state;
+                tracing::info!("job {}: {:?}", job.id, State::try_from(s).unwrap_or(State::Unspecified));
+                if crate::jobs::is_terminal(s) { break; }
+            }
+            m = messages.recv() => {
+                if let Ok(m) = m {
+                    if let Some(jm::job_messages_response::Response::MessageResponse(msg)) = m.response {
+                        if msg.importance == jm::job_message::MessageImportance::JobMessageError as i32 {
+                            last_error = Some(msg.message_text.clone());
+                        }
+                    }
+                }
+            }
+            _ = tokio::signal::ctrl_c(), if !stop_requested => { stop_requested = true; let _ = job.cancel.send(true); }
+            _ = term.recv(), if !stop_requested => { stop_requested = true; let _ = job.cancel.send(true); }
+        }
+    }
+    // Let tasks close their stores cleanly.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    match State::try_from(job.state().state).unwrap_or(State::Unspecified) {
+        State::Done => Ok(()),
+        State::Cancelled if stop_requested => Ok(()),
+        other => bail!("the job ended {other:?}: {}", last_error.unwrap_or_else(|| "no message".into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_after_the_separator_become_beam_options() {
+        let args: Vec<String> = ["--application_id=a", "--kafka_property", "x=1", "--streaming", "--internal_parallelism=2"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let s = parse_options(&args).unwrap();
+        let by_name = options::from_struct(&s);
+        assert_eq!(by_name["application_id"].as_text().as_deref(), Some("a"));
+        assert!(matches!(by_name["kafka_property"], beam_kafka_config::OptionValue::List(_)));
+        assert!(matches!(by_name["streaming"], beam_kafka_config::OptionValue::Bool(true)));
+        assert!(parse_options(&["oops".to_string()]).is_err());
+    }
+}
