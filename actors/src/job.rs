@@ -17,13 +17,16 @@ use beam_kafka_runtime::timestamp::Watermark;
 use beam_kafka_runtime::task_state;
 use beam_kafka_runtime::watermark::InputWatermark;
 use beam_kafka_runtime::topology::{changelog_topic, sub_topology_source, TaskId, TopicKind, TopologyPlan};
-use rdkafka::consumer::{Consumer, StreamConsumer};
+use dashmap::DashMap;
+use rdkafka::consumer::Consumer;
+use rdkafka::TopicPartitionList;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use tokio::sync::{mpsc, watch};
 
 use crate::envelope;
 use crate::kafka::admin::{Admin, TopicSpec};
 use crate::kafka::config;
+use crate::kafka::rebalance::{JobConsumer, JobContext, Membership};
 use crate::kafka::transaction;
 use crate::output::KafkaSink;
 use crate::messages::Shutdown;
@@ -142,7 +145,8 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
     for (k, v) in &io.consumer_properties {
         consumer_config.set(k, v);
     }
-    let consumer: Arc<StreamConsumer> = match consumer_config.create() {
+    let (membership_tx, mut membership_rx) = mpsc::unbounded_channel();
+    let consumer: Arc<JobConsumer> = match consumer_config.create_with_context(JobContext::new(membership_tx)) {
         Ok(c) => Arc::new(c),
         Err(e) => return JobOutcome::Failed(format!("cannot create the Kafka consumer: {e}")),
     };
@@ -154,37 +158,61 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
         Ok(p) => Arc::new(p),
         Err(e) => return JobOutcome::Failed(format!("cannot create the Kafka producer: {e}")),
     };
-    let txn_producers = match transactional_producers(&input).await {
-        Ok(p) => p,
-        Err(e) => return JobOutcome::Failed(e),
-    };
     let (task_tx, mut task_rx) = mpsc::unbounded_channel();
-    let mut restored = match restore_states(&input).await {
-        Ok(r) => r,
-        Err(e) => return JobOutcome::Failed(e),
-    };
-    let (routes, tasks) = match start_tasks(&input, &io, &txn_producers, &mut restored, consumer.clone(), producer.clone(), task_tx.clone()) {
-        Ok(started) => started,
-        Err(e) => return JobOutcome::Failed(e),
-    };
-    let _ = events.send(JobEvent::Info(format!(
-        "running {} task(s) of application {} on {}",
-        tasks.len(),
-        opts.application_id,
-        opts.bootstrap_servers
-    )));
+    let routes: Routes = Arc::new(DashMap::new());
     let settings = PollSettings {
         max_records: opts.read_max_elements_per_poll as usize,
         max_wait: Duration::from_millis(opts.read_max_poll_time_ms),
     };
-    let poll_consumer = consumer.clone();
+    let (poll_consumer, poll_routes, poll_events) = (consumer.clone(), routes.clone(), task_tx.clone());
     let poller = actix_rt::spawn(async move {
-        let reason = poll_loop(poll_consumer, routes, settings).await;
-        let _ = task_tx.send(TaskEvent::Failed(reason));
+        let reason = poll_loop(poll_consumer, poll_routes, settings).await;
+        let _ = poll_events.send(TaskEvent::Failed(reason));
     });
+    // Tasks come and go with the partitions the group gives this process.
+    let mut live: HashMap<TaskId, LiveTask> = HashMap::new();
+    let mut assigned: BTreeSet<(String, i32)> = BTreeSet::new();
     let mut waiting: BTreeSet<TaskId> = input.plan.terminal_tasks().into_iter().collect();
     let outcome = loop {
         tokio::select! {
+            m = membership_rx.recv() => match m {
+                Some(Membership::Revoked(parts)) => {
+                    for p in &parts {
+                        assigned.remove(p);
+                    }
+                    let moving: Vec<TaskId> =
+                        live.values().filter(|t| t.partitions.iter().any(|p| parts.contains(p))).map(|t| t.task).collect();
+                    for t in moving {
+                        let gone = live.remove(&t).expect("listed above");
+                        for p in &gone.partitions {
+                            routes.remove(p);
+                        }
+                        gone.addr.do_send(Shutdown);
+                    }
+                }
+                Some(Membership::Assigned(parts)) => {
+                    assigned.extend(parts);
+                    match start_assigned(&input, &io, &assigned, &live, &consumer, &producer, &task_tx).await {
+                        Ok(started) if !started.is_empty() => {
+                            for t in started {
+                                for p in &t.partitions {
+                                    routes.insert(p.clone(), t.addr.clone().recipient());
+                                }
+                                live.insert(t.task, t);
+                            }
+                            let _ = events.send(JobEvent::Info(format!(
+                                "running {} task(s) of application {} on {}",
+                                live.len(),
+                                opts.application_id,
+                                opts.bootstrap_servers
+                            )));
+                        }
+                        Ok(_) => {}
+                        Err(e) => break JobOutcome::Failed(e),
+                    }
+                }
+                None => break JobOutcome::Failed("the consumer stopped reporting its group membership".into()),
+            },
             ev = task_rx.recv() => match ev {
                 Some(TaskEvent::Finished(task)) => {
                     waiting.remove(&task);
@@ -202,11 +230,11 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
         }
     };
     poller.abort();
-    for t in &tasks {
-        t.do_send(Shutdown);
+    for t in live.values() {
+        t.addr.do_send(Shutdown);
     }
     consumer.unsubscribe();
-    drop(tasks);
+    drop(live);
     drop(consumer);
     // Let the actors stop and release the consumer before the group is deleted.
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -234,10 +262,11 @@ async fn bootstrap(admin: &Admin, input: &JobInput) -> Result<(), String> {
     for topic in &input.plan.topics {
         match topic.kind {
             TopicKind::Impulse => {
-                let (committed, end) = admin.progress(&topic.name, 0).await?;
-                if committed < end {
-                    // An earlier run of this application stopped before it
-                    // consumed its impulse: resume it instead of firing twice.
+                let (_, end) = admin.progress(&topic.name, 0).await?;
+                if end > 0 {
+                    // An earlier run (or copy) of this application wrote the
+                    // impulse: its tasks resume from their commits instead of
+                    // firing it twice.
                     continue;
                 }
                 let records = [
@@ -257,13 +286,13 @@ async fn bootstrap(admin: &Admin, input: &JobInput) -> Result<(), String> {
     Ok(())
 }
 
-type Routes = HashMap<(String, i32), Recipient<crate::messages::RecordBatch>>;
+type Routes = Arc<DashMap<(String, i32), Recipient<crate::messages::RecordBatch>>>;
 
 /// Every task's saved state: its local store brought up to date with its
 /// changelog partition.
-async fn restore_states(input: &JobInput) -> Result<HashMap<TaskId, Restored>, String> {
+async fn restore_states(input: &JobInput, tasks: &[TaskId]) -> Result<HashMap<TaskId, Restored>, String> {
     let opts = input.options.clone();
-    let tasks = input.plan.tasks();
+    let tasks = tasks.to_vec();
     tokio::task::spawn_blocking(move || {
         let mut out = HashMap::new();
         for t in tasks {
@@ -285,30 +314,32 @@ struct Restored {
 
 /// Under exactly_once, a transactional producer per task (its transaction
 /// initialised, earlier incarnations fenced).
-async fn transactional_producers(input: &JobInput) -> Result<HashMap<TaskId, Arc<FutureProducer>>, String> {
+async fn transactional_producers(input: &JobInput, tasks: &[TaskId]) -> Result<HashMap<TaskId, Arc<FutureProducer>>, String> {
     if input.options.processing_guarantee != ProcessingGuarantee::ExactlyOnce {
         return Ok(HashMap::new());
     }
     let opts = input.options.clone();
-    let tasks = input.plan.tasks();
+    let tasks = tasks.to_vec();
     tokio::task::spawn_blocking(move || tasks.into_iter().map(|t| transaction::start(&opts, t).map(|p| (t, p))).collect())
         .await
         .map_err(|e| format!("starting transactional producers failed: {e}"))?
 }
 
+/// Starts `to_start`'s actors; returns each task with the partitions it owns.
+#[allow(clippy::too_many_arguments)]
 fn start_tasks(
     input: &JobInput,
     io: &KafkaIo,
+    to_start: &[TaskId],
     txn_producers: &HashMap<TaskId, Arc<FutureProducer>>,
     restored: &mut HashMap<TaskId, Restored>,
-    consumer: Arc<StreamConsumer>,
+    consumer: Arc<JobConsumer>,
     producer: Arc<FutureProducer>,
     events: mpsc::UnboundedSender<TaskEvent>,
-) -> Result<(Routes, Vec<Addr<TaskSupervisor>>), String> {
+) -> Result<Vec<LiveTask>, String> {
     let opts = &input.options;
-    let mut routes = HashMap::new();
     let mut tasks = Vec::new();
-    for task in input.plan.tasks() {
+    for &task in to_start {
         let sub = input
             .sub_topologies
             .iter()
@@ -408,12 +439,66 @@ fn start_tasks(
             let stage = StageActor::new(spec, worker, ctx.address().recipient()).start();
             TaskSupervisor::new(cfg, stage, consumer, producer, events, restored_state)
         });
-        for topic in topics {
-            routes.insert((topic, task.partition as i32), addr.clone().recipient());
-        }
-        tasks.push(addr);
+        let partitions = topics.into_iter().map(|t| (t, task.partition as i32)).collect();
+        tasks.push(LiveTask { task, addr, partitions });
     }
-    Ok((routes, tasks))
+    Ok(tasks)
+}
+
+/// A task running in this process, and the input partitions it owns.
+struct LiveTask {
+    task: TaskId,
+    addr: Addr<TaskSupervisor>,
+    partitions: Vec<(String, i32)>,
+}
+
+/// The input partitions task `t` owns: partition p of each input topic that has one.
+fn task_partitions(input: &JobInput, t: TaskId) -> Vec<(String, i32)> {
+    input
+        .sub_topologies
+        .iter()
+        .filter(|s| s.id == t.sub_topology)
+        .flat_map(|s| s.inputs.iter())
+        .filter(|i| t.partition < i.partitions)
+        .map(|i| (i.topic.clone(), t.partition as i32))
+        .collect()
+}
+
+/// Restores, initialises and starts the tasks whose partitions are now all
+/// assigned here; their partitions are resumed once they run.
+async fn start_assigned(
+    input: &JobInput,
+    io: &KafkaIo,
+    assigned: &BTreeSet<(String, i32)>,
+    live: &HashMap<TaskId, LiveTask>,
+    consumer: &Arc<JobConsumer>,
+    producer: &Arc<FutureProducer>,
+    events: &mpsc::UnboundedSender<TaskEvent>,
+) -> Result<Vec<LiveTask>, String> {
+    let to_start: Vec<TaskId> = input
+        .plan
+        .tasks()
+        .into_iter()
+        .filter(|t| !live.contains_key(t))
+        .filter(|t| {
+            let parts = task_partitions(input, *t);
+            !parts.is_empty() && parts.iter().all(|p| assigned.contains(p))
+        })
+        .collect();
+    if to_start.is_empty() {
+        return Ok(Vec::new());
+    }
+    let txn_producers = transactional_producers(input, &to_start).await?;
+    let mut restored = restore_states(input, &to_start).await?;
+    let started = start_tasks(input, io, &to_start, &txn_producers, &mut restored, consumer.clone(), producer.clone(), events.clone())?;
+    let mut resume = TopicPartitionList::new();
+    for t in &started {
+        for (topic, p) in &t.partitions {
+            resume.add_partition(topic, *p);
+        }
+    }
+    consumer.resume(&resume).map_err(|e| format!("cannot resume the partitions of started tasks: {e}"))?;
+    Ok(started)
 }
 
 /// Deletes the topics and consumer group of a finished bounded job.

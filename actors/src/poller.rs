@@ -1,11 +1,14 @@
 //! The poll loop: takes records from Kafka in batches and routes each batch to
-//! the mailbox of the task that owns its partition.
+//! the mailbox of the task that owns its partition (routes change as the
+//! group moves partitions between copies of the application).
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use actix::Recipient;
-use rdkafka::consumer::StreamConsumer;
+use dashmap::DashMap;
+
+use crate::kafka::rebalance::JobConsumer;
 use rdkafka::message::{Headers, Message};
 
 use crate::messages::{InputRecord, RecordBatch};
@@ -21,8 +24,8 @@ pub struct PollSettings {
 /// Routes until the consumer fails fatally; transient errors are logged and
 /// retried by librdkafka itself.
 pub async fn poll_loop(
-    consumer: Arc<StreamConsumer>,
-    routes: HashMap<(String, i32), Recipient<RecordBatch>>,
+    consumer: Arc<JobConsumer>,
+    routes: Arc<DashMap<(String, i32), Recipient<RecordBatch>>>,
     settings: PollSettings,
 ) -> String {
     loop {
@@ -70,7 +73,9 @@ pub async fn poll_loop(
         for (key, records) in per_task {
             match routes.get(&key) {
                 Some(task) => task.do_send(RecordBatch { records }),
-                None => return format!("no task owns {}[{}]; the topology changed under a running job", key.0, key.1),
+                // Revoked while in flight: its new owner reads it again from
+                // the last commit.
+                None => tracing::debug!("dropping {} record(s) of {}[{}]: no task owns it here now", records.len(), key.0, key.1),
             }
         }
     }

@@ -14,7 +14,9 @@ use beam_kafka_runtime::gbk::GroupByKey;
 use beam_kafka_runtime::timestamp::Watermark;
 use beam_kafka_runtime::topology::TaskId;
 use beam_kafka_runtime::watermark::InputWatermark;
-use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
+use rdkafka::consumer::{CommitMode, Consumer};
+
+use crate::kafka::rebalance::JobConsumer;
 use rdkafka::producer::FutureProducer;
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::mpsc::UnboundedSender;
@@ -129,7 +131,7 @@ pub struct TaskSupervisor {
     stage: Addr<StageActor>,
     input_watermark: InputWatermark,
     reported: Watermark,
-    consumer: Arc<StreamConsumer>,
+    consumer: Arc<JobConsumer>,
     producer: Arc<FutureProducer>,
     events: UnboundedSender<TaskEvent>,
     /// Next offset to commit per (topic, partition): handed to the stage or a GroupByKey.
@@ -152,7 +154,7 @@ impl TaskSupervisor {
     pub fn new(
         cfg: TaskConfig,
         stage: Addr<StageActor>,
-        consumer: Arc<StreamConsumer>,
+        consumer: Arc<JobConsumer>,
         producer: Arc<FutureProducer>,
         events: UnboundedSender<TaskEvent>,
         restored: RestoredState,
@@ -301,6 +303,13 @@ impl TaskSupervisor {
                 Err(TxnError::Retriable(e)) if attempt + 1 < ATTEMPTS => {
                     tracing::debug!(task = %act.cfg.task, "transaction commit failed, retrying: {e}");
                     ctx.run_later(RETRY_EVERY, move |act, ctx| act.finish_cycle(p, ctx, attempt + 1));
+                }
+                Err(e @ TxnError::TaskMigrated(_)) => {
+                    // Another incarnation owns the task now (a rebalance): this
+                    // one stops; what it did not commit, the owner redoes.
+                    tracing::info!(task = %act.cfg.task, "{e}");
+                    act.done = true;
+                    ctx.stop();
                 }
                 Err(e) => act.fail(ctx, format!("task {}: {e}", act.cfg.task)),
             }));

@@ -2,12 +2,13 @@
 //! for bootstrap records.
 pub mod admin;
 pub mod config;
+pub mod rebalance;
 pub mod transaction;
 
 /// The end offset of a partition as the consumer last saw it in a fetch
 /// response (librdkafka's cached high watermark; no broker round trip).
 /// `None` until a fetch has reported one.
-pub fn cached_high_watermark(consumer: &rdkafka::consumer::StreamConsumer, topic: &str, partition: i32) -> Option<i64> {
+pub fn cached_high_watermark(consumer: &rebalance::JobConsumer, topic: &str, partition: i32) -> Option<i64> {
     use rdkafka::consumer::Consumer;
     let topic = std::ffi::CString::new(topic).ok()?;
     let (mut low, mut high) = (-1i64, -1i64);

@@ -1,0 +1,56 @@
+//! The job consumer's group membership: partitions assigned to and revoked
+//! from this process as copies of the application come and go.
+//!
+//! librdkafka calls these hooks inside a poll, on the actor thread, so they
+//! only pause and report: newly assigned partitions stay paused until the
+//! job has restored their tasks' state and started them.
+use rdkafka::consumer::{BaseConsumer, ConsumerContext, Rebalance, StreamConsumer};
+use rdkafka::{ClientContext, TopicPartitionList};
+use tokio::sync::mpsc::UnboundedSender;
+
+/// A change of this process's share of the group's partitions.
+#[derive(Debug)]
+pub enum Membership {
+    Assigned(Vec<(String, i32)>),
+    Revoked(Vec<(String, i32)>),
+}
+
+pub struct JobContext {
+    events: UnboundedSender<Membership>,
+}
+
+impl JobContext {
+    pub fn new(events: UnboundedSender<Membership>) -> Self {
+        JobContext { events }
+    }
+}
+
+pub type JobConsumer = StreamConsumer<JobContext>;
+
+fn list(tpl: &TopicPartitionList) -> Vec<(String, i32)> {
+    tpl.elements().iter().map(|e| (e.topic().to_string(), e.partition())).collect()
+}
+
+impl ClientContext for JobContext {}
+
+impl ConsumerContext for JobContext {
+    fn pre_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Revoke(tpl) = rebalance {
+            let _ = self.events.send(Membership::Revoked(list(tpl)));
+        }
+    }
+
+    fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Assign(tpl) = rebalance {
+            if tpl.count() == 0 {
+                return;
+            }
+            // Nothing is fetched for a partition until its task is running.
+            use rdkafka::consumer::Consumer;
+            if let Err(e) = consumer.pause(tpl) {
+                tracing::warn!("cannot pause newly assigned partitions: {e}");
+            }
+            let _ = self.events.send(Membership::Assigned(list(tpl)));
+        }
+    }
+}
