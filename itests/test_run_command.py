@@ -31,8 +31,13 @@ def _to_record(kv):
   return kv[0].encode(), b'%d' % kv[1]
 
 
+class _KeyWithWindow(beam.DoFn):
+  def process(self, kv, w=beam.DoFn.WindowParam):
+    yield (b'%s@%d' % (kv[0].encode(), int(w.start)), b'%d' % kv[1])
+
+
 def _save_word_count(job_server, broker, source, sink, path, window_secs=None,
-                     **read_args):
+                     with_window_key=False, **read_args):
   expansion = 'localhost:%d' % job_server.expansion_port
   p = beam.Pipeline()
   _ = (
@@ -48,7 +53,8 @@ def _save_word_count(job_server, broker, source, sink, path, window_secs=None,
       | (beam.WindowInto(window.FixedWindows(window_secs))
          if window_secs else beam.Map(lambda kv: kv))
       | beam.CombinePerKey(sum)
-      | beam.Map(_to_record).with_output_types(typing.Tuple[bytes, bytes])
+      | (beam.ParDo(_KeyWithWindow()) if with_window_key else
+         beam.Map(_to_record)).with_output_types(typing.Tuple[bytes, bytes])
       | WriteToKafka(
           producer_config={'bootstrap.servers': broker},
           topic=sink,

@@ -1,0 +1,170 @@
+"""Several `beam-kafka run` copies of one application share its tasks through
+the consumer group; copies killed with SIGKILL lose and duplicate nothing."""
+
+import collections
+import re
+import signal
+import threading
+import time
+
+import pytest
+
+from conftest import make_app_id
+from kafka_topics import create_topic
+from kafka_topics import produce
+from kafka_topics import read_committed
+from kafka_topics import unique_topic
+from test_run_command import _run_command
+from test_run_command import _save_word_count
+
+WORDS = [b'red', b'green', b'blue']
+SESSION_TIMEOUT = ['--session_timeout_ms=6000', '--streaming']
+
+
+class Copy:
+  """One `beam-kafka run` process; its output is kept for assertions."""
+  def __init__(self, binary, pipeline, broker, app_id, state_dir):
+    self.proc = _run_command(binary, pipeline, broker, app_id, state_dir,
+                             *SESSION_TIMEOUT)
+    self.lines = []
+    self._reader = threading.Thread(target=self._read, daemon=True)
+    self._reader.start()
+
+  def _read(self):
+    for raw in self.proc.stdout:
+      self.lines.append(raw.decode(errors='replace').rstrip())
+
+  def tasks_running(self):
+    counts = [int(n) for n in re.findall(r'running (\d+) task\(s\)', '\n'.join(self.lines))]
+    return counts[-1] if counts else 0
+
+  def stop(self, sig=signal.SIGTERM):
+    if self.proc.poll() is None:
+      self.proc.send_signal(sig)
+    self.proc.wait(60)
+    self._reader.join(5)
+    return self.proc.returncode
+
+  def log(self):
+    return '\n'.join(self.lines[-60:])
+
+
+def _wait(condition, timeout, what):
+  deadline = time.monotonic() + timeout
+  while time.monotonic() < deadline:
+    if condition():
+      return
+    time.sleep(0.3)
+  raise AssertionError('timed out waiting for %s' % what)
+
+
+def _totals(broker, sink, expected_total, timeout):
+  """Per-word sums over every (word, window) pane in the sink; asserts no
+  pane appears twice."""
+  deadline = time.monotonic() + timeout
+  while True:
+    out = read_committed(broker, sink, expected=1, timeout=5, settle=0.5)
+    sums = collections.Counter()
+    for _, key, value in out:
+      sums[key] += int(value)
+    if sum(sums.values()) >= expected_total or time.monotonic() > deadline:
+      return out, sums
+    time.sleep(1)
+
+
+def _setup(job_server, broker, tmp_path, name):
+  source, sink = unique_topic(name + '-in'), unique_topic(name + '-out')
+  create_topic(broker, source, 4)
+  create_topic(broker, sink, 1)
+  pipeline = tmp_path / (name + '.pb')
+  _save_word_count(job_server, broker, source, sink, pipeline, window_secs=2,
+                   with_window_key=True)
+  return source, sink, pipeline
+
+
+def _produce_words(broker, source, start, n):
+  produce(broker, source, [(i % 4, None, WORDS[i % 3], None)
+                           for i in range(start, start + n)])
+
+
+def _check(out, sums, total):
+  keys = [key for _, key, _ in out]
+  assert len(keys) == len(set(keys)), 'a pane was written twice: %s' % sorted(keys)
+  per_word = collections.Counter()
+  for key, n in sums.items():
+    per_word[key.split(b'@')[0]] += n
+  want = collections.Counter(WORDS[i % 3] for i in range(total))
+  assert per_word == want
+
+
+def test_two_copies_share_the_tasks(job_server, binary, broker, tmp_path):
+  source, sink, pipeline = _setup(job_server, broker, tmp_path, 'share')
+  app_id = make_app_id('share')
+  _produce_words(broker, source, 0, 120)
+  a = Copy(binary, pipeline, broker, app_id, tmp_path / 'a')
+  b = None
+  try:
+    _wait(lambda: a.tasks_running() > 0, 60, 'the first copy to run')
+    alone = a.tasks_running()
+    b = Copy(binary, pipeline, broker, app_id, tmp_path / 'b')
+    _wait(lambda: b.tasks_running() > 0 and a.tasks_running() < alone, 90,
+          'the second copy to take a share')
+    _produce_words(broker, source, 120, 120)
+    out, sums = _totals(broker, sink, 240, timeout=90)
+    share = (a.tasks_running(), b.tasks_running())
+  finally:
+    codes = [c.stop() for c in (a, b) if c is not None]
+  # Each ran part of the tasks while both were up (stopping one moves its
+  # share to the other).
+  assert 0 < share[0] < alone and 0 < share[1] < alone, (alone, share)
+  assert share[0] + share[1] == alone, (alone, share)
+  assert codes == [0, 0], (a.log(), b.log() if b else '')
+  _check(out, sums, 240)
+
+
+class _Stream:
+  """Writes 12 records every 0.2 s until stopped, so kills land mid-flow."""
+  def __init__(self, broker, source):
+    self.broker, self.source, self.produced = broker, source, 0
+    self._stop = threading.Event()
+    self._thread = threading.Thread(target=self._run, daemon=True)
+    self._thread.start()
+
+  def _run(self):
+    while not self._stop.is_set():
+      _produce_words(self.broker, self.source, self.produced, 12)
+      self.produced += 12
+      time.sleep(0.2)
+
+  def stop(self):
+    self._stop.set()
+    self._thread.join(30)
+    return self.produced
+
+
+def test_copies_killed_with_sigkill_lose_and_duplicate_nothing(
+    job_server, binary, broker, tmp_path):
+  source, sink, pipeline = _setup(job_server, broker, tmp_path, 'chaos')
+  app_id = make_app_id('chaos')
+  copies = [Copy(binary, pipeline, broker, app_id, tmp_path / ('c%d' % i))
+            for i in range(3)]
+  stream = None
+  try:
+    _wait(lambda: sum(c.tasks_running() for c in copies) > 0, 60,
+          'the copies to run')
+    stream = _Stream(broker, source)
+    for kill in range(3):
+      time.sleep(2)
+      victim = kill % 3
+      assert copies[victim].stop(signal.SIGKILL) == -signal.SIGKILL
+      copies[victim] = Copy(binary, pipeline, broker, app_id,
+                            tmp_path / ('c%d-%d' % (victim, kill)))
+    time.sleep(2)
+    produced = stream.stop()
+    out, sums = _totals(broker, sink, produced, timeout=150)
+  finally:
+    if stream is not None:
+      stream.stop()
+    for c in copies:
+      c.stop()
+  _check(out, sums, produced)
