@@ -182,12 +182,16 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
                     }
                     let moving: Vec<TaskId> =
                         live.values().filter(|t| t.partitions.iter().any(|p| parts.contains(p))).map(|t| t.task).collect();
+                    let stopped = !moving.is_empty();
                     for t in moving {
                         let gone = live.remove(&t).expect("listed above");
                         for p in &gone.partitions {
                             routes.remove(p);
                         }
                         gone.addr.do_send(Shutdown);
+                    }
+                    if stopped {
+                        let _ = events.send(JobEvent::Info(running_message(opts, &live)));
                     }
                 }
                 Some(Membership::Assigned(parts)) => {
@@ -200,12 +204,7 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
                                 }
                                 live.insert(t.task, t);
                             }
-                            let _ = events.send(JobEvent::Info(format!(
-                                "running {} task(s) of application {} on {}",
-                                live.len(),
-                                opts.application_id,
-                                opts.bootstrap_servers
-                            )));
+                            let _ = events.send(JobEvent::Info(running_message(opts, &live)));
                         }
                         Ok(_) => {}
                         Err(e) => break JobOutcome::Failed(e),
@@ -443,6 +442,13 @@ fn start_tasks(
         tasks.push(LiveTask { task, addr, partitions });
     }
     Ok(tasks)
+}
+
+/// Which tasks this process runs now, for the job's messages.
+fn running_message(opts: &RunnerOptions, live: &HashMap<TaskId, LiveTask>) -> String {
+    let mut ids: Vec<String> = live.keys().map(|t| t.to_string()).collect();
+    ids.sort();
+    format!("running {} task(s) of application {} on {}: {}", live.len(), opts.application_id, opts.bootstrap_servers, ids.join(" "))
 }
 
 /// A task running in this process, and the input partitions it owns.
