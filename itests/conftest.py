@@ -400,3 +400,16 @@ class Collector:
 @pytest.fixture
 def collector(tmp_path):
   return Collector(tmp_path / 'collected.txt')
+
+
+def read_from_start(job_server: JobServer, broker: str, topic: str, **kwargs):
+  """Beam's ReadFromKafka of `topic` from its first offset, expanded by the
+  session's job server; `kwargs` go to ReadFromKafka."""
+  from apache_beam.io.kafka import ReadFromKafka
+  return ReadFromKafka(
+      consumer_config={
+          'bootstrap.servers': broker, 'auto.offset.reset': 'earliest'
+      },
+      topics=[topic],
+      expansion_service='localhost:%d' % job_server.expansion_port,
+      **kwargs)

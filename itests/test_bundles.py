@@ -11,6 +11,7 @@ from apache_beam.runners.runner import PipelineState
 from conftest import kafka_args
 from conftest import make_app_id
 from conftest import portable_args
+from conftest import read_from_start
 from kafka_topics import create_topic
 from kafka_topics import produce
 from kafka_topics import unique_topic
@@ -66,14 +67,10 @@ def test_a_slow_trickle_is_bundled_by_time_without_duplicates(
   p = beam.Pipeline(options=PipelineOptions(args))
   _ = (
       p
-      | ReadFromKafka(
-          consumer_config={
-              'bootstrap.servers': broker, 'auto.offset.reset': 'earliest'
-          },
-          topics=[source],
+      | read_from_start(
+          job_server, broker, source,
           timestamp_policy=ReadFromKafka.create_time_policy,
-          max_num_records=TRICKLE,
-          expansion_service='localhost:%d' % job_server.expansion_port)
+          max_num_records=TRICKLE)
       | beam.ParDo(_RecordBundles(str(path))))
   writer.start()
   assert p.run().wait_until_finish() == PipelineState.DONE

@@ -19,6 +19,7 @@ from apache_beam.transforms import window
 from conftest import kafka_args
 from conftest import make_app_id
 from conftest import portable_args
+from conftest import read_from_start
 from kafka_topics import create_topic
 from kafka_topics import produce
 from kafka_topics import read_committed
@@ -36,17 +37,6 @@ def _options(job_server, broker, tmp_path, *extra):
 
 def _expansion(job_server):
   return 'localhost:%d' % job_server.expansion_port
-
-
-def _read(job_server, broker, topic, **kwargs):
-  """ReadFromKafka from the start of `topic`, expanded by the session's server."""
-  return ReadFromKafka(
-      consumer_config={
-          'bootstrap.servers': broker, 'auto.offset.reset': 'earliest'
-      },
-      topics=[topic],
-      expansion_service=_expansion(job_server),
-      **kwargs)
 
 
 def _word_records(n, partitions, seed):
@@ -71,7 +61,7 @@ def test_topic_to_topic_word_count_is_exact(
           '--internal_parallelism=%d' % parallelism))
   _ = (
       p
-      | _read(job_server, broker, source,
+      | read_from_start(job_server, broker, source,
           value_deserializer=STRING_DESER,
           max_num_records=len(records))
       | beam.Map(lambda kv: (kv[1], 1))
@@ -101,7 +91,7 @@ def test_bounded_read_takes_exactly_max_num_records(
   p = beam.Pipeline(options=_options(job_server, broker, tmp_path))
   _ = (
       p
-      | _read(job_server, broker, source,
+      | read_from_start(job_server, broker, source,
           max_num_records=25)
       | beam.Map(lambda kv: kv[1].decode())
       | beam.Map(collector.recorder()))
@@ -131,7 +121,7 @@ def test_create_time_drives_event_time_windows(
   p = beam.Pipeline(options=_options(job_server, broker, tmp_path))
   _ = (
       p
-      | _read(job_server, broker, source,
+      | read_from_start(job_server, broker, source,
           value_deserializer=STRING_DESER,
           timestamp_policy=ReadFromKafka.create_time_policy,
           max_num_records=len(records))
@@ -156,7 +146,7 @@ def test_each_partition_is_read_by_its_own_task(job_server, broker, tmp_path):
   p = beam.Pipeline(options=_options(job_server, broker, tmp_path))
   _ = (
       p
-      | _read(job_server, broker, source,
+      | read_from_start(job_server, broker, source,
           max_num_records=80)
       | beam.Map(lambda kv: kv))
   assert p.run().wait_until_finish() == PipelineState.DONE
@@ -299,7 +289,7 @@ def test_metadata_rows_in_and_headers_out(job_server, broker, tmp_path):
   p = beam.Pipeline(options=_options(job_server, broker, tmp_path))
   _ = (
       p
-      | _read(job_server, broker, source,
+      | read_from_start(job_server, broker, source,
           with_metadata=True,
           max_num_records=2)
       | beam.Map(tag).with_output_types(Tagged)

@@ -19,6 +19,7 @@ from apache_beam.transforms import window
 from conftest import kafka_args
 from conftest import make_app_id
 from conftest import portable_args
+from conftest import read_from_start
 from kafka_topics import create_topic
 from kafka_topics import produce
 from kafka_topics import read_committed
@@ -39,14 +40,10 @@ def _run(job_server, broker, app_id, tmp_path, source, sink, extra):
   p = beam.Pipeline(options=PipelineOptions(args))
   _ = (
       p
-      | ReadFromKafka(
-          consumer_config={
-              'bootstrap.servers': broker, 'auto.offset.reset': 'earliest'
-          },
-          topics=[source],
+      | read_from_start(
+          job_server, broker, source,
           value_deserializer=STRING_DESER,
-          timestamp_policy=ReadFromKafka.create_time_policy,
-          expansion_service='localhost:%d' % job_server.expansion_port)
+          timestamp_policy=ReadFromKafka.create_time_policy)
       | beam.Map(lambda kv: (kv[1], 1))
       | beam.WindowInto(window.FixedWindows(WINDOW_MS // 1000))
       | beam.CombinePerKey(sum)

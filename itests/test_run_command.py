@@ -10,11 +10,11 @@ import typing
 from pathlib import Path
 
 import apache_beam as beam
-from apache_beam.io.kafka import ReadFromKafka
 from apache_beam.io.kafka import WriteToKafka
 from apache_beam.transforms import window
 
 from conftest import make_app_id
+from conftest import read_from_start
 from kafka_topics import create_topic
 from kafka_topics import produce
 from kafka_topics import read_committed
@@ -42,13 +42,7 @@ def _save_word_count(job_server, broker, source, sink, path, window_secs=None,
   p = beam.Pipeline()
   _ = (
       p
-      | ReadFromKafka(
-          consumer_config={
-              'bootstrap.servers': broker, 'auto.offset.reset': 'earliest'
-          },
-          topics=[source],
-          expansion_service=expansion,
-          **read_args)
+      | read_from_start(job_server, broker, source, **read_args)
       | beam.Map(_to_pair)
       | (beam.WindowInto(window.FixedWindows(window_secs))
          if window_secs else beam.Map(lambda kv: kv))

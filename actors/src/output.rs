@@ -39,19 +39,23 @@ pub struct KafkaSink {
 
 const DELIVERY_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Queues one record, waiting for room when the producer's queue is full.
-async fn enqueue(
+/// Queues one record (a `None` payload is a tombstone), waiting for room
+/// when the producer's queue is full.
+pub async fn enqueue(
     producer: &FutureProducer,
     topic: &str,
     partition: u32,
     key: Option<&[u8]>,
-    payload: &[u8],
+    payload: Option<&[u8]>,
     pending: &mut Vec<DeliveryFuture>,
 ) -> Result<(), String> {
     loop {
-        let mut record = FutureRecord::<[u8], [u8]>::to(topic).partition(partition as i32).payload(payload);
+        let mut record = FutureRecord::<[u8], [u8]>::to(topic).partition(partition as i32);
         if let Some(k) = key {
             record = record.key(k);
+        }
+        if let Some(p) = payload {
+            record = record.payload(p);
         }
         match producer.send_result(record) {
             Ok(f) => {
@@ -62,31 +66,6 @@ async fn enqueue(
                 // Let deliveries drain before queueing more.
                 await_all(std::mem::take(pending)).await?;
             }
-            Err((e, _)) => return Err(format!("cannot write to {topic}: {e}")),
-        }
-    }
-}
-
-/// Queues one keyed record whose payload may be null (a tombstone).
-pub async fn enqueue_keyed(
-    producer: &FutureProducer,
-    topic: &str,
-    partition: u32,
-    key: &[u8],
-    payload: Option<&[u8]>,
-    pending: &mut Vec<DeliveryFuture>,
-) -> Result<(), String> {
-    loop {
-        let mut record = FutureRecord::<[u8], [u8]>::to(topic).partition(partition as i32).key(key);
-        if let Some(p) = payload {
-            record = record.payload(p);
-        }
-        match producer.send_result(record) {
-            Ok(f) => {
-                pending.push(f);
-                return Ok(());
-            }
-            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => await_all(std::mem::take(pending)).await?,
             Err((e, _)) => return Err(format!("cannot write to {topic}: {e}")),
         }
     }
@@ -137,7 +116,7 @@ pub async fn write_outputs(
             let len = h.value_offset + value_len;
             let partition = partition_for(key, sink.partitions);
             let payload = envelope::data(rest[..len].to_vec());
-            enqueue(producer, &sink.topic, partition, Some(key), &payload, &mut pending).await?;
+            enqueue(producer, &sink.topic, partition, Some(key), Some(&payload), &mut pending).await?;
             at += len;
         }
     }
@@ -201,7 +180,7 @@ pub async fn report_watermark(
     let payload = envelope::watermark(wm, source, source_partition, source_total);
     let mut pending = Vec::new();
     for p in 0..partitions {
-        enqueue(producer, topic, p, None, &payload, &mut pending).await?;
+        enqueue(producer, topic, p, None, Some(&payload), &mut pending).await?;
     }
     await_all(pending).await
 }

@@ -6,30 +6,45 @@
 use std::time::{Duration, Instant};
 
 use beam_kafka_config::RunnerOptions;
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
+use rdkafka::ClientContext;
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 use rdkafka::producer::FutureProducer;
 use rdkafka::{Offset, TopicPartitionList};
 
 use crate::kafka::config;
-use crate::output::{await_last_offset, enqueue_keyed};
+use crate::output::{await_last_offset, enqueue};
 use crate::store::{task_dir, TaskStore};
 use beam_kafka_runtime::topology::{changelog_topic, TaskId};
 
 const RESTORE_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The restore consumer reads to the end of a partition on purpose: reaching
+/// it is not an error worth logging.
+struct QuietEof;
+
+impl ClientContext for QuietEof {
+    fn error(&self, error: KafkaError, reason: &str) {
+        if !matches!(error, KafkaError::PartitionEOF(_)) {
+            tracing::warn!("state restore consumer: {error}: {reason}");
+        }
+    }
+}
+
+impl ConsumerContext for QuietEof {}
 
 /// A changelog partition's committed records from offset `from` on, in
 /// order (`None`: a tombstone), and the offset after the last one. Blocks:
 /// call off the actor thread. A `from` outside the partition (the topic was
 /// recreated) is an error: the caller rebuilds from the start.
 pub fn read_changelog(opts: &RunnerOptions, topic: &str, partition: i32, from: i64) -> Result<(Changes, i64), String> {
-    let consumer: BaseConsumer = config::base(opts, "restore")
+    let consumer: BaseConsumer<QuietEof> = config::base(opts, "restore")
         .set("group.id", format!("{}-restore", opts.application_id))
         .set("enable.auto.commit", "false")
         .set("isolation.level", "read_committed")
         .set("enable.partition.eof", "true")
-        .create()
+        .create_with_context(QuietEof)
         .map_err(|e| format!("cannot create the state restore consumer: {e}"))?;
     let mut changes = Vec::new();
     let (low, high) = consumer
@@ -70,7 +85,7 @@ pub type Changes = Vec<(Vec<u8>, Option<Vec<u8>>)>;
 pub async fn write_changelog(producer: &FutureProducer, topic: &str, partition: u32, changes: &Changes) -> Result<Option<i64>, String> {
     let mut pending = Vec::new();
     for (k, v) in changes {
-        enqueue_keyed(producer, topic, partition, k, v.as_deref(), &mut pending).await?;
+        enqueue(producer, topic, partition, Some(k), v.as_deref(), &mut pending).await?;
     }
     await_last_offset(pending).await
 }

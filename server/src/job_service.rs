@@ -2,10 +2,7 @@
 use std::pin::Pin;
 use std::sync::Arc;
 
-use beam_kafka_config::RunnerOptions;
 use beam_kafka_proto::job_management as jm;
-use beam_kafka_runtime::lift::lift_combiners;
-use beam_kafka_runtime::validate::{validate, validate_kafka_clusters};
 use futures::{Stream, StreamExt};
 use jm::job_state::Enum as State;
 use tokio_stream::wrappers::{BroadcastStream, WatchStream};
@@ -39,24 +36,8 @@ impl jm::job_service_server::JobService for JobService {
     async fn prepare(&self, request: Request<jm::PrepareJobRequest>) -> Result<Response<jm::PrepareJobResponse>, Status> {
         let req = request.into_inner();
         let mut pipeline = req.pipeline.ok_or_else(|| rejection(vec!["the request carries no pipeline".into()]))?;
-        // Combine before the shuffle where the client did not (streaming).
-        lift_combiners(&mut pipeline);
         let opts = req.pipeline_options.unwrap_or_default();
-        let mut problems = Vec::new();
-        let runner_options = match RunnerOptions::parse(&options::from_struct(&opts)) {
-            Ok(o) => Some(o),
-            Err(errors) => {
-                problems.extend(errors.iter().map(|e| e.to_string()));
-                None
-            }
-        };
-        problems.extend(validate(&pipeline).iter().map(|u| u.to_string()));
-        if let Some(o) = &runner_options {
-            problems.extend(validate_kafka_clusters(&pipeline, &o.bootstrap_servers).iter().map(|u| u.to_string()));
-        }
-        let Some(runner_options) = runner_options.filter(|_| problems.is_empty()) else {
-            return Err(rejection(problems));
-        };
+        let runner_options = options::check_submission(&mut pipeline, &opts).map_err(rejection)?;
         let name = options::text(&opts, "job_name").filter(|n| !n.is_empty()).unwrap_or(req.job_name);
         let preparation_id = format!("prep-{}", uuid::Uuid::new_v4());
         let job = Job::new(String::new(), name, preparation_id.clone(), pipeline, opts, runner_options);

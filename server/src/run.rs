@@ -14,13 +14,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{bail, Context as _};
-use beam_kafka_config::RunnerOptions;
 use beam_kafka_fnapi::FnApiServer;
 use beam_kafka_proto::job_management as jm;
 use beam_kafka_proto::pipeline::{self as pb, Pipeline};
-use beam_kafka_runtime::lift::lift_combiners;
 use beam_kafka_runtime::urns;
-use beam_kafka_runtime::validate::{validate, validate_kafka_clusters};
 use jm::job_state::Enum as State;
 use prost::Message;
 use prost_types::{value::Kind, Struct, Value};
@@ -101,24 +98,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     if let Some(command) = &args.sdk_worker_command {
         use_process_environments(&mut pipeline, command);
     }
-    lift_combiners(&mut pipeline);
     let opts = parse_options(&args.options)?;
-    let mut problems: Vec<String> = Vec::new();
-    let runner_options = match RunnerOptions::parse(&options::from_struct(&opts)) {
-        Ok(o) => Some(o),
-        Err(errors) => {
-            problems.extend(errors.iter().map(|e| e.to_string()));
-            None
-        }
-    };
-    problems.extend(validate(&pipeline).iter().map(|u| u.to_string()));
-    if let Some(o) = &runner_options {
-        problems.extend(validate_kafka_clusters(&pipeline, &o.bootstrap_servers).iter().map(|u| u.to_string()));
-    }
-    let Some(runner_options) = runner_options.filter(|_| problems.is_empty()) else {
+    let runner_options = options::check_submission(&mut pipeline, &opts).map_err(|problems| {
         let list: Vec<String> = problems.iter().map(|p| format!("  - {p}")).collect();
-        bail!("beam-kafka cannot run this pipeline:\n{}", list.join("\n"));
-    };
+        anyhow::anyhow!("beam-kafka cannot run this pipeline:\n{}", list.join("\n"))
+    })?;
 
     let fn_api = FnApiServer::start(&args.bind).await.context("cannot start the Fn API server")?;
     let artifact_listener = tokio::net::TcpListener::bind((args.bind.as_str(), 0)).await.context("cannot start the artifact server")?;

@@ -26,7 +26,7 @@ pub fn consumer(opts: &RunnerOptions) -> ClientConfig {
         .set("session.timeout.ms", opts.session_timeout_ms.to_string())
         // A survivor learns of a rebalance at its next heartbeat: frequent
         // heartbeats make a dead copy's work move soon after its session ends.
-        .set("heartbeat.interval.ms", (opts.session_timeout_ms / 20).clamp(100, 3000).to_string())
+        .set("heartbeat.interval.ms", (opts.session_timeout_ms / 20).clamp(100, 1000).to_string())
         .set(
             "isolation.level",
             match opts.processing_guarantee {
