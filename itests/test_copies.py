@@ -2,6 +2,7 @@
 the consumer group; copies killed with SIGKILL lose and duplicate nothing."""
 
 import collections
+import os
 import re
 import signal
 import threading
@@ -46,7 +47,8 @@ class Copy:
     return self.proc.returncode
 
   def log(self):
-    return '\n'.join(self.lines[-60:])
+    notable = [l for l in self.lines if ' ERROR ' in l or ' WARN ' in l]
+    return '\n'.join(notable[-20:] + ['...'] + self.lines[-15:])
 
 
 def _wait(condition, timeout, what):
@@ -87,14 +89,17 @@ def _produce_words(broker, source, start, n):
                            for i in range(start, start + n)])
 
 
-def _check(out, sums, total):
+def _check(out, sums, total, story=''):
   keys = [key for _, key, _ in out]
   assert len(keys) == len(set(keys)), 'a pane was written twice: %s' % sorted(keys)
   per_word = collections.Counter()
   for key, n in sums.items():
     per_word[key.split(b'@')[0]] += n
   want = collections.Counter(WORDS[i % 3] for i in range(total))
-  assert per_word == want
+  if per_word != want and os.environ.get('BEAM_KAFKA_CHAOS_STORY'):
+    with open(os.environ['BEAM_KAFKA_CHAOS_STORY'], 'w') as f:
+      f.write('%s\n%s\n' % (sorted(sums.items()), story))
+  assert per_word == want, (sorted(sums.items()), story)
 
 
 def test_two_copies_share_the_tasks(job_server, binary, broker, tmp_path):
@@ -148,6 +153,7 @@ def test_copies_killed_with_sigkill_lose_and_duplicate_nothing(
   app_id = make_app_id('chaos')
   copies = [Copy(binary, pipeline, broker, app_id, tmp_path / ('c%d' % i))
             for i in range(3)]
+  everyone = list(copies)
   stream = None
   try:
     _wait(lambda: sum(c.tasks_running() for c in copies) > 0, 60,
@@ -156,9 +162,12 @@ def test_copies_killed_with_sigkill_lose_and_duplicate_nothing(
     for kill in range(3):
       time.sleep(2)
       victim = kill % 3
-      assert copies[victim].stop(signal.SIGKILL) == -signal.SIGKILL
+      victim_log = copies[victim].log
+      assert copies[victim].stop(signal.SIGKILL) == -signal.SIGKILL, (
+          'the copy had already ended:\n%s' % victim_log())
       copies[victim] = Copy(binary, pipeline, broker, app_id,
                             tmp_path / ('c%d-%d' % (victim, kill)))
+      everyone.append(copies[victim])
     time.sleep(2)
     produced = stream.stop()
     out, sums = _totals(broker, sink, produced, timeout=150)
@@ -167,4 +176,7 @@ def test_copies_killed_with_sigkill_lose_and_duplicate_nothing(
       stream.stop()
     for c in copies:
       c.stop()
-  _check(out, sums, produced)
+  story = '\n'.join(
+      '%d: %s' % (i, l) for i, c in enumerate(everyone) for l in c.lines
+      if 'task' in l and ('running' in l or 'stopped' in l) or ' ERROR ' in l)
+  _check(out, sums, produced, story)

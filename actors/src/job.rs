@@ -220,6 +220,34 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
                     }
                 }
                 Some(TaskEvent::Failed(error)) => break JobOutcome::Failed(error),
+                Some(TaskEvent::Stopped { task, incarnation, reason }) => {
+                    // An earlier incarnation (already replaced) is old news.
+                    if live.get(&task).is_none_or(|t| t.incarnation != incarnation) {
+                        continue;
+                    }
+                    let gone = live.remove(&task).expect("checked above");
+                    for p in &gone.partitions {
+                        routes.remove(p);
+                    }
+                    if !gone.partitions.iter().all(|p| assigned.contains(p)) {
+                        continue;
+                    }
+                    let _ = events.send(JobEvent::Info(format!("task {task} stopped ({reason}); restarting it from its last commit")));
+                    if let Err(e) = rewind(&consumer, &gone.partitions).await {
+                        break JobOutcome::Failed(e);
+                    }
+                    match start_assigned(&input, &io, &assigned, &live, &consumer, &producer, &task_tx).await {
+                        Ok(started) => {
+                            for t in started {
+                                for p in &t.partitions {
+                                    routes.insert(p.clone(), t.addr.clone().recipient());
+                                }
+                                live.insert(t.task, t);
+                            }
+                        }
+                        Err(e) => break JobOutcome::Failed(e),
+                    }
+                }
                 Some(TaskEvent::Metrics(m)) => { let _ = events.send(JobEvent::Metrics(m)); }
                 Some(TaskEvent::CommittedMetrics(m)) => { let _ = events.send(JobEvent::CommittedMetrics(m)); }
                 Some(TaskEvent::Info(text)) => { let _ = events.send(JobEvent::Info(text)); }
@@ -411,8 +439,10 @@ fn start_tasks(
             input_watermark.restore(&watermark_snapshot).map_err(|e| format!("task {task}: its saved watermark is unreadable: {e}"))?;
         }
         let restored_state = RestoredState { input_watermark, watermark_snapshot, store, changelog_next: next };
+        let incarnation = NEXT_INCARNATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let cfg = TaskConfig {
             task,
+            incarnation,
             report_source: sub_topology_source(sub.id),
             total_partitions: sub.partitions,
             inputs,
@@ -439,9 +469,35 @@ fn start_tasks(
             TaskSupervisor::new(cfg, stage, consumer, producer, events, restored_state)
         });
         let partitions = topics.into_iter().map(|t| (t, task.partition as i32)).collect();
-        tasks.push(LiveTask { task, addr, partitions });
+        tasks.push(LiveTask { task, incarnation, addr, partitions });
     }
     Ok(tasks)
+}
+
+/// Pauses `partitions` and moves the consumer back to their last commit, so a
+/// restarted task reads again what its previous incarnation did not commit.
+async fn rewind(consumer: &Arc<JobConsumer>, partitions: &[(String, i32)]) -> Result<(), String> {
+    let mut tpl = TopicPartitionList::new();
+    for (t, p) in partitions {
+        tpl.add_partition(t, *p);
+    }
+    consumer.pause(&tpl).map_err(|e| format!("cannot pause {partitions:?}: {e}"))?;
+    let consumer = consumer.clone();
+    tokio::task::spawn_blocking(move || {
+        let committed = consumer.committed_offsets(tpl, Duration::from_secs(10)).map_err(|e| format!("cannot read committed offsets: {e}"))?;
+        for e in committed.elements() {
+            let to = match e.offset() {
+                rdkafka::Offset::Offset(o) if o >= 0 => rdkafka::Offset::Offset(o),
+                _ => rdkafka::Offset::Beginning,
+            };
+            consumer
+                .seek(e.topic(), e.partition(), to, Duration::from_secs(10))
+                .map_err(|err| format!("cannot rewind {}[{}]: {err}", e.topic(), e.partition()))?;
+        }
+        Ok(())
+    })
+    .await
+    .map_err(|e| format!("rewinding failed: {e}"))?
 }
 
 /// Which tasks this process runs now, for the job's messages.
@@ -451,9 +507,12 @@ fn running_message(opts: &RunnerOptions, live: &HashMap<TaskId, LiveTask>) -> St
     format!("running {} task(s) of application {} on {}: {}", live.len(), opts.application_id, opts.bootstrap_servers, ids.join(" "))
 }
 
+static NEXT_INCARNATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 /// A task running in this process, and the input partitions it owns.
 struct LiveTask {
     task: TaskId,
+    incarnation: u64,
     addr: Addr<TaskSupervisor>,
     partitions: Vec<(String, i32)>,
 }

@@ -41,6 +41,14 @@ impl SourceShared {
         }
     }
 
+    /// Gives back records taken but not committed (their task stopped; the
+    /// next owner reads them again).
+    fn refund(&self, n: u64) {
+        if let Some(b) = &self.budget {
+            b.fetch_add(n as i64, Ordering::AcqRel);
+        }
+    }
+
     /// Takes one record from the bound; false once the read is over.
     fn take(&self) -> bool {
         if self.deadline.is_some_and(|d| Instant::now() >= d) {
@@ -72,12 +80,16 @@ pub struct SourceRoute {
     /// The offset this run started reading at: the position while no record
     /// has been handed over yet.
     pub start_offset: Option<i64>,
+    /// Records taken from the bound since the last commit, split at the
+    /// flush that will commit them: (flush id, count) and the open count.
+    taken_by_flush: Vec<(u64, u64)>,
+    taken_open: u64,
 }
 
 impl SourceRoute {
     pub fn new(input: Arc<SourceInput>, shared: Arc<SourceShared>, idle_ms: i64, start_offset: Option<i64>) -> Self {
         let clock = PartitionClock::new(input.spec.timestamp_policy(), idle_ms, now_millis());
-        SourceRoute { input, shared, clock, exhausted: false, read: 0, start_offset }
+        SourceRoute { input, shared, clock, exhausted: false, read: 0, start_offset, taken_by_flush: Vec::new(), taken_open: 0 }
     }
 
     /// The element for `r`, or `None` when the read is over (the record is
@@ -110,7 +122,26 @@ impl SourceRoute {
         let mut out = Vec::new();
         encode_element(&self.input.spec, &record, ts, self.input.length_prefix, &mut out).map_err(|e| format!("ReadFromKafka '{name}': {e}"))?;
         self.read += 1;
+        self.taken_open += 1;
         Ok(Some(out))
+    }
+
+    /// A flush was requested: what was taken so far commits with it.
+    pub fn mark_flush(&mut self, flush: u64) {
+        self.taken_by_flush.push((flush, std::mem::take(&mut self.taken_open)));
+    }
+
+    /// The flush `flush` committed.
+    pub fn committed_through(&mut self, flush: u64) {
+        self.taken_by_flush.retain(|(f, _)| *f > flush);
+    }
+
+    /// The task stops without committing: its uncommitted reads go back to
+    /// the bounded read's budget.
+    pub fn refund_uncommitted(&mut self) {
+        let n = self.taken_open + self.taken_by_flush.drain(..).map(|(_, n)| n).sum::<u64>();
+        self.taken_open = 0;
+        self.shared.refund(n);
     }
 
     /// Periodic: ends a bounded read that is over, moves an idle clock.

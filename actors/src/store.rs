@@ -34,7 +34,19 @@ impl TaskStore {
         std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create the state directory {}: {e}", dir.display()))?;
         let mut opts = Options::default();
         opts.create_if_missing(true);
-        let db = DB::open(&opts, &db_dir).map_err(|e| format!("cannot open the state store {}: {e}", db_dir.display()))?;
+        // The previous incarnation of the task in this process may still be
+        // closing the store (its actor stops asynchronously): wait for its lock.
+        let mut attempt = 0;
+        let db = loop {
+            match DB::open(&opts, &db_dir) {
+                Ok(db) => break db,
+                Err(e) if attempt < 50 && e.to_string().contains("lock") => {
+                    attempt += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+                Err(e) => return Err(format!("cannot open the state store {}: {e}", db_dir.display())),
+            }
+        };
         // From here on a crash must not find a checkpoint.
         if checkpoint.exists() {
             std::fs::remove_file(&checkpoint).map_err(|e| format!("cannot remove {}: {e}", checkpoint.display()))?;

@@ -37,6 +37,10 @@ use crate::telemetry::instruments;
 #[derive(Debug)]
 pub enum TaskEvent {
     Finished(TaskId),
+    /// The task stopped without finishing: fenced by another owner, or its
+    /// transaction aborted. What it did not commit must be read again; the
+    /// job restarts it from its last commit if its partitions are still here.
+    Stopped { task: TaskId, incarnation: u64, reason: String },
     /// The job cannot go on; the text is for the user.
     Failed(String),
     Metrics(Vec<MonitoringInfo>),
@@ -98,6 +102,9 @@ pub struct RestoredState {
 
 pub struct TaskConfig {
     pub task: TaskId,
+    /// Which start of the task this is in this process (a restarted or
+    /// reassigned task is a new incarnation; stale events are ignored).
+    pub incarnation: u64,
     /// This task's identity in its watermark reports, and its sub-topology's size.
     pub report_source: String,
     pub total_partitions: u32,
@@ -179,6 +186,38 @@ impl TaskSupervisor {
         }
     }
 
+    /// Stops without committing: aborts the open transaction, gives back
+    /// bounded-read budget taken since the last commit, and tells the job.
+    fn stop_uncommitted(&mut self, ctx: &mut Context<Self>, reason: String) {
+        if self.done {
+            return;
+        }
+        self.done = true;
+        self.refund_sources();
+        if self.cfg.transactional {
+            let producer = self.producer.clone();
+            tokio::task::spawn_blocking(move || {
+                use rdkafka::producer::Producer;
+                let _ = producer.abort_transaction(Duration::from_secs(10));
+            });
+        }
+        let _ = self.events.send(TaskEvent::Stopped { task: self.cfg.task, incarnation: self.cfg.incarnation, reason });
+        ctx.stop();
+    }
+
+    /// Whether an error comes from this task's producer having been fenced.
+    fn fenced(&self, error: &str) -> bool {
+        self.cfg.transactional && (transaction::is_fenced(error) || transaction::producer_fenced(&self.producer))
+    }
+
+    fn refund_sources(&mut self) {
+        for route in self.cfg.inputs.values_mut() {
+            if let Some(src) = route.source.as_mut() {
+                src.refund_uncommitted();
+            }
+        }
+    }
+
     fn fail(&mut self, ctx: &mut Context<Self>, error: String) {
         if !self.done {
             self.done = true;
@@ -203,6 +242,11 @@ impl TaskSupervisor {
         // Everything handed over is committed: what a GroupByKey still holds
         // is committed with it, as state changes in the task's changelog.
         let offsets = self.handed.clone();
+        for route in self.cfg.inputs.values_mut() {
+            if let Some(src) = route.source.as_mut() {
+                src.mark_flush(id);
+            }
+        }
         let mut changes = Vec::new();
         for (topic, route) in self.cfg.inputs.iter_mut() {
             if let Some(gbk) = route.gbk.as_mut() {
@@ -269,6 +313,7 @@ impl TaskSupervisor {
         };
         ctx.spawn(send.into_actor(self).map(move |result, act, ctx| {
             match result {
+                Err(e) if act.fenced(&e) => return act.stop_uncommitted(ctx, e),
                 Err(e) => return act.fail(ctx, e),
                 Ok(last) => p.changelog_last = last,
             }
@@ -304,12 +349,10 @@ impl TaskSupervisor {
                     tracing::debug!(task = %act.cfg.task, "transaction commit failed, retrying: {e}");
                     ctx.run_later(RETRY_EVERY, move |act, ctx| act.finish_cycle(p, ctx, attempt + 1));
                 }
-                Err(e @ TxnError::TaskMigrated(_)) => {
-                    // Another incarnation owns the task now (a rebalance): this
-                    // one stops; what it did not commit, the owner redoes.
-                    tracing::info!(task = %act.cfg.task, "{e}");
-                    act.done = true;
-                    ctx.stop();
+                Err(e @ (TxnError::TaskMigrated(_) | TxnError::Aborted(_))) => {
+                    // Fenced by a new owner, or aborted: this incarnation stops
+                    // and whoever owns the task next redoes what it did not commit.
+                    act.stop_uncommitted(ctx, e.to_string());
                 }
                 Err(e) => act.fail(ctx, format!("task {}: {e}", act.cfg.task)),
             }));
@@ -332,6 +375,11 @@ impl TaskSupervisor {
         let finished = p.watermark == Watermark::PosInf;
         if self.cfg.transactional {
             self.stage.do_send(Resume);
+        }
+        for route in self.cfg.inputs.values_mut() {
+            if let Some(src) = route.source.as_mut() {
+                src.committed_through(p.id);
+            }
         }
         // The changes are committed: the local store may have them now.
         if let Err(e) = self.store.apply(&p.changes) {
@@ -538,6 +586,9 @@ impl Handler<StageEvent> for TaskSupervisor {
                 self.uncommitted_metrics.extend(infos.iter().cloned());
                 let _ = self.events.send(TaskEvent::Metrics(infos));
             }
+            // A write refused because a newer owner fenced this task is a
+            // move, not a failure.
+            StageEvent::Failed { error } if self.fenced(&error) => self.stop_uncommitted(ctx, error),
             StageEvent::Failed { error } => self.fail(ctx, error),
             StageEvent::Flushed { id } => {
                 // The cycle stays pending until its commit, so no second one starts.
@@ -556,6 +607,9 @@ impl Handler<Shutdown> for TaskSupervisor {
 
     fn handle(&mut self, _: Shutdown, ctx: &mut Context<Self>) {
         self.stage.do_send(Shutdown);
+        if !self.done {
+            self.refund_sources();
+        }
         // A clean close: the store holds exactly the committed changes.
         if let Err(e) = self.store.write_checkpoint(self.changelog_next) {
             tracing::warn!(task = %self.cfg.task, "{e}; the next start rebuilds the store from the changelog");

@@ -207,8 +207,9 @@ impl Admin {
         }
         // Another copy of the job may already be running the group: then it
         // seeded the offsets, and a commit from outside the group is refused.
-        if let Err(e) = self.probe.commit(&seed, CommitMode::Sync) {
-            tracing::info!("not seeding offsets of {topic}: {e}");
+        match self.probe.commit(&seed, CommitMode::Sync) {
+            Ok(()) => tracing::info!("{topic}: first run starts at {starts:?} (partition: offset)"),
+            Err(e) => tracing::info!("not seeding offsets of {topic}: {e}"),
         }
         Ok(starts)
     }

@@ -44,11 +44,30 @@ impl std::fmt::Display for TxnError {
     }
 }
 
+/// Whether an error (as text, after it travelled through a write path) says
+/// this producer was fenced by a newer incarnation of its task: librdkafka
+/// reports `_FENCED` ("fenced by a newer instance") or the broker's
+/// `PRODUCER_FENCED` / `INVALID_PRODUCER_EPOCH` ("old epoch").
+pub fn is_fenced(error: &str) -> bool {
+    let e = error.to_ascii_lowercase();
+    e.contains("fenced") || e.contains("old epoch") || e.contains("producer epoch")
+}
+
+/// Whether the producer is dead because a newer incarnation fenced it (its
+/// pending writes then fail as purged, whatever their own error says).
+pub fn producer_fenced(producer: &FutureProducer) -> bool {
+    use rdkafka::types::RDKafkaErrorCode as Code;
+    matches!(
+        producer.client().fatal_error(),
+        Some((Code::Fenced | Code::ProducerFenced | Code::InvalidProducerEpoch, _))
+    )
+}
+
 fn classify(e: KafkaError) -> TxnError {
     match &e {
+        _ if is_fenced(&e.to_string()) => TxnError::TaskMigrated(e.to_string()),
         KafkaError::Transaction(t) if t.is_retriable() => TxnError::Retriable(e.to_string()),
         KafkaError::Transaction(t) if t.txn_requires_abort() => TxnError::Aborted(e.to_string()),
-        _ if e.to_string().contains("fenced") => TxnError::TaskMigrated(e.to_string()),
         _ => TxnError::Fatal(e.to_string()),
     }
 }
