@@ -146,7 +146,8 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
         consumer_config.set(k, v);
     }
     let (membership_tx, mut membership_rx) = mpsc::unbounded_channel();
-    let consumer: Arc<JobConsumer> = match consumer_config.create_with_context(JobContext::new(membership_tx)) {
+    let generation = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let consumer: Arc<JobConsumer> = match consumer_config.create_with_context(JobContext::new(membership_tx, generation.clone())) {
         Ok(c) => Arc::new(c),
         Err(e) => return JobOutcome::Failed(format!("cannot create the Kafka consumer: {e}")),
     };
@@ -166,7 +167,7 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
     };
     let (poll_consumer, poll_routes, poll_events) = (consumer.clone(), routes.clone(), task_tx.clone());
     let poller = actix_rt::spawn(async move {
-        let reason = poll_loop(poll_consumer, poll_routes, settings).await;
+        let reason = poll_loop(poll_consumer, poll_routes, settings, generation).await;
         let _ = poll_events.send(TaskEvent::Failed(reason));
     });
     // Tasks come and go with the partitions the group gives this process.

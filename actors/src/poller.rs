@@ -2,6 +2,7 @@
 //! the mailbox of the task that owns its partition (routes change as the
 //! group moves partitions between copies of the application).
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,6 +28,7 @@ pub async fn poll_loop(
     consumer: Arc<JobConsumer>,
     routes: Arc<DashMap<(String, i32), Recipient<RecordBatch>>>,
     settings: PollSettings,
+    generation: Arc<AtomicU64>,
 ) -> String {
     loop {
         // A bounded wait, then a fresh recv: a StreamConsumer can miss a
@@ -40,17 +42,35 @@ pub async fn poll_loop(
                 continue;
             }
         };
+        // A record returned after an assignment change is current: the
+        // change purged what librdkafka had queued for the old assignment.
+        let mut seen = generation.load(Ordering::Acquire);
         let mut batch = vec![first];
         let deadline = tokio::time::Instant::now() + settings.max_wait;
         while batch.len() < settings.max_records {
             match tokio::time::timeout_at(deadline, consumer.recv()).await {
-                Ok(Ok(m)) => batch.push(m.detach()),
+                Ok(Ok(m)) => {
+                    // The assignment changed while this batch was collected
+                    // (eager rebalancing revokes every partition): what came
+                    // before is stale, what came with or after it is current.
+                    let now = generation.load(Ordering::Acquire);
+                    if now != seen {
+                        tracing::debug!("dropping {} record(s) taken before an assignment change", batch.len());
+                        batch.clear();
+                        seen = now;
+                    }
+                    batch.push(m.detach())
+                }
                 Ok(Err(e)) => {
                     tracing::warn!("Kafka consumer: {e}");
                     break;
                 }
                 Err(_) => break,
             }
+        }
+        if generation.load(Ordering::Acquire) != seen {
+            // Changed during the last wait: nothing taken so far is current.
+            continue;
         }
         tracing::debug!("polled {} record(s)", batch.len());
         let mut per_task: HashMap<(String, i32), Vec<InputRecord>> = HashMap::new();

@@ -4,6 +4,9 @@
 //! librdkafka calls these hooks inside a poll, on the actor thread, so they
 //! only pause and report: newly assigned partitions stay paused until the
 //! job has restored their tasks' state and started them.
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
 use rdkafka::consumer::{BaseConsumer, ConsumerContext, Rebalance, StreamConsumer};
 use rdkafka::{ClientContext, TopicPartitionList};
 use tokio::sync::mpsc::UnboundedSender;
@@ -17,11 +20,15 @@ pub enum Membership {
 
 pub struct JobContext {
     events: UnboundedSender<Membership>,
+    /// Bumped at every change of assignment (and every rewind): records the
+    /// poll loop took before a bump belong to an assignment that is gone and
+    /// must not reach a task (its new owner reads them again from the commit).
+    pub generation: Arc<AtomicU64>,
 }
 
 impl JobContext {
-    pub fn new(events: UnboundedSender<Membership>) -> Self {
-        JobContext { events }
+    pub fn new(events: UnboundedSender<Membership>, generation: Arc<AtomicU64>) -> Self {
+        JobContext { events, generation }
     }
 }
 
@@ -35,12 +42,14 @@ impl ClientContext for JobContext {}
 
 impl ConsumerContext for JobContext {
     fn pre_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
         if let Rebalance::Revoke(tpl) = rebalance {
             let _ = self.events.send(Membership::Revoked(list(tpl)));
         }
     }
 
     fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
         if let Rebalance::Assign(tpl) = rebalance {
             if tpl.count() == 0 {
                 return;
