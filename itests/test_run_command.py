@@ -27,6 +27,10 @@ def _to_pair(kv):
   return kv[1].decode(), 1
 
 
+def _sum_values(word, ones):
+  return word, sum(ones)
+
+
 def _to_record(kv):
   return kv[0].encode(), b'%d' % kv[1]
 
@@ -37,7 +41,7 @@ class _KeyWithWindow(beam.DoFn):
 
 
 def _save_word_count(job_server, broker, source, sink, path, window_secs=None,
-                     with_window_key=False, **read_args):
+                     with_window_key=False, combine=True, **read_args):
   expansion = 'localhost:%d' % job_server.expansion_port
   p = beam.Pipeline()
   _ = (
@@ -46,7 +50,8 @@ def _save_word_count(job_server, broker, source, sink, path, window_secs=None,
       | beam.Map(_to_pair)
       | (beam.WindowInto(window.FixedWindows(window_secs))
          if window_secs else beam.Map(lambda kv: kv))
-      | beam.CombinePerKey(sum)
+      | (beam.CombinePerKey(sum) if combine else
+         beam.GroupByKey() | beam.MapTuple(_sum_values))
       | (beam.ParDo(_KeyWithWindow()) if with_window_key else
          beam.Map(_to_record)).with_output_types(typing.Tuple[bytes, bytes])
       | WriteToKafka(
