@@ -38,12 +38,17 @@ def _process_config(command):
   return json.dumps({'command': command})
 
 
-def test_process_environment_runs_the_harness_as_a_subprocess(
-    broker, job_server, app_id, collector, tmp_path):
+def _boot_pipeline(job_server, broker, app_id, tmp_path):
+  """A pipeline whose SDK harness is a PROCESS running beam_kafka.boot."""
   args = _environment_args(
       job_server, broker, app_id, tmp_path, 'PROCESS',
       _process_config(_boot_command(tmp_path)))
-  p = beam.Pipeline(options=PipelineOptions(args))
+  return beam.Pipeline(options=PipelineOptions(args))
+
+
+def test_process_environment_runs_the_harness_as_a_subprocess(
+    broker, job_server, app_id, collector, tmp_path):
+  p = _boot_pipeline(job_server, broker, app_id, tmp_path)
   _ = (
       p
       | 'Impulse' >> beam.Impulse()
@@ -94,10 +99,7 @@ def _die(element):
 
 def test_a_crashing_harness_fails_the_job_with_a_message(
     broker, job_server, app_id, collector, tmp_path):
-  args = _environment_args(
-      job_server, broker, app_id, tmp_path, 'PROCESS',
-      _process_config(_boot_command(tmp_path)))
-  p = beam.Pipeline(options=PipelineOptions(args))
+  p = _boot_pipeline(job_server, broker, app_id, tmp_path)
   _ = (
       p
       | 'Impulse' >> beam.Impulse()

@@ -121,7 +121,7 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
         Ok(s) => s,
         Err(e) => return JobOutcome::Failed(e),
     };
-    let io = match start_kafka_io(&admin, &input).await {
+    let io = match start_kafka_io(&input) {
         Ok(io) => KafkaIo { start_offsets, ..io },
         Err(e) => return JobOutcome::Failed(e),
     };
@@ -290,7 +290,7 @@ async fn bootstrap(admin: &Admin, input: &JobInput) -> Result<(), String> {
     for topic in &input.plan.topics {
         match topic.kind {
             TopicKind::Impulse => {
-                let (_, end) = admin.progress(&topic.name, 0).await?;
+                let end = admin.end_offset(&topic.name, 0).await?;
                 if end > 0 {
                     // An earlier run (or copy) of this application wrote the
                     // impulse: its tasks resume from their commits instead of

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use beam_kafka_proto::envelope::KafkaReadSpec;
-use beam_kafka_runtime::kafka_source::{encode_element, KafkaRecord, PartitionClock, TimestampKind};
+use beam_kafka_runtime::kafka_source::{ElementEncoder, KafkaRecord, PartitionClock, TimestampKind};
 use beam_kafka_runtime::timestamp::Millis;
 use rdkafka::consumer::BaseConsumer;
 
@@ -17,9 +17,14 @@ pub struct SourceInput {
     /// The transform's id and its user-visible name.
     pub transform: String,
     pub name: String,
-    pub spec: KafkaReadSpec,
-    /// The stage reads the element value length-prefixed.
-    pub length_prefix: bool,
+    /// Its spec, and how its records become the stage's elements.
+    pub encoder: ElementEncoder,
+}
+
+impl SourceInput {
+    pub fn spec(&self) -> &KafkaReadSpec {
+        self.encoder.spec()
+    }
 }
 
 /// What all tasks reading one ReadFromKafka share.
@@ -88,7 +93,7 @@ pub struct SourceRoute {
 
 impl SourceRoute {
     pub fn new(input: Arc<SourceInput>, shared: Arc<SourceShared>, idle_ms: i64, start_offset: Option<i64>) -> Self {
-        let clock = PartitionClock::new(input.spec.timestamp_policy(), idle_ms, now_millis());
+        let clock = PartitionClock::new(input.spec().timestamp_policy(), idle_ms, now_millis());
         SourceRoute { input, shared, clock, exhausted: false, read: 0, start_offset, taken_by_flush: Vec::new(), taken_open: 0 }
     }
 
@@ -120,7 +125,7 @@ impl SourceRoute {
         let name = &self.input.name;
         let ts = self.clock.on_record(&record, now_millis()).map_err(|e| format!("ReadFromKafka '{name}': {e}"))?;
         let mut out = Vec::new();
-        encode_element(&self.input.spec, &record, ts, self.input.length_prefix, &mut out).map_err(|e| format!("ReadFromKafka '{name}': {e}"))?;
+        self.input.encoder.encode(&record, ts, &mut out).map_err(|e| format!("ReadFromKafka '{name}': {e}"))?;
         self.read += 1;
         self.taken_open += 1;
         Ok(Some(out))

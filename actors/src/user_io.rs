@@ -69,7 +69,7 @@ pub async fn resolve_sources(admin: &Admin, input: &mut JobInput) -> Result<Hash
                 )
             })?;
             counts.insert(i.topic.clone(), n);
-            let spec = &src.spec;
+            let spec = src.spec();
             let start = match (spec.start_read_time_millis, spec.consumer_config.get("auto.offset.reset").map(String::as_str)) {
                 (Some(t), _) => StartAt::Time(t),
                 (None, Some("earliest" | "smallest")) => StartAt::Earliest,
@@ -101,8 +101,7 @@ pub async fn resolve_sources(admin: &Admin, input: &mut JobInput) -> Result<Hash
 }
 
 /// Builds the shared state of every source and a producer for every sink.
-pub async fn start_kafka_io(admin: &Admin, input: &JobInput) -> Result<KafkaIo, String> {
-    let _ = admin;
+pub fn start_kafka_io(input: &JobInput) -> Result<KafkaIo, String> {
     let opts = &input.options;
     let mut io = KafkaIo { consumer_properties: Vec::new(), sources: HashMap::new(), sinks: HashMap::new(), start_offsets: HashMap::new() };
     let mut set_by: HashMap<String, (String, String)> = HashMap::new();
@@ -112,7 +111,7 @@ pub async fn start_kafka_io(admin: &Admin, input: &JobInput) -> Result<KafkaIo, 
             if io.sources.contains_key(&src.transform) {
                 continue;
             }
-            for (k, v) in &src.spec.consumer_config {
+            for (k, v) in &src.spec().consumer_config {
                 if MANAGED_CONSUMER_KEYS.contains(&k.as_str()) {
                     continue;
                 }
@@ -129,8 +128,8 @@ pub async fn start_kafka_io(admin: &Admin, input: &JobInput) -> Result<KafkaIo, 
                 set_by.insert(k.clone(), (src.name.clone(), v.clone()));
                 io.consumer_properties.push((k.clone(), v.clone()));
             }
-            let finalize = if src.spec.commit_offset_in_finalize {
-                let group = src.spec.consumer_config.get("group.id").cloned().unwrap_or_default();
+            let finalize = if src.spec().commit_offset_in_finalize {
+                let group = src.spec().consumer_config.get("group.id").cloned().unwrap_or_default();
                 let client: BaseConsumer = config::base(opts, "finalize")
                     .set("group.id", &group)
                     .set("enable.auto.commit", "false")
@@ -140,7 +139,7 @@ pub async fn start_kafka_io(admin: &Admin, input: &JobInput) -> Result<KafkaIo, 
             } else {
                 None
             };
-            io.sources.insert(src.transform.clone(), Arc::new(SourceShared::new(&src.spec, finalize)));
+            io.sources.insert(src.transform.clone(), Arc::new(SourceShared::new(src.spec(), finalize)));
         }
         let mut sinks = Vec::new();
         for k in &sub.kafka_sinks {

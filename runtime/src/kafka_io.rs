@@ -164,6 +164,22 @@ pub fn coder_urn(format: KafkaFormat) -> &'static str {
     }
 }
 
+/// The number Kafka's Long/Integer deserializer reads from `bytes`; fails
+/// like them on bytes of the wrong size.
+pub fn number(format: KafkaFormat, bytes: &[u8]) -> Result<i64, String> {
+    match format {
+        KafkaFormat::Long => {
+            let b: [u8; 8] = bytes.try_into().map_err(|_| format!("LongDeserializer needs 8 bytes, got {}", bytes.len()))?;
+            Ok(i64::from_be_bytes(b))
+        }
+        KafkaFormat::Integer => {
+            let b: [u8; 4] = bytes.try_into().map_err(|_| format!("IntegerDeserializer needs 4 bytes, got {}", bytes.len()))?;
+            Ok(i32::from_be_bytes(b) as i64)
+        }
+        other => Err(format!("{other:?} is not a number format")),
+    }
+}
+
 /// Kafka bytes → the Beam nested encoding of `format`'s coder. Fails like
 /// Kafka's deserializers do on bytes of the wrong size.
 pub fn to_beam(format: KafkaFormat, bytes: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
@@ -178,14 +194,7 @@ pub fn to_beam(format: KafkaFormat, bytes: &[u8], out: &mut Vec<u8>) -> Result<(
             encode_varint(s.len() as u64, out);
             out.extend_from_slice(s.as_bytes());
         }
-        KafkaFormat::Long => {
-            let b: [u8; 8] = bytes.try_into().map_err(|_| format!("LongDeserializer needs 8 bytes, got {}", bytes.len()))?;
-            encode_varint(i64::from_be_bytes(b) as u64, out);
-        }
-        KafkaFormat::Integer => {
-            let b: [u8; 4] = bytes.try_into().map_err(|_| format!("IntegerDeserializer needs 4 bytes, got {}", bytes.len()))?;
-            encode_varint(i32::from_be_bytes(b) as i64 as u64, out);
-        }
+        KafkaFormat::Long | KafkaFormat::Integer => encode_varint(number(format, bytes)? as u64, out),
     }
     Ok(())
 }

@@ -8,11 +8,12 @@
 //! it to `now - idle timeout`, so idle partitions do not hold the pipeline
 //! back (a record older than that arriving later is late, as with Beam's Java
 //! timestamp policies).
-use beam_kafka_proto::envelope::{KafkaReadSpec, TimestampPolicy};
+use beam_kafka_proto::envelope::{KafkaFormat, KafkaReadSpec, TimestampPolicy};
 
 use crate::coders::{encode_global_windowed_value, encode_varint};
 use crate::expansion::record_schema;
-use crate::kafka_io::{to_beam_nullable, to_beam};
+use crate::kafka_io::{number, to_beam_nullable};
+use crate::pb;
 use crate::row::{self, Row, Value};
 use crate::timestamp::{Millis, Watermark, MIN_TIMESTAMP};
 
@@ -104,72 +105,86 @@ impl PartitionClock {
     }
 }
 
-/// The Beam element for `r` at `timestamp`: a windowed value in the global
-/// window whose value is KV(nullable key, nullable value) or a metadata row.
-/// `length_prefix` says the stage reads the value length-prefixed.
-pub fn encode_element(spec: &KafkaReadSpec, r: &KafkaRecord, timestamp: Millis, length_prefix: bool, out: &mut Vec<u8>) -> Result<(), String> {
-    let mut value = Vec::new();
-    if spec.with_metadata {
-        let schema = record_schema(spec.key_format(), spec.value_format());
-        let side = |format, bytes: Option<&[u8]>| -> Result<Value, String> {
-            let Some(b) = bytes else { return Ok(Value::Null) };
-            let mut enc = Vec::new();
-            to_beam(format, b, &mut enc)?;
-            let field = if format == beam_kafka_proto::envelope::KafkaFormat::String {
-                Value::String(String::from_utf8_lossy(b).into_owned())
-            } else if matches!(format, beam_kafka_proto::envelope::KafkaFormat::Long | beam_kafka_proto::envelope::KafkaFormat::Integer) {
-                let (v, _) = crate::coders::decode_varint(&enc).ok_or("bad number")?;
-                Value::Int(v as i64)
-            } else {
-                Value::Bytes(b.to_vec())
-            };
-            Ok(field)
-        };
-        let headers = r
-            .headers
-            .iter()
-            .map(|(k, v)| {
-                Value::Row(Row {
-                    fields: vec![("key".into(), Value::String(k.clone())), ("value".into(), v.clone().map_or(Value::Null, Value::Bytes))],
+/// Turns Kafka records of one ReadFromKafka into the Beam elements its stage
+/// reads: windowed values in the global window whose value is KV(nullable
+/// key, nullable value) or a metadata row. Built once per source.
+pub struct ElementEncoder {
+    spec: KafkaReadSpec,
+    /// The metadata row schema, for `with_metadata` reads.
+    schema: Option<pb::Schema>,
+    /// The stage reads the value length-prefixed.
+    length_prefix: bool,
+}
+
+fn field(format: KafkaFormat, bytes: Option<&[u8]>) -> Result<Value, String> {
+    let Some(b) = bytes else { return Ok(Value::Null) };
+    Ok(match format {
+        KafkaFormat::String => Value::String(String::from_utf8_lossy(b).into_owned()),
+        KafkaFormat::Long | KafkaFormat::Integer => Value::Int(number(format, b)?),
+        _ => Value::Bytes(b.to_vec()),
+    })
+}
+
+impl ElementEncoder {
+    pub fn new(spec: KafkaReadSpec, length_prefix: bool) -> Self {
+        let schema = spec.with_metadata.then(|| record_schema(spec.key_format(), spec.value_format()));
+        ElementEncoder { spec, schema, length_prefix }
+    }
+
+    pub fn spec(&self) -> &KafkaReadSpec {
+        &self.spec
+    }
+
+    /// The element for `r` at `timestamp`, appended to `out`.
+    pub fn encode(&self, r: &KafkaRecord, timestamp: Millis, out: &mut Vec<u8>) -> Result<(), String> {
+        let spec = &self.spec;
+        let mut value = Vec::new();
+        if let Some(schema) = &self.schema {
+            let headers = r
+                .headers
+                .iter()
+                .map(|(k, v)| {
+                    Value::Row(Row {
+                        fields: vec![("key".into(), Value::String(k.clone())), ("value".into(), v.clone().map_or(Value::Null, Value::Bytes))],
+                    })
                 })
-            })
-            .collect();
-        let (type_id, type_name) = match r.timestamp_kind {
-            TimestampKind::NotAvailable => (-1, "NoTimestampType"),
-            TimestampKind::CreateTime => (0, "CreateTime"),
-            TimestampKind::LogAppendTime => (1, "LogAppendTime"),
-        };
-        let values = vec![
-            Value::String(r.topic.to_string()),
-            Value::Int(r.partition as i64),
-            Value::Int(r.offset),
-            Value::Int(r.timestamp),
-            Value::Int(type_id),
-            Value::String(type_name.into()),
-            side(spec.key_format(), r.key)?,
-            side(spec.value_format(), r.value)?,
-            Value::List(headers),
-        ];
-        row::encode(&schema, &values, &mut value)?;
-    } else {
-        to_beam_nullable(spec.key_format(), r.key, &mut value).map_err(|e| format!("key of {}[{}]@{}: {e}", r.topic, r.partition, r.offset))?;
-        to_beam_nullable(spec.value_format(), r.value, &mut value)
-            .map_err(|e| format!("value of {}[{}]@{}: {e}", r.topic, r.partition, r.offset))?;
+                .collect();
+            let (type_id, type_name) = match r.timestamp_kind {
+                TimestampKind::NotAvailable => (-1, "NoTimestampType"),
+                TimestampKind::CreateTime => (0, "CreateTime"),
+                TimestampKind::LogAppendTime => (1, "LogAppendTime"),
+            };
+            let values = vec![
+                Value::String(r.topic.to_string()),
+                Value::Int(r.partition as i64),
+                Value::Int(r.offset),
+                Value::Int(r.timestamp),
+                Value::Int(type_id),
+                Value::String(type_name.into()),
+                field(spec.key_format(), r.key)?,
+                field(spec.value_format(), r.value)?,
+                Value::List(headers),
+            ];
+            row::encode(schema, &values, &mut value)?;
+        } else {
+            to_beam_nullable(spec.key_format(), r.key, &mut value).map_err(|e| format!("key of {}[{}]@{}: {e}", r.topic, r.partition, r.offset))?;
+            to_beam_nullable(spec.value_format(), r.value, &mut value)
+                .map_err(|e| format!("value of {}[{}]@{}: {e}", r.topic, r.partition, r.offset))?;
+        }
+        if self.length_prefix {
+            let mut prefixed = Vec::with_capacity(value.len() + 5);
+            encode_varint(value.len() as u64, &mut prefixed);
+            prefixed.extend_from_slice(&value);
+            value = prefixed;
+        }
+        encode_global_windowed_value(timestamp, &value, out);
+        Ok(())
     }
-    if length_prefix {
-        let mut prefixed = Vec::with_capacity(value.len() + 5);
-        encode_varint(value.len() as u64, &mut prefixed);
-        prefixed.extend_from_slice(&value);
-        value = prefixed;
-    }
-    encode_global_windowed_value(timestamp, &value, out);
-    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use beam_kafka_proto::envelope::KafkaFormat;
 
     fn record<'a>(ts: Millis, kind: TimestampKind, value: Option<&'a [u8]>) -> KafkaRecord<'a> {
         KafkaRecord { topic: "t", partition: 2, offset: 7, key: None, value, timestamp: ts, timestamp_kind: kind, headers: &[] }
@@ -204,12 +219,13 @@ mod tests {
         let spec = KafkaReadSpec { key_format: KafkaFormat::Bytes as i32, value_format: KafkaFormat::Long as i32, ..Default::default() };
         let v = 3i64.to_be_bytes();
         let mut out = Vec::new();
-        encode_element(&spec, &record(0, TimestampKind::CreateTime, Some(&v)), 1000, false, &mut out).unwrap();
+        let enc = ElementEncoder::new(spec, false);
+        enc.encode(&record(0, TimestampKind::CreateTime, Some(&v)), 1000, &mut out).unwrap();
         let mut want = Vec::new();
         encode_global_windowed_value(1000, &[0, 1, 3], &mut want);
         assert_eq!(out, want);
         let short = [1u8];
-        assert!(encode_element(&spec, &record(0, TimestampKind::CreateTime, Some(&short)), 0, false, &mut out).unwrap_err().contains("t[2]@7"));
+        assert!(enc.encode(&record(0, TimestampKind::CreateTime, Some(&short)), 0, &mut out).unwrap_err().contains("t[2]@7"));
     }
 
     #[test]
@@ -218,9 +234,9 @@ mod tests {
         let headers = vec![("h".to_string(), Some(b"x".to_vec()))];
         let r = KafkaRecord { headers: &headers, key: Some(b"k"), ..record(99, TimestampKind::CreateTime, Some(b"v")) };
         let mut out = Vec::new();
-        encode_element(&spec, &r, 99, true, &mut out).unwrap();
+        ElementEncoder::new(spec.clone(), true).encode(&r, 99, &mut out).unwrap();
         let mut plain = Vec::new();
-        encode_element(&spec, &r, 99, false, &mut plain).unwrap();
+        ElementEncoder::new(spec, false).encode(&r, 99, &mut plain).unwrap();
         // Header: 8 bytes timestamp, 4 window count, 1 pane.
         let value = &plain[13..];
         let row = row::decode(&record_schema(KafkaFormat::Bytes, KafkaFormat::String), value).unwrap();

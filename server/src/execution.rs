@@ -9,6 +9,7 @@ use beam_kafka_proto::pipeline::Schema;
 use beam_kafka_proto::prost::Message;
 use beam_kafka_runtime::coder::Coder;
 use beam_kafka_runtime::kafka_sink::SinkCodec;
+use beam_kafka_runtime::kafka_source::ElementEncoder;
 use beam_kafka_runtime::validate::{read_spec, write_spec};
 use beam_kafka_actors::output::OutputSink;
 use beam_kafka_actors::{run_job, JobEvent, JobInput, JobOutcome};
@@ -118,8 +119,7 @@ async fn prepare_and_run(job: &Arc<Job>, services: &Services) -> Result<JobOutco
                     source = Some(Arc::new(SourceInput {
                         transform: transform.clone(),
                         name: t.unique_name.clone(),
-                        spec: read_spec(t)?,
-                        length_prefix: matches!(element, Coder::LengthPrefix(_)),
+                        encoder: ElementEncoder::new(read_spec(t)?, matches!(element, Coder::LengthPrefix(_))),
                     }));
                     None
                 }

@@ -214,21 +214,13 @@ impl Admin {
         Ok(starts)
     }
 
-    /// (committed offset of the job's group, end offset) of one partition.
-    /// Coordinator moves and loads are transient: retried for a while.
-    pub async fn progress(&self, topic: &str, partition: i32) -> Result<(i64, i64), String> {
+    /// The end offset of one partition. Coordinator moves and leader
+    /// elections are transient: retried for a while.
+    pub async fn end_offset(&self, topic: &str, partition: i32) -> Result<i64, String> {
         let (_, high) = retry_transient(|| self.probe.fetch_watermarks(topic, partition, METADATA_TIMEOUT))
             .await
             .map_err(|e| format!("cannot read the end offset of {topic}[{partition}]: {e}"))?;
-        let committed = retry_transient(|| {
-            let mut tpl = TopicPartitionList::new();
-            tpl.add_partition(topic, partition);
-            self.probe.committed_offsets(tpl, METADATA_TIMEOUT)
-        })
-        .await
-        .map_err(|e| format!("cannot read committed offsets of {topic}: {e}"))?;
-        let offset = committed.elements().first().and_then(|e| e.offset().to_raw()).filter(|o| *o >= 0).unwrap_or(0);
-        Ok((offset, high))
+        Ok(high)
     }
 
     /// Deletes topics; missing ones are fine.
