@@ -85,7 +85,10 @@ class Copy:
          '%s -m beam_kafka.boot' % sys.executable, '--',
          '--bootstrap_servers=%s' % broker, '--application_id=%s' % app_id,
          '--state_dir=%s' % state_dir, '--streaming',
-         '--session_timeout_ms=%d' % session_ms],
+         '--session_timeout_ms=%d' % session_ms]
+        # Extra runner options for an analysis, e.g. librdkafka debug logs:
+        # BEAM_KAFKA_BENCH_ARGS='--kafka_property=debug=fetch,cgrp --kafka_property=log_level=7'
+        + os.environ.get('BEAM_KAFKA_BENCH_ARGS', '').split(),
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
     self.lines = []
     threading.Thread(target=self._read, daemon=True).start()
@@ -159,7 +162,7 @@ def measure(binary, broker, session_ms, workdir):
     if len(holders) != 1:
       raise RuntimeError('the source is not held by exactly one copy: %s' % [c.tasks() for c in copies])
     holder = holders[0]
-    killed_at = time.monotonic()
+    killed_at, killed_wall = time.monotonic(), time.time()
     holder.proc.send_signal(signal.SIGKILL)
     holder.proc.wait()
     first_after = None
@@ -171,6 +174,14 @@ def measure(binary, broker, session_ms, workdir):
     if first_after is None:
       raise RuntimeError('no output after the kill')
     handover = first_after - killed_at
+    logs = os.environ.get('BEAM_KAFKA_BENCH_LOGS')
+    if logs:
+      # For a breakdown: the survivor's log (UTC timestamps) and the kill time.
+      survivor = next(c for c in copies if c is not holder)
+      with open('%s/handover-%d.log' % (logs, session_ms), 'w') as f:
+        f.write('killed at %s UTC, first output after it %.3f s later\n' % (
+            time.strftime('%H:%M:%S', time.gmtime(killed_wall)) + ('%.3f' % (killed_wall % 1))[1:], handover))
+        f.write(''.join(survivor.lines))
     return handover, handover - session_ms / 1000
   finally:
     stream.stop.set()

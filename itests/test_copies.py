@@ -147,16 +147,15 @@ class _Stream:
     return self.produced
 
 
-@pytest.mark.skipif(
-    not os.environ.get('BEAM_KAFKA_CHAOS'),
-    reason='chaos test is opt-in (BEAM_KAFKA_CHAOS=1) until a rare loss under '
-    'repeated SIGKILLs is fixed: some runs lose records of one point in time '
-    '(issue 5 note)')
+@pytest.mark.parametrize('combine', [False, True],
+                         ids=['group_by_key', 'combine_per_key'])
 def test_copies_killed_with_sigkill_lose_and_duplicate_nothing(
-    job_server, binary, broker, tmp_path):
-  # A plain GroupByKey (no combiner lifting), as issue 5 asks.
+    job_server, binary, broker, tmp_path, combine):
+  # A plain GroupByKey (as issue 5 asks), and the same count with combiner
+  # lifting (partial sums before the shuffle, so a lost or repeated source
+  # bundle changes a sum instead of a count).
   source, sink, pipeline = _setup(job_server, broker, tmp_path, 'chaos',
-                                  combine=False)
+                                  combine=combine)
   app_id = make_app_id('chaos')
   copies = [Copy(binary, pipeline, broker, app_id, tmp_path / ('c%d' % i))
             for i in range(3)]
@@ -183,7 +182,12 @@ def test_copies_killed_with_sigkill_lose_and_duplicate_nothing(
       stream.stop()
     for c in copies:
       c.stop()
-  story = '\n'.join(
+  story = 'app %s, source %s, sink %s\n' % (app_id, source, sink) + '\n'.join(
       '%d: %s' % (i, l) for i, c in enumerate(everyone) for l in c.lines
       if 'task' in l and ('running' in l or 'stopped' in l) or ' ERROR ' in l)
+  if os.environ.get('BEAM_KAFKA_CHAOS_STORY'):
+    # Every copy's whole log, for scripts/inspect_app.py and a reader.
+    for i, c in enumerate(everyone):
+      with open('%s.copy%d.log' % (os.environ['BEAM_KAFKA_CHAOS_STORY'], i), 'w') as f:
+        f.write('\n'.join(c.lines))
   _check(out, sums, produced, story)

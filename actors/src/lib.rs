@@ -16,6 +16,7 @@ mod state;
 mod store;
 mod stage;
 mod task;
+mod task_start;
 mod telemetry;
 mod user_io;
 

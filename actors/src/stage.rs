@@ -215,3 +215,21 @@ impl Handler<Shutdown> for StageActor {
         ctx.stop();
     }
 }
+
+/// Runs one empty bundle of each stage so the harness builds (and caches)
+/// its bundle processors now: a task that later moves to this copy then runs
+/// its first bundle without paying for DoFn set-up. Results are discarded;
+/// a failure here is left for the real bundles to report.
+pub async fn warm_up(worker: Arc<SdkWorker>, stages: Vec<(String, Vec<String>, Vec<String>)>) {
+    let runs = stages.into_iter().map(|(descriptor, sources, sinks)| {
+        let worker = worker.clone();
+        async move {
+            let inputs = sources.into_iter().map(|transform_id| BundleInput { transform_id, data: Vec::new() }).collect();
+            if let Err(e) = worker.process_bundle(&descriptor, inputs, &sinks).await {
+                tracing::debug!("warming up {descriptor}: {e}");
+            }
+        }
+    });
+    futures::future::join_all(runs).await;
+}
+

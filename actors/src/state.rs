@@ -44,6 +44,8 @@ pub fn read_changelog(opts: &RunnerOptions, topic: &str, partition: i32, from: i
         .set("enable.auto.commit", "false")
         .set("isolation.level", "read_committed")
         .set("enable.partition.eof", "true")
+        // The end shows as an empty fetch: do not let the broker hold it.
+        .set("fetch.wait.max.ms", "10")
         .create_with_context(QuietEof)
         .map_err(|e| format!("cannot create the state restore consumer: {e}"))?;
     let mut changes = Vec::new();
@@ -67,7 +69,11 @@ pub fn read_changelog(opts: &RunnerOptions, topic: &str, partition: i32, from: i
         }
         match consumer.poll(Duration::from_millis(500)) {
             None => continue,
-            Some(Err(KafkaError::PartitionEOF(_))) => return Ok((changes, high)),
+            Some(Err(KafkaError::PartitionEOF(_))) => {
+                // Closing a client takes ~100 ms: not on the task's start path.
+                std::thread::spawn(move || drop(consumer));
+                return Ok((changes, high));
+            }
             Some(Err(e)) => return Err(format!("cannot read {topic}[{partition}]: {e}")),
             Some(Ok(m)) => {
                 let Some(key) = m.key() else { continue };

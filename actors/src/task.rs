@@ -116,6 +116,8 @@ pub struct TaskConfig {
     /// exactly_once: the task's producer is transactional, and a cycle ends
     /// with a transaction commit instead of a consumer offset commit.
     pub transactional: bool,
+    /// Where the task starts reading each input partition (its last commit).
+    pub starts: BTreeMap<(String, i32), i64>,
 }
 
 #[derive(Clone)]
@@ -155,6 +157,8 @@ pub struct TaskSupervisor {
     store: TaskStore,
     /// The changelog offset after the last committed state change.
     changelog_next: i64,
+    /// Late drops already warned about, per GroupByKey input topic.
+    dropped_warned: HashMap<String, u64>,
 }
 
 impl TaskSupervisor {
@@ -166,6 +170,7 @@ impl TaskSupervisor {
         events: UnboundedSender<TaskEvent>,
         restored: RestoredState,
     ) -> Self {
+        let dropped_warned = cfg_dropped(&cfg);
         TaskSupervisor {
             input_watermark: restored.input_watermark,
             written_watermark_state: restored.watermark_snapshot,
@@ -183,6 +188,8 @@ impl TaskSupervisor {
             pending: None,
             next_flush: 1,
             done: false,
+            // Drops of earlier incarnations were warned about by them.
+            dropped_warned,
         }
     }
 
@@ -388,6 +395,12 @@ impl TaskSupervisor {
         if let Some(last) = p.changelog_last {
             self.changelog_next = last + 1;
         }
+        tracing::debug!(
+            task = %self.cfg.task, incarnation = self.cfg.incarnation,
+            "committed cycle {}: offsets {:?}, {} state change(s), changelog next {}, output watermark {:?}",
+            p.id, p.offsets, p.changes.len(), self.changelog_next, p.watermark
+        );
+        self.warn_dropped();
         self.commit_to_user_groups(&p.offsets);
         let covered: Vec<MonitoringInfo> = self.uncommitted_metrics.drain(..p.metrics.min(self.uncommitted_metrics.len())).collect();
         if !covered.is_empty() {
@@ -407,6 +420,23 @@ impl TaskSupervisor {
 }
 
 impl TaskSupervisor {
+    /// Says, as it happens, that a GroupByKey dropped late elements (they
+    /// were committed as processed: the user must hear of them).
+    fn warn_dropped(&mut self) {
+        for (topic, route) in &self.cfg.inputs {
+            let Some(gbk) = route.gbk.as_ref() else { continue };
+            let seen = self.dropped_warned.entry(topic.clone()).or_insert(0);
+            if gbk.dropped_late > *seen {
+                tracing::warn!(
+                    task = %self.cfg.task,
+                    "dropped {} late element(s) of {topic} (window expired, allowed lateness {} ms); {} in all",
+                    gbk.dropped_late - *seen, gbk.spec_allowed_lateness(), gbk.dropped_late
+                );
+                *seen = gbk.dropped_late;
+            }
+        }
+    }
+
     /// Late elements a GroupByKey dropped are reported, never silently lost.
     fn report_dropped(&self) {
         for (topic, route) in &self.cfg.inputs {
@@ -418,6 +448,11 @@ impl TaskSupervisor {
             )));
         }
     }
+}
+
+/// Late drops each GroupByKey input had already counted when restored.
+fn cfg_dropped(cfg: &TaskConfig) -> HashMap<String, u64> {
+    cfg.inputs.iter().filter_map(|(t, r)| r.gbk.as_ref().map(|g| (t.clone(), g.dropped_late))).collect()
 }
 
 /// The name under which a task expects watermark reports of `source` on `topic`.
@@ -517,6 +552,11 @@ impl Handler<RecordBatch> for TaskSupervisor {
         let mut data_records = 0u64;
         let mut from_sources = false;
         for r in batch.records {
+            // Read before this task's start (a stale fetch): not ours to process.
+            if self.cfg.starts.get(&(r.topic.clone(), r.partition)).is_some_and(|start| r.offset < *start) {
+                tracing::debug!(task = %self.cfg.task, "skipping {}[{}] offset {} before the task's start", r.topic, r.partition, r.offset);
+                continue;
+            }
             let Some(route) = self.cfg.inputs.get_mut(&r.topic) else {
                 return self.fail(ctx, format!("task {} got a record of unexpected topic {}", self.cfg.task, r.topic));
             };

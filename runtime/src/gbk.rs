@@ -224,6 +224,10 @@ impl GroupByKey {
             .unwrap_or(Watermark::PosInf)
     }
 
+    pub fn spec_allowed_lateness(&self) -> i64 {
+        self.spec.allowed_lateness
+    }
+
     pub fn is_empty(&self) -> bool {
         self.panes.values().all(|p| p.values.is_empty())
     }

@@ -25,8 +25,9 @@ pub fn consumer(opts: &RunnerOptions) -> ClientConfig {
         .set("auto.offset.reset", "earliest")
         .set("session.timeout.ms", opts.session_timeout_ms.to_string())
         // A survivor learns of a rebalance at its next heartbeat: frequent
-        // heartbeats make a dead copy's work move soon after its session ends.
-        .set("heartbeat.interval.ms", (opts.session_timeout_ms / 20).clamp(100, 1000).to_string())
+        // heartbeats make a dead copy's work move soon after its session
+        // ends (one small request per copy every 100 ms).
+        .set("heartbeat.interval.ms", (opts.session_timeout_ms / 3).min(100).to_string())
         .set(
             "isolation.level",
             match opts.processing_guarantee {

@@ -20,7 +20,7 @@ pub enum Membership {
 
 pub struct JobContext {
     events: UnboundedSender<Membership>,
-    /// Bumped at every change of assignment (and every rewind): records the
+    /// Bumped at every change of assignment: records the
     /// poll loop took before a bump belong to an assignment that is gone and
     /// must not reach a task (its new owner reads them again from the commit).
     pub generation: Arc<AtomicU64>,

@@ -1,0 +1,349 @@
+//! Starting tasks on this copy: each task's transactional producer (fencing
+//! earlier owners), its restored state, its partitions sought to their last
+//! commit, then its supervisor and stage actors. Tasks taken over together
+//! are prepared in parallel; a change of assignment meanwhile cancels the start.
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use beam_kafka_config::ProcessingGuarantee;
+use beam_kafka_runtime::gbk::GroupByKey;
+use beam_kafka_runtime::kafka_io::same_cluster;
+use beam_kafka_runtime::task_state;
+use beam_kafka_runtime::topology::{changelog_topic, sub_topology_source, TaskId};
+use beam_kafka_runtime::watermark::InputWatermark;
+use rdkafka::consumer::Consumer;
+use rdkafka::producer::FutureProducer;
+use rdkafka::TopicPartitionList;
+use tokio::sync::mpsc;
+
+use crate::job::JobInput;
+use crate::kafka::rebalance::JobConsumer;
+use crate::kafka::transaction;
+use crate::output::KafkaSink;
+use crate::stage::{StageActor, StageSpec};
+use crate::source::SourceRoute;
+use crate::state::restore_task;
+use crate::store::TaskStore;
+use crate::task::{upstream_key, InputRoute, RestoredState, TaskConfig, TaskEvent, TaskSupervisor, WatermarkTarget, SOURCE_UPSTREAM};
+use crate::user_io::KafkaIo;
+
+/// Every task's saved state: its local store brought up to date with its
+/// changelog partition.
+async fn restore_states(input: &JobInput, tasks: &[TaskId]) -> Result<HashMap<TaskId, Restored>, String> {
+    let opts = input.options.clone();
+    let tasks = tasks.to_vec();
+    tokio::task::spawn_blocking(move || {
+        in_parallel(&tasks, |t| restore_task(&opts, t).map(|(store, entries, next)| Restored { store, entries, next }))
+    })
+    .await
+    .map_err(|e| format!("restoring state failed: {e}"))?
+}
+
+/// Runs a blocking step (Kafka round trips, mostly waiting) for every task
+/// at once: a copy taking over several tasks waits for the slowest, not the sum.
+fn in_parallel<T: Send>(tasks: &[TaskId], step: impl Fn(TaskId) -> Result<T, String> + Sync) -> Result<HashMap<TaskId, T>, String> {
+    std::thread::scope(|scope| {
+        let step = &step;
+        let handles: Vec<_> = tasks.iter().map(|&t| (t, scope.spawn(move || step(t)))).collect();
+        handles
+            .into_iter()
+            .map(|(t, h)| h.join().map_err(|_| format!("preparing task {t} panicked"))?.map(|v| (t, v)))
+            .collect()
+    })
+}
+
+/// A task's restored state, before it is handed to the task.
+struct Restored {
+    store: TaskStore,
+    entries: Vec<(Vec<u8>, Vec<u8>)>,
+    next: i64,
+}
+
+/// Under exactly_once, a transactional producer per task (its transaction
+/// initialised, earlier incarnations fenced).
+async fn transactional_producers(input: &JobInput, tasks: &[TaskId]) -> Result<HashMap<TaskId, Arc<FutureProducer>>, String> {
+    if input.options.processing_guarantee != ProcessingGuarantee::ExactlyOnce {
+        return Ok(HashMap::new());
+    }
+    let opts = input.options.clone();
+    let tasks = tasks.to_vec();
+    tokio::task::spawn_blocking(move || in_parallel(&tasks, |t| transaction::start(&opts, t)))
+        .await
+        .map_err(|e| format!("starting transactional producers failed: {e}"))?
+}
+
+/// Starts `to_start`'s actors; returns each task with the partitions it owns.
+#[allow(clippy::too_many_arguments)]
+fn start_tasks(
+    input: &JobInput,
+    io: &KafkaIo,
+    to_start: &[TaskId],
+    txn_producers: &HashMap<TaskId, Arc<FutureProducer>>,
+    restored: &mut HashMap<TaskId, Restored>,
+    starts: &HashMap<(String, i32), i64>,
+    consumer: Arc<JobConsumer>,
+    producer: Arc<FutureProducer>,
+    events: mpsc::UnboundedSender<TaskEvent>,
+) -> Result<Vec<LiveTask>, String> {
+    let opts = &input.options;
+    let mut tasks = Vec::new();
+    for &task in to_start {
+        let sub = input
+            .sub_topologies
+            .iter()
+            .find(|s| s.id == task.sub_topology)
+            .ok_or_else(|| format!("no specification for sub-topology {}", task.sub_topology))?;
+        let mut inputs = HashMap::new();
+        let mut upstreams = Vec::new();
+        // A task owns partition p of each input topic that has one.
+        for i in sub.inputs.iter().filter(|i| task.partition < i.partitions) {
+            let gbk = match &i.gbk {
+                Some((spec, coder)) => Some(GroupByKey::new(spec.clone(), coder)?),
+                None => None,
+            };
+            let source = match &i.source {
+                Some(src) => {
+                    let shared = io.sources.get(&src.transform).cloned().ok_or_else(|| format!("no state for {}", src.name))?;
+                    upstreams.push(upstream_key(&i.topic, SOURCE_UPSTREAM));
+                    let start = starts.get(&(i.topic.clone(), task.partition as i32)).copied();
+                    Some(SourceRoute::new(src.clone(), shared, opts.read_idle_timeout_ms as i64, start))
+                }
+                None => {
+                    upstreams.push(upstream_key(&i.topic, &i.upstream));
+                    None
+                }
+            };
+            inputs.insert(i.topic.clone(), InputRoute { source_transform: i.source_transform.clone(), gbk, source });
+        }
+        let mut targets: Vec<WatermarkTarget> = Vec::new();
+        for o in &sub.outputs {
+            if !targets.iter().any(|t| t.topic == o.topic) {
+                targets.push(WatermarkTarget { topic: o.topic.clone(), partitions: o.partitions });
+            }
+        }
+        let task_producer = txn_producers.get(&task).cloned().unwrap_or_else(|| producer.clone());
+        let transactional = txn_producers.contains_key(&task);
+        // A sink on the runner's cluster writes inside the task's transaction;
+        // one on another cluster cannot (at-least-once, said at start).
+        let kafka_sinks: Vec<KafkaSink> = io
+            .sinks
+            .get(&sub.id)
+            .into_iter()
+            .flatten()
+            .map(|k| {
+                let servers = k.codec.spec.producer_config.get("bootstrap.servers").map(String::as_str).unwrap_or_default();
+                if transactional && same_cluster(servers, &opts.bootstrap_servers) {
+                    KafkaSink { producer: task_producer.clone(), ..k.clone() }
+                } else {
+                    k.clone()
+                }
+            })
+            .collect();
+        // The task's durable state, read from its changelog partition.
+        let Restored { store, entries, next } = restored.remove(&task).ok_or_else(|| format!("task {task} has no state store"))?;
+        let mut watermark_snapshot = Vec::new();
+        let mut gbk_entries: HashMap<String, Vec<(Vec<u8>, Vec<u8>)>> = HashMap::new();
+        for (k, v) in entries {
+            match task_state::split(&k).map_err(|e| format!("task {task}: unreadable state: {e}"))? {
+                task_state::Store::Watermark => watermark_snapshot = v,
+                task_state::Store::GroupByKey { topic, key } => gbk_entries.entry(topic.to_string()).or_default().push((key.to_vec(), v)),
+            }
+        }
+        for (topic, route) in inputs.iter_mut() {
+            if let (Some(gbk), Some(entries)) = (route.gbk.as_mut(), gbk_entries.get(topic)) {
+                gbk.restore(entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice())))
+                    .map_err(|e| format!("task {task}: the saved state of the GroupByKey reading {topic} is unreadable: {e}"))?;
+            }
+        }
+        let mut input_watermark = InputWatermark::new(upstreams);
+        if !watermark_snapshot.is_empty() {
+            input_watermark.restore(&watermark_snapshot).map_err(|e| format!("task {task}: its saved watermark is unreadable: {e}"))?;
+        }
+        let restored_state = RestoredState { input_watermark, watermark_snapshot, store, changelog_next: next };
+        let incarnation = NEXT_INCARNATION.fetch_add(1, Ordering::Relaxed);
+        let cfg = TaskConfig {
+            task,
+            incarnation,
+            report_source: sub_topology_source(sub.id),
+            total_partitions: sub.partitions,
+            inputs,
+            targets,
+            commit_interval: Duration::from_millis(opts.commit_interval_ms),
+            state_topic: changelog_topic(&opts.application_id, sub.id),
+            transactional,
+            starts: task_partitions(input, task).into_iter().filter_map(|k| starts.get(&k).map(|o| (k, *o))).collect(),
+        };
+        let spec = StageSpec {
+            display_name: sub.display_name.clone(),
+            descriptor_id: sub.descriptor_id.clone(),
+            sources: sub.inputs.iter().map(|i| i.source_transform.clone()).collect::<std::collections::BTreeSet<_>>().into_iter().collect(),
+            sinks: sub.sinks.clone(),
+            outputs: sub.outputs.clone(),
+            kafka_sinks,
+            producer: task_producer.clone(),
+            max_bundle_size: opts.max_bundle_size,
+            max_bundle_time: Duration::from_millis(opts.max_bundle_time_ms),
+        };
+        let topics: Vec<String> = cfg.inputs.keys().cloned().collect();
+        let (worker, consumer, producer, events) = (input.worker.clone(), consumer.clone(), task_producer, events.clone());
+        let addr = TaskSupervisor::create(move |ctx| {
+            let stage = StageActor::new(spec, worker, ctx.address().recipient()).start();
+            TaskSupervisor::new(cfg, stage, consumer, producer, events, restored_state)
+        });
+        let partitions = topics.into_iter().map(|t| (t, task.partition as i32)).collect();
+        tasks.push(LiveTask { task, incarnation, addr, partitions });
+    }
+    Ok(tasks)
+}
+
+/// Puts the consumer of `partitions` at their last commit, paused, and
+/// returns each partition's start. A task always starts from its commit:
+/// never from where the shared consumer happened to be, which is past any
+/// record the poll loop took and dropped while no task owned the partition
+/// (librdkafka counts those as consumed). Called after the task's producer
+/// fenced earlier owners, so the commit read is final (read_committed asks
+/// the coordinator for stable offsets). A partition without a commit starts
+/// at `fallback` (a source's first-run offset) or at its beginning.
+/// `None`: the group's assignment changed (`generation` moved) meanwhile.
+async fn seek_to_commits(
+    consumer: &Arc<JobConsumer>,
+    partitions: &[(String, i32)],
+    fallback: &HashMap<(String, i32), i64>,
+    generation: Arc<AtomicU64>,
+    seen: u64,
+) -> Result<Option<HashMap<(String, i32), rdkafka::Offset>>, String> {
+    const PATIENCE: Duration = Duration::from_secs(60);
+    let mut tpl = TopicPartitionList::new();
+    for (t, p) in partitions {
+        tpl.add_partition(t, *p);
+    }
+    consumer.pause(&tpl).map_err(|e| format!("cannot pause {partitions:?}: {e}"))?;
+    let consumer = consumer.clone();
+    let fallback: HashMap<(String, i32), i64> =
+        partitions.iter().filter_map(|k| fallback.get(k).map(|o| (k.clone(), *o))).collect();
+    let moved = move || generation.load(Ordering::Acquire) != seen;
+    tokio::task::spawn_blocking(move || {
+        let committed = consumer.committed_offsets(tpl, Duration::from_secs(30)).map_err(|e| format!("cannot read committed offsets: {e}"))?;
+        let mut starts = HashMap::new();
+        let deadline = Instant::now() + PATIENCE;
+        for e in committed.elements() {
+            let key = (e.topic().to_string(), e.partition());
+            let to = match e.offset() {
+                rdkafka::Offset::Offset(o) if o >= 0 => Some(o),
+                _ => fallback.get(&key).copied(),
+            };
+            let offset = to.map_or(rdkafka::Offset::Beginning, rdkafka::Offset::Offset);
+            // A partition can be sought only once its fetcher started, after
+            // librdkafka looked up its committed offset following the assignment.
+            loop {
+                match consumer.seek(e.topic(), e.partition(), offset, Duration::from_secs(30)) {
+                    Ok(()) => break,
+                    Err(_) if moved() => return Ok(None),
+                    Err(err) if fetcher_not_started(&err) && Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+                    Err(err) => return Err(format!("cannot move to the last commit of {}[{}]: {err}", e.topic(), e.partition())),
+                }
+            }
+            starts.insert(key, offset);
+        }
+        Ok(if moved() { None } else { Some(starts) })
+    })
+    .await
+    .map_err(|e| format!("moving to the last commits failed: {e}"))?
+}
+
+/// librdkafka's answer to a seek on a partition whose fetcher is not
+/// running yet (or is stopping).
+fn fetcher_not_started(err: &rdkafka::error::KafkaError) -> bool {
+    let text = err.to_string();
+    text.contains("Erroneous state") || text.contains("Previous operation in progress")
+}
+
+static NEXT_INCARNATION: AtomicU64 = AtomicU64::new(1);
+
+/// A task running in this process, and the input partitions it owns.
+pub(crate) struct LiveTask {
+    pub(crate) task: TaskId,
+    pub(crate) incarnation: u64,
+    pub(crate) addr: Addr<TaskSupervisor>,
+    pub(crate) partitions: Vec<(String, i32)>,
+}
+
+/// The input partitions task `t` owns: partition p of each input topic that has one.
+fn task_partitions(input: &JobInput, t: TaskId) -> Vec<(String, i32)> {
+    input
+        .sub_topologies
+        .iter()
+        .filter(|s| s.id == t.sub_topology)
+        .flat_map(|s| s.inputs.iter())
+        .filter(|i| t.partition < i.partitions)
+        .map(|i| (i.topic.clone(), t.partition as i32))
+        .collect()
+}
+
+/// Restores, initialises and starts the tasks whose partitions are now all
+/// assigned here; their partitions are resumed, at their last commit, once
+/// they run. If the group's assignment changed meanwhile (`generation`
+/// moved), nothing starts: the change's own events decide what runs here.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn start_assigned(
+    input: &JobInput,
+    io: &KafkaIo,
+    assigned: &BTreeSet<(String, i32)>,
+    live: &HashMap<TaskId, LiveTask>,
+    consumer: &Arc<JobConsumer>,
+    producer: &Arc<FutureProducer>,
+    events: &mpsc::UnboundedSender<TaskEvent>,
+    generation: &Arc<AtomicU64>,
+) -> Result<Vec<LiveTask>, String> {
+    let seen = generation.load(Ordering::Acquire);
+    let to_start: Vec<TaskId> = input
+        .plan
+        .tasks()
+        .into_iter()
+        .filter(|t| !live.contains_key(t))
+        .filter(|t| {
+            let parts = task_partitions(input, *t);
+            !parts.is_empty() && parts.iter().all(|p| assigned.contains(p))
+        })
+        .collect();
+    if to_start.is_empty() {
+        return Ok(Vec::new());
+    }
+    let txn_producers = transactional_producers(input, &to_start).await?;
+    let mut restored = restore_states(input, &to_start).await?;
+    let partitions: Vec<(String, i32)> = to_start.iter().flat_map(|t| task_partitions(input, *t)).collect();
+    let starts = seek_to_commits(consumer, &partitions, &io.start_offsets, generation.clone(), seen).await?;
+    let Some(starts) = starts.filter(|_| generation.load(Ordering::Acquire) == seen) else {
+        // Resuming now could resume partitions a newer assignment paused.
+        tracing::debug!("the assignment changed while tasks {to_start:?} were being prepared; not starting them");
+        for (task, r) in restored {
+            if let Err(e) = r.store.write_checkpoint(r.next) {
+                tracing::warn!(task = %task, "{e}");
+            }
+        }
+        return Ok(Vec::new());
+    };
+    let first_offsets: HashMap<(String, i32), i64> =
+        starts.iter().map(|(k, o)| (k.clone(), if let rdkafka::Offset::Offset(n) = o { *n } else { 0 })).collect();
+    let started = start_tasks(
+        input, io, &to_start, &txn_producers, &mut restored, &first_offsets, consumer.clone(), producer.clone(), events.clone(),
+    )?;
+    let mut resume = TopicPartitionList::new();
+    for t in &started {
+        for (topic, p) in &t.partitions {
+            resume.add_partition(topic, *p);
+        }
+    }
+    consumer.resume(&resume).map_err(|e| format!("cannot resume the partitions of started tasks: {e}"))?;
+    // librdkafka does not wake a partition's fetcher on resume (it looks
+    // again within a second); a seek does. Asynchronous (no wait), to the
+    // same start: anything fetched before it is discarded by its version
+    // barrier, and nothing can reach a task before this returns.
+    for ((topic, partition), start) in &starts {
+        let _ = consumer.seek(topic, *partition, *start, Duration::ZERO);
+    }
+    Ok(started)
+}
