@@ -29,6 +29,7 @@ use crate::poller::{poll_loop, PollSettings};
 use crate::output::OutputSink;
 
 use crate::source::SourceInput;
+pub use crate::side_inputs::SideInputSpec;
 use crate::task::TaskEvent;
 use crate::task_start::{start_assigned, LiveTask};
 use crate::user_io::{resolve_sources, start_kafka_io, KafkaIo};
@@ -46,6 +47,10 @@ pub struct InputSpec {
     pub gbk: Option<(WindowingSpec, Coder)>,
     /// Set when the topic is a user topic read by ReadFromKafka.
     pub source: Option<Arc<SourceInput>>,
+    /// How the windows of the elements it feeds the stage are encoded.
+    pub window_coder: Coder,
+    /// The allowed lateness of that windowing.
+    pub allowed_lateness: i64,
 }
 
 /// A stage output written to a user topic by WriteToKafka.
@@ -64,6 +69,9 @@ pub struct SubTopologySpec {
     /// Every data sink of the descriptor.
     pub sinks: Vec<String>,
     pub inputs: Vec<InputSpec>,
+    pub side_inputs: Vec<SideInputSpec>,
+    /// Its stage has a stateful ParDo (user state served to its bundles).
+    pub stateful: bool,
     pub outputs: Vec<OutputSink>,
     pub kafka_sinks: Vec<KafkaSinkSpec>,
 }
@@ -154,7 +162,8 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
         Ok(c) => Arc::new(c),
         Err(e) => return JobOutcome::Failed(format!("cannot create the Kafka consumer: {e}")),
     };
-    let topic_names: Vec<&str> = input.plan.topics.iter().map(|t| t.name.as_str()).collect();
+    // Side topics are read whole by each task, not through the group.
+    let topic_names: Vec<&str> = input.plan.topics.iter().filter(|t| t.kind != TopicKind::Side).map(|t| t.name.as_str()).collect();
     if let Err(e) = consumer.subscribe(&topic_names) {
         return JobOutcome::Failed(format!("cannot subscribe to {}: {e}", topic_names.join(", ")));
     }
@@ -277,11 +286,16 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
 async fn bootstrap(admin: &Admin, input: &JobInput) -> Result<(), String> {
     let opts = &input.options;
     let specs: Vec<TopicSpec> =
-        input.plan.runner_topics().map(|t| TopicSpec { name: t.name.clone(), partitions: t.partitions, compacted: false }).chain(
+        input
+            .plan
+            .runner_topics()
+            .map(|t| TopicSpec { name: t.name.clone(), partitions: t.partitions, compacted: false, keep_forever: t.kind == TopicKind::Side })
+            .chain(
             input.plan.sub_topologies.iter().map(|s| TopicSpec {
                 name: changelog_topic(&opts.application_id, s.id),
                 partitions: s.partitions,
                 compacted: true,
+                keep_forever: false,
             }),
         ).collect();
     admin.ensure_topics(&specs, opts.topic_replication_factor).await?;
@@ -308,7 +322,7 @@ async fn bootstrap(admin: &Admin, input: &JobInput) -> Result<(), String> {
                         .map_err(|(e, _)| format!("cannot write to {}: {e}", topic.name))?;
                 }
             }
-            TopicKind::Shuffle | TopicKind::Source => {}
+            TopicKind::Shuffle | TopicKind::Source | TopicKind::Edge | TopicKind::Side => {}
         }
     }
     Ok(())

@@ -16,6 +16,8 @@ mod state;
 mod store;
 mod stage;
 mod task;
+mod bundle_state;
+mod side_inputs;
 mod task_start;
 mod telemetry;
 mod user_io;

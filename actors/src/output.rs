@@ -96,11 +96,13 @@ pub async fn await_last_offset(pending: Vec<DeliveryFuture>) -> Result<Option<i6
 pub async fn write_outputs(
     producer: &FutureProducer,
     sinks: &[OutputSink],
-    mut outputs: HashMap<String, Vec<u8>>,
+    outputs: HashMap<String, Vec<u8>>,
 ) -> Result<(), String> {
     let mut pending = Vec::new();
+    let mut spread = rand_start();
     for sink in sinks {
-        let Some(data) = outputs.remove(&sink.sink_transform) else { continue };
+        // One PCollection can go to several topics (an edge and a side topic).
+        let Some(data) = outputs.get(&sink.sink_transform) else { continue };
         let mut at = 0;
         while at < data.len() {
             let rest = &data[at..];
@@ -114,13 +116,25 @@ pub async fn write_outputs(
                 other => (&rest[..0], other.skip(&rest[h.value_offset..])?),
             };
             let len = h.value_offset + value_len;
-            let partition = partition_for(key, sink.partitions);
+            // Keyless elements (an edge between stages) are spread evenly.
+            let partition = if key.is_empty() {
+                spread = spread.wrapping_add(1);
+                spread % sink.partitions.max(1)
+            } else {
+                partition_for(key, sink.partitions)
+            };
             let payload = envelope::data(rest[..len].to_vec());
             enqueue(producer, &sink.topic, partition, Some(key), Some(&payload), &mut pending).await?;
             at += len;
         }
     }
     await_all(pending).await
+}
+
+/// Where a bundle starts spreading keyless elements, so small bundles do not
+/// all start at partition 0.
+fn rand_start() -> u32 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos())
 }
 
 /// Writes each Kafka sink's elements to its topic; returns once Kafka

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use beam_kafka_fnapi::{BundleError, BundleInput, SdkWorker};
+use beam_kafka_fnapi::{BundleError, BundleInput, SdkWorker, StateHandler};
 
 use rdkafka::producer::FutureProducer;
 
@@ -31,6 +31,8 @@ pub struct StageSpec {
     pub producer: Arc<FutureProducer>,
     pub max_bundle_size: u64,
     pub max_bundle_time: Duration,
+    /// Answers the State API requests of its bundles (side inputs).
+    pub state: Option<Arc<dyn StateHandler>>,
 }
 
 pub struct StageActor {
@@ -104,12 +106,13 @@ impl StageActor {
         let outputs = self.spec.outputs.clone();
         let kafka_sinks = self.spec.kafka_sinks.clone();
         let producer = self.spec.producer.clone();
+        let state = self.spec.state.clone();
         let started = Instant::now();
         // A bundle is complete once Kafka acknowledged everything it wrote.
         let sizes: Vec<(String, usize)> = inputs.iter().map(|i: &BundleInput| (i.transform_id.clone(), i.data.len())).collect();
         tracing::debug!(stage = %self.spec.display_name, "bundle {seq} inputs (bytes): {sizes:?}");
         let run = async move {
-            let result = worker.process_bundle(&descriptor, inputs, &sinks).await.map_err(|e| match e {
+            let result = worker.process_bundle(&descriptor, inputs, &sinks, state).await.map_err(|e| match e {
                 BundleError::User(text) => text,
                 other => other.to_string(),
             })?;
@@ -225,7 +228,7 @@ pub async fn warm_up(worker: Arc<SdkWorker>, stages: Vec<(String, Vec<String>, V
         let worker = worker.clone();
         async move {
             let inputs = sources.into_iter().map(|transform_id| BundleInput { transform_id, data: Vec::new() }).collect();
-            if let Err(e) = worker.process_bundle(&descriptor, inputs, &sinks).await {
+            if let Err(e) = worker.process_bundle(&descriptor, inputs, &sinks, None).await {
                 tracing::debug!("warming up {descriptor}: {e}");
             }
         }

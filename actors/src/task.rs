@@ -5,7 +5,7 @@
 //! report its output watermark downstream and commit the offsets it had
 //! handed over.
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use actix::prelude::*;
@@ -32,6 +32,11 @@ use crate::store::TaskStore;
 use beam_kafka_runtime::task_state;
 use crate::stage::StageActor;
 use crate::telemetry::instruments;
+use crate::side_inputs::{SideInputSpec, SideInputs, SideRecord};
+use beam_kafka_runtime::coder::Coder;
+use beam_kafka_runtime::held::{Held, HeldElements};
+use beam_kafka_runtime::user_state::UserState;
+use beam_kafka_runtime::windowed::{self, Window};
 
 /// What tasks report to the job.
 #[derive(Debug)]
@@ -58,6 +63,11 @@ pub struct InputRoute {
     /// Set for a user topic read by ReadFromKafka: its records are Kafka
     /// records, not envelopes, and the task keeps their watermark itself.
     pub source: Option<SourceRoute>,
+    /// How the windows of its elements (as they reach the stage) are encoded.
+    pub window_coder: Coder,
+    /// Its windowing's allowed lateness: state of a window is dropped once
+    /// the input watermark passed the window's end by this much.
+    pub allowed_lateness: i64,
 }
 
 /// The upstream name under which a task reports a source partition's
@@ -98,6 +108,9 @@ pub struct RestoredState {
     /// The local copy of the task's state, current to `changelog_next`.
     pub store: TaskStore,
     pub changelog_next: i64,
+    /// Main-input elements that were waiting for side inputs: (sequence,
+    /// data source, element).
+    pub held: Vec<(u64, String, Vec<u8>)>,
 }
 
 pub struct TaskConfig {
@@ -118,6 +131,12 @@ pub struct TaskConfig {
     pub transactional: bool,
     /// Where the task starts reading each input partition (its last commit).
     pub starts: BTreeMap<(String, i32), i64>,
+    /// The side inputs of its stage, and their contents (read by its own
+    /// side-topic readers, served to its bundles).
+    pub side_inputs: Vec<SideInputSpec>,
+    pub side_data: Option<Arc<SideInputs>>,
+    /// The user state of its stateful ParDos (changed by its bundles).
+    pub user_state: Option<Arc<Mutex<UserState>>>,
 }
 
 #[derive(Clone)]
@@ -159,6 +178,12 @@ pub struct TaskSupervisor {
     changelog_next: i64,
     /// Late drops already warned about, per GroupByKey input topic.
     dropped_warned: HashMap<String, u64>,
+    /// Main-input elements waiting for side-input windows.
+    held: HeldElements,
+    /// The watermark of each side topic.
+    side_watermarks: HashMap<String, InputWatermark>,
+    /// The window coder of each stage data source, to read element windows.
+    window_coders: HashMap<String, Coder>,
 }
 
 impl TaskSupervisor {
@@ -171,6 +196,19 @@ impl TaskSupervisor {
         restored: RestoredState,
     ) -> Self {
         let dropped_warned = cfg_dropped(&cfg);
+        let window_coders: HashMap<String, Coder> =
+            cfg.inputs.values().map(|r| (r.source_transform.clone(), r.window_coder.clone())).collect();
+        let mut side_watermarks = HashMap::new();
+        for s in &cfg.side_inputs {
+            side_watermarks.entry(s.topic.clone()).or_insert_with(|| InputWatermark::new([s.upstream.clone()]));
+        }
+        let mut held = HeldElements::default();
+        for (seq, source, element) in restored.held {
+            // Unreadable ones were refused when the task's state was restored.
+            if let Some(h) = window_coders.get(&source).and_then(|c| held_element(c, source.clone(), element).ok()) {
+                held.restore(seq, h);
+            }
+        }
         TaskSupervisor {
             input_watermark: restored.input_watermark,
             written_watermark_state: restored.watermark_snapshot,
@@ -190,6 +228,9 @@ impl TaskSupervisor {
             done: false,
             // Drops of earlier incarnations were warned about by them.
             dropped_warned,
+            held,
+            side_watermarks,
+            window_coders,
         }
     }
 
@@ -237,7 +278,64 @@ impl TaskSupervisor {
     /// in GroupByKeys.
     fn output_watermark(&self) -> Watermark {
         let hold = self.cfg.inputs.values().filter_map(|r| r.gbk.as_ref()).map(|g| g.hold()).min().unwrap_or(Watermark::PosInf);
-        self.input_watermark.current().min(hold)
+        self.input_watermark.current().min(hold).min(self.held.hold_watermark())
+    }
+
+    /// Sends elements to the stage: at once, or, for a stage with side
+    /// inputs, once the side windows each element needs are complete.
+    fn to_stage(&mut self, direct: &mut Option<Elements>, source: &str, elements: Vec<Vec<u8>>) -> Result<(), String> {
+        if self.cfg.side_inputs.is_empty() {
+            push_elements(direct, &self.stage, source, elements);
+            return Ok(());
+        }
+        let coder = self.window_coders.get(source).ok_or_else(|| format!("no window coder for {source}"))?.clone();
+        let mut ready = Vec::new();
+        for element in elements {
+            let h = held_element(&coder, source.to_string(), element)?;
+            if h.windows.iter().all(|w| self.side_ready(w)) {
+                ready.push(h.element);
+            } else {
+                self.held.hold(h);
+            }
+        }
+        push_elements(direct, &self.stage, source, ready);
+        Ok(())
+    }
+
+    /// Whether every side input is complete for main-input window `w`.
+    fn side_ready(&self, w: &Window) -> bool {
+        self.cfg.side_inputs.iter().all(|s| {
+            let wm = self.side_watermarks.get(&s.topic).map_or(Watermark::NegInf, |m| m.current());
+            s.windowing.ready(w, wm)
+        })
+    }
+
+    /// Drops user state of windows the input watermark has passed (end of
+    /// window plus allowed lateness).
+    fn expire_user_state(&self, wm: Watermark) {
+        let (Some(user), Some(route)) = (&self.cfg.user_state, self.cfg.inputs.values().next()) else { return };
+        let (coder, lateness) = (&route.window_coder, route.allowed_lateness);
+        user.lock().expect("user state lock").expire(|bytes| match (wm, Window::decode(bytes, coder)) {
+            (Watermark::PosInf, _) => true,
+            (Watermark::At(w), Ok(win)) => win.max_timestamp().saturating_add(lateness) < w,
+            _ => false,
+        });
+    }
+
+    /// Sends the stage every held element whose side windows are now complete.
+    fn release_held(&mut self) {
+        let (specs, wms) = (&self.cfg.side_inputs, &self.side_watermarks);
+        let ready = |w: &Window| {
+            specs.iter().all(|s| s.windowing.ready(w, wms.get(&s.topic).map_or(Watermark::NegInf, |m| m.current())))
+        };
+        let released = self.held.release(ready);
+        let mut direct = None;
+        for h in released {
+            push_elements(&mut direct, &self.stage, &h.source, vec![h.element]);
+        }
+        if let Some(e) = direct {
+            self.stage.do_send(e);
+        }
     }
 
     fn request_flush(&mut self) {
@@ -260,6 +358,7 @@ impl TaskSupervisor {
                 changes.extend(gbk.take_changes().into_iter().map(|(k, v)| (task_state::group_by_key_key(topic, &k), v)));
             }
         }
+        changes.extend(self.held.take_changes().into_iter().map(|(seq, v)| (task_state::held_key(seq), v)));
         let snapshot = self.input_watermark.snapshot();
         if snapshot != self.written_watermark_state {
             changes.push((task_state::watermark_key(), Some(snapshot.clone())));
@@ -290,14 +389,25 @@ impl TaskSupervisor {
     /// Runs GroupByKeys up to the new input watermark and starts a cycle.
     fn on_input_watermark(&mut self, wm: Watermark) {
         tracing::debug!(task = %self.cfg.task, "input watermark {wm:?}");
+        self.expire_user_state(wm);
+        let mut panes = Vec::new();
         for route in self.cfg.inputs.values_mut() {
             if let Some(gbk) = route.gbk.as_mut() {
                 let mut fired = Vec::new();
                 gbk.advance(wm, &mut fired);
                 if !fired.is_empty() {
-                    self.stage.do_send(Elements { source_transform: route.source_transform.clone(), elements: fired });
+                    panes.push((route.source_transform.clone(), fired));
                 }
             }
+        }
+        let mut direct = None;
+        for (source, fired) in panes {
+            if let Err(e) = self.to_stage(&mut direct, &source, fired) {
+                tracing::error!(task = %self.cfg.task, "{e}");
+            }
+        }
+        if let Some(e) = direct {
+            self.stage.do_send(e);
         }
         self.request_flush();
     }
@@ -568,7 +678,10 @@ impl Handler<RecordBatch> for TaskSupervisor {
                     Ok(Some(element)) => {
                         data_records += 1;
                         from_sources = true;
-                        push_elements(&mut direct, &self.stage, &route.source_transform, vec![element]);
+                        let source = route.source_transform.clone();
+                        if let Err(e) = self.to_stage(&mut direct, &source, vec![element]) {
+                            return self.fail(ctx, e);
+                        }
                     }
                 }
                 self.handed.insert((r.topic, r.partition), r.offset + 1);
@@ -590,7 +703,10 @@ impl Handler<RecordBatch> for TaskSupervisor {
                         }
                         None => ready.push(value),
                     }
-                    push_elements(&mut direct, &self.stage, &route.source_transform, ready);
+                    let source = route.source_transform.clone();
+                    if let Err(e) = self.to_stage(&mut direct, &source, ready) {
+                        return self.fail(ctx, e);
+                    }
                 }
                 Record::Watermark { wm, source, partition, total } => {
                     if let Some(e) = direct.take() {
@@ -635,6 +751,12 @@ impl Handler<StageEvent> for TaskSupervisor {
                 if let Some(mut p) = self.pending.clone().filter(|p| p.id == id) {
                     // Every bundle before the flush has reported its metrics by now.
                     p.metrics = self.uncommitted_metrics.len();
+                    // ... and made its user state changes (later bundles wait
+                    // for the commit under exactly_once).
+                    if let Some(user) = &self.cfg.user_state {
+                        let changes = user.lock().expect("user state lock").take_changes();
+                        p.changes.extend(changes.into_iter().map(|(cell, v)| (task_state::user_state_key(&cell.encode()), v)));
+                    }
                     self.after_flush(p, ctx);
                 }
             }
@@ -657,3 +779,41 @@ impl Handler<Shutdown> for TaskSupervisor {
         ctx.stop();
     }
 }
+
+impl Handler<SideRecord> for TaskSupervisor {
+    type Result = ();
+
+    fn handle(&mut self, r: SideRecord, ctx: &mut Context<Self>) {
+        if self.done {
+            return;
+        }
+        let record = match envelope::decode(&r.payload) {
+            Ok(rec) => rec,
+            Err(e) => return self.fail(ctx, format!("{e} (side input topic {})", r.topic)),
+        };
+        match record {
+            Record::Data(value) => {
+                if let Some(data) = &self.cfg.side_data {
+                    if let Err(e) = data.add(&self.cfg.side_inputs, &r.topic, &value) {
+                        return self.fail(ctx, format!("task {}: {e}", self.cfg.task));
+                    }
+                }
+            }
+            Record::Watermark { wm, source, partition, total } => {
+                let advanced = self.side_watermarks.get_mut(&r.topic).and_then(|m| m.report(&source, partition, total, wm));
+                if advanced.is_some() {
+                    self.release_held();
+                }
+            }
+        }
+    }
+}
+
+/// A held element: its windows and timestamp read with `coder`.
+fn held_element(coder: &Coder, source: String, element: Vec<u8>) -> Result<Held, String> {
+    let h = windowed::split(&element, coder)?;
+    let windows = h.windows.iter().map(|w| Window::decode(w, coder)).collect::<Result<Vec<_>, _>>()?;
+    let timestamp = h.timestamp;
+    Ok(Held { source, element, timestamp, windows })
+}
+

@@ -4,7 +4,7 @@
 //! are prepared in parallel; a change of assignment meanwhile cancels the start.
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
@@ -29,6 +29,10 @@ use crate::state::restore_task;
 use crate::store::TaskStore;
 use crate::task::{upstream_key, InputRoute, RestoredState, TaskConfig, TaskEvent, TaskSupervisor, WatermarkTarget, SOURCE_UPSTREAM};
 use crate::user_io::KafkaIo;
+use crate::side_inputs::{read_side_topic, SideInputs};
+use beam_kafka_fnapi::StateHandler;
+use beam_kafka_runtime::user_state::{StateCell, UserState};
+use crate::bundle_state::BundleState;
 
 /// Every task's saved state: its local store brought up to date with its
 /// changelog partition.
@@ -116,7 +120,16 @@ fn start_tasks(
                     None
                 }
             };
-            inputs.insert(i.topic.clone(), InputRoute { source_transform: i.source_transform.clone(), gbk, source });
+            inputs.insert(
+                i.topic.clone(),
+                InputRoute {
+                    source_transform: i.source_transform.clone(),
+                    gbk,
+                    source,
+                    window_coder: i.window_coder.clone(),
+                    allowed_lateness: i.allowed_lateness,
+                },
+            );
         }
         let mut targets: Vec<WatermarkTarget> = Vec::new();
         for o in &sub.outputs {
@@ -145,11 +158,22 @@ fn start_tasks(
         // The task's durable state, read from its changelog partition.
         let Restored { store, entries, next } = restored.remove(&task).ok_or_else(|| format!("task {task} has no state store"))?;
         let mut watermark_snapshot = Vec::new();
+        let mut held = Vec::new();
+        let mut user = UserState::default();
         let mut gbk_entries: HashMap<String, Vec<(Vec<u8>, Vec<u8>)>> = HashMap::new();
         for (k, v) in entries {
             match task_state::split(&k).map_err(|e| format!("task {task}: unreadable state: {e}"))? {
                 task_state::Store::Watermark => watermark_snapshot = v,
                 task_state::Store::GroupByKey { topic, key } => gbk_entries.entry(topic.to_string()).or_default().push((key.to_vec(), v)),
+                task_state::Store::UserState(cell) => {
+                    let cell = StateCell::decode(cell).map_err(|e| format!("task {task}: unreadable user state: {e}"))?;
+                    user.restore(cell, v);
+                }
+                task_state::Store::Held(seq) => {
+                    let (source, element) =
+                        beam_kafka_runtime::held::decode(&v).map_err(|e| format!("task {task}: unreadable held element: {e}"))?;
+                    held.push((seq, source, element));
+                }
             }
         }
         for (topic, route) in inputs.iter_mut() {
@@ -162,7 +186,18 @@ fn start_tasks(
         if !watermark_snapshot.is_empty() {
             input_watermark.restore(&watermark_snapshot).map_err(|e| format!("task {task}: its saved watermark is unreadable: {e}"))?;
         }
-        let restored_state = RestoredState { input_watermark, watermark_snapshot, store, changelog_next: next };
+        let restored_state = RestoredState { input_watermark, watermark_snapshot, store, changelog_next: next, held };
+        let side_data = if sub.side_inputs.is_empty() {
+            None
+        } else {
+            Some(Arc::new(SideInputs::new(&sub.side_inputs).map_err(|e| format!("task {task}: {e}"))?))
+        };
+        let user_state = if sub.stateful { Some(Arc::new(Mutex::new(user))) } else { None };
+        let bundle_state: Option<Arc<dyn StateHandler>> = if side_data.is_some() || user_state.is_some() {
+            Some(Arc::new(BundleState { side: side_data.clone(), user: user_state.clone() }))
+        } else {
+            None
+        };
         let incarnation = NEXT_INCARNATION.fetch_add(1, Ordering::Relaxed);
         let cfg = TaskConfig {
             task,
@@ -175,6 +210,9 @@ fn start_tasks(
             state_topic: changelog_topic(&opts.application_id, sub.id),
             transactional,
             starts: task_partitions(input, task).into_iter().filter_map(|k| starts.get(&k).map(|o| (k, *o))).collect(),
+            side_inputs: sub.side_inputs.clone(),
+            side_data: side_data.clone(),
+            user_state: user_state.clone(),
         };
         let spec = StageSpec {
             display_name: sub.display_name.clone(),
@@ -186,6 +224,7 @@ fn start_tasks(
             producer: task_producer.clone(),
             max_bundle_size: opts.max_bundle_size,
             max_bundle_time: Duration::from_millis(opts.max_bundle_time_ms),
+            state: bundle_state,
         };
         let topics: Vec<String> = cfg.inputs.keys().cloned().collect();
         let (worker, consumer, producer, events) = (input.worker.clone(), consumer.clone(), task_producer, events.clone());
@@ -193,6 +232,11 @@ fn start_tasks(
             let stage = StageActor::new(spec, worker, ctx.address().recipient()).start();
             TaskSupervisor::new(cfg, stage, consumer, producer, events, restored_state)
         });
+        // Each task reads its side topics whole, from their start.
+        let side_topics: BTreeSet<&String> = sub.side_inputs.iter().map(|s| &s.topic).collect();
+        for topic in side_topics {
+            read_side_topic(opts, topic, addr.clone().recipient()).map_err(|e| format!("task {task}: {e}"))?;
+        }
         let partitions = topics.into_iter().map(|t| (t, task.partition as i32)).collect();
         tasks.push(LiveTask { task, incarnation, addr, partitions });
     }

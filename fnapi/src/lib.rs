@@ -11,11 +11,12 @@ mod logging;
 mod provision;
 mod registry;
 mod server;
-mod state;
+pub mod state;
 pub mod worker;
 
 pub use registry::{LogSink, SdkLog, WorkerSpec};
 pub use server::FnApiServer;
+pub use state::StateHandler;
 pub use worker::{BundleError, BundleInput, BundleResult, SdkWorker};
 
 /// gRPC metadata key the SDK harness identifies itself with.

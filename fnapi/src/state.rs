@@ -1,6 +1,9 @@
-//! BeamFnState. This runner version offers no user state or side inputs
-//! (validation refuses pipelines that need them), so every request gets an
-//! error the harness reports with the failing bundle.
+//! BeamFnState: the harness reads side inputs (and, with user state, reads
+//! and writes state) during a bundle. Each request names its bundle's
+//! instruction; the runner registered a handler for that bundle when it
+//! started it (`SdkWorker::process_bundle`), and the handler answers. A
+//! request of a bundle without a handler, or of a kind its handler does not
+//! serve, gets an error the harness reports with the failing bundle.
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -12,8 +15,19 @@ use tonic::{Request, Response, Status, Streaming};
 
 use crate::registry::Registry;
 
+/// Answers the state requests of one bundle. Called on the gRPC task: it
+/// must be quick (lookups in memory), never block on the bundle's owner.
+pub trait StateHandler: Send + Sync {
+    fn handle(&self, request: &fn_pb::StateRequest) -> Result<fn_pb::state_response::Response, String>;
+}
+
+/// A request's kind, for error messages.
+pub fn kind_of(request: &fn_pb::StateRequest) -> String {
+    let kind = request.state_key.as_ref().and_then(|k| k.r#type.as_ref()).map(|t| format!("{t:?}")).unwrap_or_default();
+    kind.split('(').next().unwrap_or("unknown").to_string()
+}
+
 pub(crate) struct StateService {
-    #[allow(dead_code)] // state stores attach here with user state and side inputs
     registry: Arc<Registry>,
 }
 
@@ -30,16 +44,19 @@ impl fn_pb::beam_fn_state_server::BeamFnState for StateService {
     type StateStream = StateStream;
 
     async fn state(&self, request: Request<Streaming<fn_pb::StateRequest>>) -> Result<Response<Self::StateStream>, Status> {
+        let worker = crate::worker_id(&request).ok().and_then(|id| self.registry.worker(&id));
         let (tx, rx) = mpsc::unbounded_channel();
         let mut inbound = request.into_inner();
         tokio::spawn(async move {
             while let Some(Ok(req)) = inbound.next().await {
-                let kind = req.state_key.as_ref().and_then(|k| k.r#type.as_ref()).map(|t| format!("{t:?}")).unwrap_or_default();
-                let kind = kind.split('(').next().unwrap_or("unknown").to_string();
-                let resp = fn_pb::StateResponse {
-                    id: req.id,
-                    error: format!("the runner does not support state requests of kind {kind} yet"),
-                    response: None,
+                let handler = worker.as_ref().and_then(|w| w.state_handler(&req.instruction_id));
+                let answer = match handler {
+                    Some(h) => h.handle(&req),
+                    None => Err(format!("the runner has no state for bundle '{}' ({} request)", req.instruction_id, kind_of(&req))),
+                };
+                let resp = match answer {
+                    Ok(r) => fn_pb::StateResponse { id: req.id, error: String::new(), response: Some(r) },
+                    Err(error) => fn_pb::StateResponse { id: req.id, error, response: None },
                 };
                 if tx.send(Ok(resp)).is_err() {
                     return;

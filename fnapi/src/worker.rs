@@ -4,7 +4,7 @@
 //! every output stream have arrived.
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use beam_kafka_proto::fn_execution as fn_pb;
@@ -12,6 +12,8 @@ use beam_kafka_proto::pipeline::MonitoringInfo;
 use dashmap::DashMap;
 use tokio::sync::{mpsc, oneshot, watch};
 use tonic::Status;
+
+use crate::state::StateHandler;
 
 
 /// Largest data chunk sent in one `Elements` message.
@@ -74,6 +76,8 @@ pub struct SdkWorker {
     descriptors: DashMap<String, fn_pb::ProcessBundleDescriptor>,
     next_instruction: AtomicU64,
     closed: Mutex<Option<String>>,
+    /// Who answers the state requests of each running bundle.
+    state_handlers: DashMap<String, Arc<dyn StateHandler>>,
 }
 
 impl SdkWorker {
@@ -87,11 +91,16 @@ impl SdkWorker {
             descriptors: DashMap::new(),
             next_instruction: AtomicU64::new(1),
             closed: Mutex::new(None),
+            state_handlers: DashMap::new(),
         }
     }
 
     pub fn register_descriptor(&self, d: fn_pb::ProcessBundleDescriptor) {
         self.descriptors.insert(d.id.clone(), d);
+    }
+
+    pub(crate) fn state_handler(&self, instruction_id: &str) -> Option<Arc<dyn StateHandler>> {
+        self.state_handlers.get(instruction_id).map(|h| h.clone())
     }
 
     pub(crate) fn descriptor(&self, id: &str) -> Option<fn_pb::ProcessBundleDescriptor> {
@@ -158,12 +167,13 @@ impl SdkWorker {
     }
 
     /// Runs one bundle of `descriptor_id` over `inputs`, collecting the data of
-    /// `outputs` (sink transform ids).
+    /// `outputs` (sink transform ids); `state` answers its state requests.
     pub async fn process_bundle(
         &self,
         descriptor_id: &str,
         inputs: Vec<BundleInput>,
         outputs: &[String],
+        state: Option<Arc<dyn StateHandler>>,
     ) -> Result<BundleResult, BundleError> {
         if let Some(reason) = self.closed_reason() {
             return Err(BundleError::Worker(reason));
@@ -173,9 +183,13 @@ impl SdkWorker {
         self.routes.insert(instruction_id.clone(), route_tx);
         let (resp_tx, resp_rx) = oneshot::channel();
         self.pending.insert(instruction_id.clone(), resp_tx);
+        if let Some(h) = state {
+            self.state_handlers.insert(instruction_id.clone(), h);
+        }
         let result = self.run_bundle(&instruction_id, descriptor_id, inputs, outputs, &mut route_rx, resp_rx).await;
         self.routes.remove(&instruction_id);
         self.pending.remove(&instruction_id);
+        self.state_handlers.remove(&instruction_id);
         result
     }
 
@@ -320,7 +334,7 @@ mod tests {
     async fn a_bundle_sends_every_source_its_end_and_collects_every_sink() {
         let (w, control) = worker();
         let harness = tokio::spawn(fake_harness(w.clone(), control, vec![("sink-x", b"out"), ("sink-y", b"")], ""));
-        let result = w.process_bundle("pbd", inputs(), &["sink-x".into(), "sink-y".into()]).await.unwrap();
+        let result = w.process_bundle("pbd", inputs(), &["sink-x".into(), "sink-y".into()], None).await.unwrap();
         assert_eq!(result.outputs["sink-x"], b"out");
         assert!(result.outputs["sink-y"].is_empty());
         let sent = harness.await.unwrap();
@@ -333,7 +347,7 @@ mod tests {
     async fn a_user_error_fails_the_bundle_with_the_sdk_text() {
         let (w, control) = worker();
         tokio::spawn(fake_harness(w.clone(), control, vec![], "Traceback: ZeroDivisionError"));
-        let err = w.process_bundle("pbd", inputs(), &["sink-x".into()]).await.unwrap_err();
+        let err = w.process_bundle("pbd", inputs(), &["sink-x".into()], None).await.unwrap_err();
         assert_eq!(err, BundleError::User("Traceback: ZeroDivisionError".into()));
     }
 
@@ -347,9 +361,9 @@ mod tests {
             w2.set_data_stream(tx);
             w2.disconnect("the SDK harness closed its control stream");
         });
-        let err = w.process_bundle("pbd", inputs(), &["sink-x".into()]).await.unwrap_err();
+        let err = w.process_bundle("pbd", inputs(), &["sink-x".into()], None).await.unwrap_err();
         assert!(matches!(err, BundleError::Worker(ref m) if m.contains("closed its control stream")), "{err:?}");
         // Later bundles fail at once.
-        assert!(w.process_bundle("pbd", inputs(), &[]).await.is_err());
+        assert!(w.process_bundle("pbd", inputs(), &[], None).await.is_err());
     }
 }

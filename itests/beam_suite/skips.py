@@ -19,15 +19,15 @@ from typing import Optional
 # from this list when it is built.
 GBK = 'GroupByKey'
 SIDE_INPUTS = 'side inputs'
-STATE_TIMERS = 'user state and timers'
+USER_STATE = 'user state'
+TIMERS = 'timers'
 SDF = 'splittable DoFn'
 FINALIZATION = 'bundle finalization'
 TEST_STREAM = 'TestStream'
 CUSTOM_WINDOW_FN = 'custom WindowFn'
 
 NOT_BUILT = [
-    SIDE_INPUTS,
-    STATE_TIMERS,
+    TIMERS,
     SDF,
     FINALIZATION,
     TEST_STREAM,
@@ -72,20 +72,20 @@ NEEDS = {
     'test_no_subtransform_composite': (GBK, ),
     'test_pack_combiners': (GBK, SIDE_INPUTS),
     'test_pardo': (GBK, ),
-    'test_pardo_dynamic_timer': (GBK, STATE_TIMERS),
-    'test_pardo_et_timer_with_no_firing': (GBK, STATE_TIMERS, SDF),
-    'test_pardo_et_timer_with_no_reset': (GBK, STATE_TIMERS, SDF),
-    'test_pardo_et_timer_with_no_reset_and_no_clear': (GBK, STATE_TIMERS, SDF),
+    'test_pardo_dynamic_timer': (GBK, USER_STATE, TIMERS),
+    'test_pardo_et_timer_with_no_firing': (GBK, USER_STATE, TIMERS, SDF),
+    'test_pardo_et_timer_with_no_reset': (GBK, USER_STATE, TIMERS, SDF),
+    'test_pardo_et_timer_with_no_reset_and_no_clear': (GBK, USER_STATE, TIMERS, SDF),
     'test_pardo_side_and_main_outputs': (GBK, ),
     'test_pardo_side_input_dependencies': (SIDE_INPUTS, ),
     'test_pardo_side_inputs': (GBK, SIDE_INPUTS),
     'test_pardo_side_outputs': (GBK, ),
-    'test_pardo_state_only': (GBK, STATE_TIMERS),
-    'test_pardo_state_timers': (GBK, STATE_TIMERS),
-    'test_pardo_state_timers_non_standard_coder': (GBK, STATE_TIMERS),
-    'test_pardo_state_with_custom_key_coder': (GBK, STATE_TIMERS),
-    'test_pardo_timers': (GBK, STATE_TIMERS),
-    'test_pardo_timers_clear': (GBK, STATE_TIMERS),
+    'test_pardo_state_only': (GBK, USER_STATE),
+    'test_pardo_state_timers': (GBK, USER_STATE, TIMERS),
+    'test_pardo_state_timers_non_standard_coder': (GBK, USER_STATE, TIMERS),
+    'test_pardo_state_with_custom_key_coder': (GBK, USER_STATE),
+    'test_pardo_timers': (GBK, USER_STATE, TIMERS),
+    'test_pardo_timers_clear': (GBK, USER_STATE, TIMERS),
     'test_pardo_unfusable_side_inputs': (GBK, SIDE_INPUTS),
     'test_pardo_unfusable_side_inputs_with_separation': (GBK, SIDE_INPUTS),
     'test_pardo_windowed_side_inputs': (GBK, SIDE_INPUTS),
@@ -104,7 +104,7 @@ NEEDS = {
     'test_sdf_with_watermark_tracking': (GBK, SDF),
     'test_sliding_windows': (GBK, SDF),
     'test_windowed_combine_per_key': (GBK, ),
-    'test_windowed_pardo_state_timers': (GBK, STATE_TIMERS),
+    'test_windowed_pardo_state_timers': (GBK, USER_STATE, TIMERS),
     'test_windowing': (GBK, ),
 }
 
@@ -153,7 +153,8 @@ def skip_reason(test_name: str, mode: str) -> Optional[str]:
 _BUILT_OR_KNOWN = {
     GBK,
     SIDE_INPUTS,
-    STATE_TIMERS,
+    USER_STATE,
+    TIMERS,
     SDF,
     FINALIZATION,
     TEST_STREAM,

@@ -108,6 +108,15 @@ pub fn build(graph: &PipelineGraph, stage: &Stage, descriptor_id: &str, data_url
         }
         d.pcollections.insert(pc_id, pc.clone());
     }
+    // Side inputs are served as the producing stage wrote them: with the
+    // element coder the runner reads (unreadable parts length-prefixed).
+    for si in &stage.side_inputs {
+        let Some(pc) = d.pcollections.get_mut(&si.pcollection) else { continue };
+        let mut scratch = pb::Components { coders: components.coders.clone(), ..Default::default() };
+        let element = crate::coder::length_prefixed(&mut scratch, &pc.coder_id);
+        add_coder(&scratch, &mut coders, &element);
+        pc.coder_id = element;
+    }
     // Coders referenced from payloads (e.g. a ParDo's) may be needed too: carry all.
     for id in components.coders.keys() {
         add_coder(components, &mut coders, id);

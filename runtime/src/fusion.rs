@@ -15,8 +15,19 @@ pub struct Stage {
     pub transforms: Vec<String>,
     /// PCollections read from outside the stage.
     pub inputs: Vec<String>,
-    /// PCollections produced here and consumed outside the stage.
+    /// PCollections produced here and consumed outside the stage (as a main
+    /// or a side input).
     pub outputs: Vec<String>,
+    /// The side inputs its ParDos read.
+    pub side_inputs: Vec<SideInputRef>,
+}
+
+/// A side input of a ParDo in a stage.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SideInputRef {
+    pub transform: String,
+    pub local_name: String,
+    pub pcollection: String,
 }
 
 fn find(parent: &mut Vec<usize>, i: usize) -> usize {
@@ -44,7 +55,14 @@ pub fn fuse(graph: &PipelineGraph) -> Vec<Stage> {
     let mut parent: Vec<usize> = (0..sdk.len()).collect();
     for (i, id) in sdk.iter().enumerate() {
         let env = &graph.transform(id).environment_id;
-        for pc in graph.inputs_of(id) {
+        // A ParDo with side inputs starts a stage: the runner holds its main
+        // input until the side windows it needs are complete, which it can
+        // only do where elements enter a stage. So does a stateful ParDo: its
+        // input must arrive partitioned by key.
+        if !graph.side_inputs_of(id).is_empty() || graph.is_stateful(id) {
+            continue;
+        }
+        for pc in graph.main_inputs_of(id) {
             let Some(prod) = graph.producer.get(&pc) else { continue };
             if let Some(&j) = index.get(prod.as_str()) {
                 if &graph.transform(prod).environment_id == env {
@@ -72,15 +90,23 @@ pub fn fuse(graph: &PipelineGraph) -> Vec<Stage> {
             let members: BTreeSet<&String> = transforms.iter().collect();
             let mut inputs = Vec::new();
             let mut outputs = Vec::new();
+            let mut side_inputs = Vec::new();
             for id in &transforms {
-                for pc in graph.inputs_of(id) {
+                for (local_name, pcollection) in graph.side_inputs_of(id) {
+                    side_inputs.push(SideInputRef { transform: id.clone(), local_name, pcollection });
+                }
+                for pc in graph.main_inputs_of(id) {
                     let inside = graph.producer.get(&pc).is_some_and(|p| members.contains(p));
                     if !inside && !inputs.contains(&pc) {
                         inputs.push(pc);
                     }
                 }
                 for pc in graph.transform(id).outputs.values() {
-                    let outside = graph.consumers.get(pc).is_some_and(|cs| cs.iter().any(|c| !members.contains(c)));
+                    // A side input always leaves its stage: the runner serves it.
+                    let read_aside = graph.consumers.get(pc).is_some_and(|cs| {
+                        cs.iter().any(|c| graph.side_inputs_of(c).iter().any(|(_, side)| side == pc))
+                    });
+                    let outside = read_aside || graph.consumers.get(pc).is_some_and(|cs| cs.iter().any(|c| !members.contains(c)));
                     if outside && !outputs.contains(pc) {
                         outputs.push(pc.clone());
                     }
@@ -92,6 +118,7 @@ pub fn fuse(graph: &PipelineGraph) -> Vec<Stage> {
                 transforms,
                 inputs,
                 outputs,
+                side_inputs,
             }
         })
         .collect()

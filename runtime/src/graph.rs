@@ -85,6 +85,40 @@ impl<'p> PipelineGraph<'p> {
         self.transform(id).spec.as_ref().map(|s| s.urn.as_str()).unwrap_or("")
     }
 
+    /// The side inputs of a ParDo leaf: (local name, PCollection), traced.
+    pub fn side_inputs_of(&self, id: &str) -> Vec<(String, String)> {
+        use prost::Message;
+        let t = self.transform(id);
+        let Some(spec) = t.spec.as_ref().filter(|s| s.urn == crate::urns::PAR_DO) else { return Vec::new() };
+        let Ok(payload) = pb::ParDoPayload::decode(spec.payload.as_slice()) else { return Vec::new() };
+        let mut out: Vec<(String, String)> = t
+            .inputs
+            .iter()
+            .filter(|(local, _)| payload.side_inputs.contains_key(*local))
+            .map(|(local, pc)| (local.clone(), trace(pc, &self.identity_alias, &self.producer)))
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// Whether a leaf is a ParDo with user state or timers.
+    pub fn is_stateful(&self, id: &str) -> bool {
+        use prost::Message;
+        let Some(spec) = self.transform(id).spec.as_ref().filter(|s| s.urn == crate::urns::PAR_DO) else { return false };
+        pb::ParDoPayload::decode(spec.payload.as_slice()).is_ok_and(|p| !p.state_specs.is_empty() || !p.timer_family_specs.is_empty())
+    }
+
+    /// The main inputs of a leaf (every input but its side inputs), traced.
+    pub fn main_inputs_of(&self, id: &str) -> Vec<String> {
+        let sides: BTreeSet<String> = self.side_inputs_of(id).into_iter().map(|(local, _)| local).collect();
+        self.transform(id)
+            .inputs
+            .iter()
+            .filter(|(local, _)| !sides.contains(*local))
+            .map(|(_, pc)| trace(pc, &self.identity_alias, &self.producer))
+            .collect()
+    }
+
     /// The input PCollections of a leaf, traced through skipped identity leaves.
     pub fn inputs_of(&self, id: &str) -> Vec<String> {
         self.transform(id).inputs.values().map(|pc| trace(pc, &self.identity_alias, &self.producer)).collect()
@@ -207,6 +241,18 @@ pub(crate) mod test_pipelines {
             };
             self.comps().transforms.insert(id.to_string(), t);
             self.p.root_transform_ids.push(id.to_string());
+            self
+        }
+
+        /// Makes `pc` a side input of ParDo `transform` under `local`.
+        pub fn side_input(&mut self, transform: &str, local: &str, pc: &str) -> &mut Self {
+            use prost::Message;
+            let t = self.comps().transforms.get_mut(transform).unwrap();
+            t.inputs.insert(local.to_string(), pc.to_string());
+            let mut payload = pb::ParDoPayload::decode(t.spec.as_ref().unwrap().payload.as_slice()).unwrap();
+            let access = pb::FunctionSpec { urn: crate::side_input::ITERABLE.into(), payload: vec![] };
+            payload.side_inputs.insert(local.to_string(), pb::SideInput { access_pattern: Some(access), ..Default::default() });
+            t.spec.as_mut().unwrap().payload = payload.encode_to_vec();
             self
         }
 

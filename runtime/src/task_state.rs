@@ -5,6 +5,8 @@ use crate::coders::{encode_varint, ByteReader};
 
 const WATERMARK: u64 = 0;
 const GROUP_BY_KEY: u64 = 1;
+const HELD: u64 = 2;
+const USER_STATE: u64 = 3;
 
 /// Which store an entry belongs to.
 #[derive(Debug, PartialEq, Eq)]
@@ -12,6 +14,10 @@ pub enum Store<'a> {
     Watermark,
     /// The GroupByKey reading `topic`, and the entry's key inside it.
     GroupByKey { topic: &'a str, key: &'a [u8] },
+    /// A main-input element waiting for side inputs (`held`), by sequence.
+    Held(u64),
+    /// A cell of a stateful ParDo's user state (`user_state::StateCell`).
+    UserState(&'a [u8]),
 }
 
 pub fn watermark_key() -> Vec<u8> {
@@ -29,6 +35,20 @@ pub fn group_by_key_key(topic: &str, key: &[u8]) -> Vec<u8> {
     out
 }
 
+pub fn held_key(seq: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode_varint(HELD, &mut out);
+    out.extend_from_slice(&seq.to_be_bytes());
+    out
+}
+
+pub fn user_state_key(cell: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode_varint(USER_STATE, &mut out);
+    out.extend_from_slice(cell);
+    out
+}
+
 pub fn split(key: &[u8]) -> Result<Store<'_>, String> {
     let mut r = ByteReader::new(key);
     match r.varint()? {
@@ -38,6 +58,11 @@ pub fn split(key: &[u8]) -> Result<Store<'_>, String> {
             let topic = std::str::from_utf8(r.take(len)?).map_err(|_| "bad topic in a state key")?;
             Ok(Store::GroupByKey { topic, key: &key[r.at..] })
         }
+        HELD => {
+            let raw: [u8; 8] = r.take(8)?.try_into().map_err(|_| "bad held element key")?;
+            Ok(Store::Held(u64::from_be_bytes(raw)))
+        }
+        USER_STATE => Ok(Store::UserState(&key[r.at..])),
         other => Err(format!("unknown state store {other}")),
     }
 }
@@ -51,6 +76,8 @@ mod tests {
         assert_eq!(split(&watermark_key()).unwrap(), Store::Watermark);
         let k = group_by_key_key("__beam_a_shuffle_0", &[1, 2, 3]);
         assert_eq!(split(&k).unwrap(), Store::GroupByKey { topic: "__beam_a_shuffle_0", key: &[1, 2, 3] });
+        assert_eq!(split(&held_key(7)).unwrap(), Store::Held(7));
+        assert_eq!(split(&user_state_key(&[4, 2])).unwrap(), Store::UserState(&[4, 2]));
         assert!(split(&[9]).is_err());
         assert!(split(&k[..4]).is_err());
     }

@@ -22,6 +22,13 @@ pub enum TopicKind {
     /// A user's topic read by ReadFromKafka: never created or deleted by the
     /// runner; its partition count is learnt from the broker at start.
     Source,
+    /// A PCollection passed between two fused stages without a runner
+    /// transform between them (a fusion break before a ParDo with side
+    /// inputs); spread over its partitions.
+    Edge,
+    /// A side-input PCollection; one partition, read whole by every task of
+    /// every sub-topology that reads the side input (not through the group).
+    Side,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -64,6 +71,15 @@ pub struct SubOutput {
     pub topic: usize,
 }
 
+/// A side input of a sub-topology's stage and the topic it is read from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SubSideInput {
+    pub topic: usize,
+    pub transform: String,
+    pub local_name: String,
+    pub pcollection: String,
+}
+
 /// A stage output written to a user topic by a WriteToKafka transform.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SubSink {
@@ -76,6 +92,7 @@ pub struct SubTopology {
     pub id: u32,
     pub stage: Stage,
     pub inputs: Vec<SubInput>,
+    pub side_inputs: Vec<SubSideInput>,
     pub outputs: Vec<SubOutput>,
     pub sinks: Vec<SubSink>,
     pub partitions: u32,
@@ -184,39 +201,139 @@ impl TopologyPlan {
                 _ => {}
             }
         }
+        let mut stages = fuse(graph);
+        // Side inputs: one topic per side-input PCollection. One produced by
+        // a runner transform (a GroupByKey, an Impulse, a read) is copied to
+        // its topic by a relay stage with no transforms of its own.
+        let mut side_topic: HashMap<String, usize> = HashMap::new();
+        let mut relays = Vec::new();
+        for si in stages.iter().flat_map(|st| st.side_inputs.iter()) {
+            if side_topic.contains_key(&si.pcollection) {
+                continue;
+            }
+            side_topic.insert(si.pcollection.clone(), topics.len());
+            topics.push(TopicPlan {
+                name: format!("{prefix}side_{}", side_topic.len() - 1),
+                kind: TopicKind::Side,
+                partitions: 1,
+                pcollection: si.pcollection.clone(),
+                upstream: String::new(),
+                upstream_partitions: 0,
+            });
+            if fed_by.contains_key(&si.pcollection) {
+                relays.push(si.pcollection.clone());
+            }
+        }
+        // A stage that reads the PCollection anyway copies it out itself (a
+        // topic partition can feed only one task, so no second reader).
+        relays.retain(|pc| match stages.iter_mut().find(|st| st.inputs.contains(pc)) {
+            Some(reader) => {
+                reader.outputs.push(pc.clone());
+                false
+            }
+            None => true,
+        });
+        let env = stages.first().map(|st| st.environment_id.clone()).unwrap_or_default();
+        for (n, pc) in relays.into_iter().enumerate() {
+            let id = format!("relay-{n}");
+            stages.push(Stage { id, environment_id: env.clone(), transforms: Vec::new(), inputs: vec![pc.clone()], outputs: vec![pc], side_inputs: Vec::new() });
+        }
+        let mut edges = 0;
         let mut sub_topologies = Vec::new();
-        for stage in fuse(graph) {
+        for stage in &stages {
             let id = sub_topologies.len() as u32;
             let mut inputs = Vec::new();
             for pc in &stage.inputs {
-                let feeds = fed_by.get(pc).cloned().ok_or_else(|| {
+                if let Some(feeds) = fed_by.get(pc) {
+                    for (topic, kind) in feeds.clone() {
+                        inputs.push(SubInput { topic, kind, pcollection: pc.clone() });
+                    }
+                    continue;
+                }
+                let from_stage = graph.producer.get(pc).is_some_and(|p| stages.iter().any(|st| st.transforms.contains(p)));
+                if !from_stage {
                     let producer = graph.producer.get(pc).map(|p| name_of(graph, p)).unwrap_or_default();
-                    format!("stage {} reads '{pc}' from '{producer}', which this runner cannot connect yet", stage.id)
-                })?;
-                for (topic, kind) in feeds {
-                    inputs.push(SubInput { topic, kind, pcollection: pc.clone() });
+                    return Err(format!("stage {} reads '{pc}' from '{producer}', which this runner cannot connect yet", stage.id));
+                }
+                // Another stage's output, past a fusion break: an edge topic
+                // per reading stage (a topic's partitions go to one task each).
+                inputs.push(SubInput { topic: topics.len(), kind: InputKind::Direct, pcollection: pc.clone() });
+                topics.push(TopicPlan {
+                    name: format!("{prefix}edge_{edges}"),
+                    kind: TopicKind::Edge,
+                    partitions: parallelism.max(1),
+                    pcollection: pc.clone(),
+                    upstream: String::new(),
+                    upstream_partitions: 0,
+                });
+                edges += 1;
+            }
+            // A stateful ParDo keeps state per key in the task owning the key:
+            // its input must arrive partitioned by key (a shuffle or an edge).
+            if let Some(t) = stage.transforms.iter().find(|t| graph.is_stateful(t)) {
+                let own = graph.main_inputs_of(t);
+                if let Some(i) = inputs
+                    .iter()
+                    .find(|i| own.contains(&i.pcollection) && matches!(topics[i.topic].kind, TopicKind::Source | TopicKind::Impulse))
+                {
+                    return Err(format!(
+                        "stateful '{}' reads '{}' straight from {}, which is not partitioned by key; \
+                         put a step between them, e.g. beam.Map(lambda kv: kv)",
+                        name_of(graph, t),
+                        i.pcollection,
+                        topics[i.topic].name
+                    ));
                 }
             }
+            for si in &stage.side_inputs {
+                let member = stage.transforms.iter().position(|t| t == &si.transform);
+                let produced_here = graph.producer.get(&si.pcollection).is_some_and(|p| stage.transforms.contains(p));
+                let main_here = graph.main_inputs_of(&si.transform).iter().any(|m| graph.producer.get(m).is_some_and(|p| stage.transforms.contains(p)));
+                if member.is_some() && (produced_here || main_here) {
+                    return Err(format!(
+                        "'{}' reads a side input in the middle of a fused stage ({}), which this runner cannot plan yet",
+                        name_of(graph, &si.transform),
+                        stage.id
+                    ));
+                }
+            }
+            let side_inputs = stage
+                .side_inputs
+                .iter()
+                .map(|si| SubSideInput {
+                    topic: side_topic[&si.pcollection],
+                    transform: si.transform.clone(),
+                    local_name: si.local_name.clone(),
+                    pcollection: si.pcollection.clone(),
+                })
+                .collect();
+            let partitions = inputs.iter().map(|i| topics[i.topic].partitions).max().unwrap_or(1).max(1);
+            sub_topologies.push(SubTopology { id, stage: stage.clone(), inputs, side_inputs, outputs: Vec::new(), sinks: Vec::new(), partitions });
+        }
+        // Outputs: what each stage writes to shuffle, edge and side topics,
+        // and to WriteToKafka sinks.
+        for sub in &mut sub_topologies {
             let mut outputs = Vec::new();
             let mut sinks = Vec::new();
-            for pc in &stage.outputs {
+            for pc in &sub.stage.outputs {
                 for consumer in graph.consumers.get(pc).into_iter().flatten() {
-                    if graph.urn(consumer) == urns::KAFKA_WRITE {
+                    if graph.urn(consumer) == urns::KAFKA_WRITE && !sub.stage.transforms.is_empty() {
                         sinks.push(SubSink { pcollection: pc.clone(), transform: consumer.clone() });
-                        continue;
                     }
-                    if graph.urn(consumer) != urns::GROUP_BY_KEY {
-                        continue;
+                }
+                for (i, t) in topics.iter().enumerate() {
+                    let fed = match t.kind {
+                        TopicKind::Shuffle | TopicKind::Edge => !sub.stage.transforms.is_empty(),
+                        TopicKind::Side => true,
+                        TopicKind::Impulse | TopicKind::Source => false,
+                    };
+                    if fed && &t.pcollection == pc {
+                        outputs.push(SubOutput { pcollection: pc.clone(), topic: i });
                     }
-                    let topic = topics
-                        .iter()
-                        .position(|t| t.kind == TopicKind::Shuffle && &t.pcollection == pc)
-                        .expect("every GroupByKey has a shuffle topic");
-                    outputs.push(SubOutput { pcollection: pc.clone(), topic });
                 }
             }
-            let partitions = inputs.iter().map(|i| topics[i.topic].partitions).max().unwrap_or(1).max(1);
-            sub_topologies.push(SubTopology { id, stage, inputs, outputs, sinks, partitions });
+            sub.outputs = outputs;
+            sub.sinks = sinks;
         }
         for id in &graph.leaves {
             if graph.urn(id) != urns::KAFKA_WRITE {
@@ -239,12 +356,27 @@ impl TopologyPlan {
                 topics[o.topic].upstream_partitions = s.partitions;
             }
         }
-        if let Some(t) = topics.iter().find(|t| t.kind == TopicKind::Shuffle && t.upstream.is_empty()) {
+        if let Some(t) = topics.iter().find(|t| matches!(t.kind, TopicKind::Shuffle | TopicKind::Edge | TopicKind::Side) && t.upstream.is_empty()) {
             let producer = graph.producer.get(&t.pcollection).map(|p| name_of(graph, p)).unwrap_or_default();
             return Err(format!("a GroupByKey reads '{}' from '{producer}', which this runner cannot connect yet", t.pcollection));
         }
+        // A topic partition feeds one task: two stages cannot share an input topic.
+        for (i, t) in topics.iter().enumerate() {
+            let readers: Vec<&str> =
+                sub_topologies.iter().filter(|s| s.inputs.iter().any(|inp| inp.topic == i)).map(|s| s.stage.id.as_str()).collect();
+            if readers.len() > 1 {
+                return Err(format!(
+                    "'{}' is read by two stages ({}), which this runner cannot connect yet; \
+                     a beam.Reshuffle() before one of them separates them",
+                    t.pcollection,
+                    readers.join(", ")
+                ));
+            }
+        }
         // A shuffle nobody reads is not created (its GroupByKey's output is unused).
-        let read: Vec<bool> = (0..topics.len()).map(|i| sub_topologies.iter().any(|s| s.inputs.iter().any(|inp| inp.topic == i))).collect();
+        let read: Vec<bool> = (0..topics.len())
+            .map(|i| sub_topologies.iter().any(|s| s.inputs.iter().any(|inp| inp.topic == i) || s.side_inputs.iter().any(|si| si.topic == i)))
+            .collect();
         for s in &mut sub_topologies {
             s.outputs.retain(|o| read[o.topic]);
         }
@@ -266,6 +398,9 @@ impl TopologyPlan {
             }
             for o in &mut s.outputs {
                 o.topic = new_index[o.topic];
+            }
+            for si in &mut s.side_inputs {
+                si.topic = new_index[si.topic];
             }
         }
         self.topics = kept;
@@ -396,6 +531,56 @@ mod tests {
         assert_eq!(plan.terminal_tasks(), plan.tasks());
         let text = plan.describe(&g);
         assert!(text.contains("__beam_app_impulse_0") && text.contains("map"), "{text}");
+    }
+
+    #[test]
+    fn a_side_input_travels_on_a_side_topic_and_its_reader_starts_a_stage() {
+        let mut b = Builder::new();
+        b.leaf("impulse", IMPULSE, &[], &["a"], false)
+            .leaf("make", PAR_DO, &["a"], &["b"], true)
+            .leaf("use", PAR_DO, &["b"], &["c"], true)
+            .side_input("use", "side0", "b");
+        let p = b.build();
+        let g = PipelineGraph::new(&p).unwrap();
+        let plan = TopologyPlan::plan(&g, "s", 3).unwrap();
+        let topics: Vec<_> = plan.topics.iter().map(|t| (t.name.as_str(), t.kind, t.partitions, t.upstream.as_str())).collect();
+        assert_eq!(
+            topics,
+            [
+                ("__beam_s_impulse_0", TopicKind::Impulse, 1, "impulse"),
+                ("__beam_s_side_0", TopicKind::Side, 1, "sub-0"),
+                ("__beam_s_edge_0", TopicKind::Edge, 3, "sub-0"),
+            ]
+        );
+        let (make, reader) = (&plan.sub_topologies[0], &plan.sub_topologies[1]);
+        assert_eq!(make.stage.transforms, ["make"]);
+        assert_eq!(make.outputs.iter().map(|o| o.topic).collect::<Vec<_>>(), [1, 2]);
+        assert_eq!(reader.stage.transforms, ["use"]);
+        assert_eq!(reader.inputs, [SubInput { topic: 2, kind: InputKind::Direct, pcollection: "b".into() }]);
+        assert_eq!(
+            reader.side_inputs,
+            [SubSideInput { topic: 1, transform: "use".into(), local_name: "side0".into(), pcollection: "b".into() }]
+        );
+        assert_eq!(reader.partitions, 3);
+    }
+
+    #[test]
+    fn a_group_by_key_output_read_only_as_a_side_input_is_copied_out_by_a_relay_stage() {
+        let mut b = Builder::new();
+        b.leaf("impulse", IMPULSE, &[], &["a"], false)
+            .leaf("pair", PAR_DO, &["a"], &["b"], true)
+            .leaf("gbk", GROUP_BY_KEY, &["b"], &["g"], false)
+            .leaf("use", PAR_DO, &["b"], &["c"], true)
+            .side_input("use", "side0", "g");
+        let p = b.build();
+        let g = PipelineGraph::new(&p).unwrap();
+        let plan = TopologyPlan::plan(&g, "r", 1).unwrap();
+        let relay = plan.sub_topologies.iter().find(|s| s.stage.id == "relay-0").expect("a relay stage");
+        assert!(relay.stage.transforms.is_empty());
+        assert!(matches!(relay.inputs[0].kind, InputKind::GroupByKey { .. }));
+        assert_eq!(plan.topics[relay.outputs[0].topic].kind, TopicKind::Side);
+        let reader = plan.sub_topologies.iter().find(|s| s.stage.transforms == ["use"]).unwrap();
+        assert_eq!(reader.side_inputs[0].topic, relay.outputs[0].topic);
     }
 
     #[test]

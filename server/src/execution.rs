@@ -3,7 +3,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use beam_kafka_actors::job::{InputSpec, KafkaSinkSpec, SubTopologySpec};
+use beam_kafka_actors::job::{InputSpec, KafkaSinkSpec, SideInputSpec, SubTopologySpec};
+use beam_kafka_proto::pipeline::ParDoPayload;
+use beam_kafka_runtime::side_input::{Access, SideWindowing};
 use beam_kafka_actors::SourceInput;
 use beam_kafka_proto::pipeline::Schema;
 use beam_kafka_proto::prost::Message;
@@ -137,6 +139,31 @@ async fn prepare_and_run(job: &Arc<Job>, services: &Services) -> Result<JobOutco
                 source_transform: descriptor::source_id(&i.pcollection),
                 gbk,
                 source,
+                window_coder: wire_coders(components, &i.pcollection)?.1,
+                allowed_lateness: allowed_lateness(components, &i.pcollection),
+            });
+        }
+        let mut side_inputs = Vec::new();
+        for si in &sub.side_inputs {
+            let topic = &plan.topics[si.topic];
+            let t = graph.transform(&si.transform);
+            let payload = ParDoPayload::decode(t.spec.as_ref().map(|s| s.payload.as_slice()).unwrap_or_default())
+                .map_err(|e| format!("'{}' has an unreadable ParDo payload: {e}", t.unique_name))?;
+            let urn = payload.side_inputs.get(&si.local_name).and_then(|p| p.access_pattern.as_ref()).map(|a| a.urn.clone()).unwrap_or_default();
+            let access = Access::from_urn(&urn)
+                .ok_or_else(|| format!("'{}' reads side input '{}' with access pattern '{urn}', which this runner does not serve", t.unique_name, si.local_name))?;
+            let pc = &components.pcollections[&si.pcollection];
+            let window_fn = components.windowing_strategies.get(&pc.windowing_strategy_id).and_then(|w| w.window_fn.clone()).unwrap_or_default();
+            let (element_coder, window_coder) = wire_coders(components, &si.pcollection)?;
+            side_inputs.push(SideInputSpec {
+                topic: topic.name.clone(),
+                upstream: topic.upstream.clone(),
+                transform: si.transform.clone(),
+                local_name: si.local_name.clone(),
+                access,
+                windowing: SideWindowing::from_window_fn(&window_fn),
+                element_coder,
+                window_coder,
             });
         }
         let mut outputs = Vec::new();
@@ -177,6 +204,8 @@ async fn prepare_and_run(job: &Arc<Job>, services: &Services) -> Result<JobOutco
             display_name: sub.stage.id.clone(),
             sinks: sub.stage.outputs.iter().map(|pc| descriptor::sink_id(pc)).collect(),
             inputs,
+            side_inputs,
+            stateful: sub.stage.transforms.iter().any(|t| graph.is_stateful(t)),
             outputs,
             kafka_sinks,
         });
@@ -233,3 +262,13 @@ async fn forward_logs(job: Arc<Job>, mut rx: mpsc::UnboundedReceiver<SdkLog>) {
         job.message(importance, text);
     }
 }
+
+/// The allowed lateness (ms) of a PCollection's windowing strategy.
+fn allowed_lateness(components: &beam_kafka_proto::pipeline::Components, pcollection: &str) -> i64 {
+    components
+        .pcollections
+        .get(pcollection)
+        .and_then(|pc| components.windowing_strategies.get(&pc.windowing_strategy_id))
+        .map_or(0, |ws| ws.allowed_lateness.max(0))
+}
+

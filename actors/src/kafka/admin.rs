@@ -63,6 +63,8 @@ pub struct TopicSpec {
     pub partitions: u32,
     /// A changelog: compacted, so it keeps the latest value per key.
     pub compacted: bool,
+    /// Kept forever (a side input is read whole by every task that starts).
+    pub keep_forever: bool,
 }
 
 impl Admin {
@@ -120,7 +122,8 @@ impl Admin {
             .iter()
             .map(|t| {
                 let topic = NewTopic::new(&t.name, t.partitions as i32, TopicReplication::Fixed(replication as i32));
-                if t.compacted { topic.set("cleanup.policy", "compact") } else { topic }
+                let topic = if t.compacted { topic.set("cleanup.policy", "compact") } else { topic };
+                if t.keep_forever { topic.set("retention.ms", "-1") } else { topic }
             })
             .collect();
         let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));

@@ -1,0 +1,131 @@
+//! A task's side inputs: every record of each side topic, read whole from the
+//! start by the task itself (not through the group: every task needs all of
+//! it), kept per window, and served to its bundles through the State API.
+//!
+//! The side topic is itself the durable copy: a task that starts again reads
+//! it again, so side inputs need no changelog of their own.
+use std::collections::HashMap;
+use std::sync::RwLock;
+use std::time::Duration;
+
+use actix::prelude::*;
+use beam_kafka_config::RunnerOptions;
+use beam_kafka_fnapi::StateHandler;
+use beam_kafka_proto::fn_execution as fn_pb;
+use beam_kafka_runtime::coder::Coder;
+use beam_kafka_runtime::side_input::{Access, SideInputData, SideWindowing};
+use fn_pb::state_key::Type as Key;
+use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::message::Message;
+use rdkafka::{Offset, TopicPartitionList};
+
+use crate::kafka::config;
+
+/// A side input of a sub-topology's stage, ready to run.
+#[derive(Clone, Debug)]
+pub struct SideInputSpec {
+    pub topic: String,
+    /// Who reports watermarks on the topic (the producing sub-topology).
+    pub upstream: String,
+    /// The ParDo reading it and its local name for it (as in state keys).
+    pub transform: String,
+    pub local_name: String,
+    pub access: Access,
+    pub windowing: SideWindowing,
+    pub element_coder: Coder,
+    pub window_coder: Coder,
+}
+
+/// The contents of a task's side inputs, shared by the task (which adds
+/// records) and its bundles' state requests (which read them).
+pub struct SideInputs {
+    data: RwLock<HashMap<(String, String), SideInputData>>,
+}
+
+impl SideInputs {
+    pub fn new(specs: &[SideInputSpec]) -> Result<SideInputs, String> {
+        let mut data = HashMap::new();
+        for s in specs {
+            let d = SideInputData::new(s.access, &s.element_coder, s.window_coder.clone())
+                .map_err(|e| format!("side input '{}' of '{}': {e}", s.local_name, s.transform))?;
+            data.insert((s.transform.clone(), s.local_name.clone()), d);
+        }
+        Ok(SideInputs { data: RwLock::new(data) })
+    }
+
+    /// Adds one element of `topic` to every side input read from it.
+    pub fn add(&self, specs: &[SideInputSpec], topic: &str, windowed_value: &[u8]) -> Result<(), String> {
+        let mut data = self.data.write().expect("side input lock");
+        for s in specs.iter().filter(|s| s.topic == topic) {
+            if let Some(d) = data.get_mut(&(s.transform.clone(), s.local_name.clone())) {
+                d.add(windowed_value).map_err(|e| format!("side input '{}' of '{}': {e}", s.local_name, s.transform))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn get(data: Vec<u8>) -> fn_pb::state_response::Response {
+    fn_pb::state_response::Response::Get(fn_pb::StateGetResponse { continuation_token: Vec::new(), data })
+}
+
+impl StateHandler for SideInputs {
+    fn handle(&self, request: &fn_pb::StateRequest) -> Result<fn_pb::state_response::Response, String> {
+        if !matches!(request.request, Some(fn_pb::state_request::Request::Get(_))) {
+            return Err(format!("side inputs are read-only ({} request)", beam_kafka_fnapi::state::kind_of(request)));
+        }
+        let data = self.data.read().expect("side input lock");
+        let find = |transform: &str, name: &str| {
+            data.get(&(transform.to_string(), name.to_string()))
+                .ok_or_else(|| format!("'{transform}' has no side input '{name}' in this runner's plan"))
+        };
+        match request.state_key.as_ref().and_then(|k| k.r#type.as_ref()) {
+            Some(Key::IterableSideInput(k)) => Ok(get(find(&k.transform_id, &k.side_input_id)?.iterable(&k.window).to_vec())),
+            Some(Key::MultimapSideInput(k)) => Ok(get(find(&k.transform_id, &k.side_input_id)?.values(&k.window, &k.key).to_vec())),
+            Some(Key::MultimapKeysSideInput(k)) => Ok(get(find(&k.transform_id, &k.side_input_id)?.keys(&k.window))),
+            _ => Err(format!("the runner does not serve {} state requests yet", beam_kafka_fnapi::state::kind_of(request))),
+        }
+    }
+}
+
+/// One record of a side topic, for the task that reads it.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SideRecord {
+    pub topic: String,
+    pub payload: Vec<u8>,
+}
+
+/// Reads `topic` (one partition) from its start, committed records only,
+/// and sends every record to `to` until the task stops.
+pub fn read_side_topic(opts: &RunnerOptions, topic: &str, to: Recipient<SideRecord>) -> Result<(), String> {
+    let consumer: StreamConsumer = config::base(opts, "side")
+        .set("group.id", format!("{}-side", opts.application_id))
+        .set("enable.auto.commit", "false")
+        .set("isolation.level", "read_committed")
+        .create()
+        .map_err(|e| format!("cannot create a side input reader: {e}"))?;
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, 0, Offset::Beginning).map_err(|e| e.to_string())?;
+    consumer.assign(&tpl).map_err(|e| format!("cannot read side input topic {topic}: {e}"))?;
+    let topic = topic.to_string();
+    actix_rt::spawn(async move {
+        loop {
+            if !to.connected() {
+                return;
+            }
+            match tokio::time::timeout(Duration::from_millis(500), consumer.recv()).await {
+                Err(_) => continue,
+                Ok(Err(e)) => {
+                    tracing::warn!("side input reader of {topic}: {e}");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Ok(Ok(m)) => {
+                    let record = SideRecord { topic: topic.clone(), payload: m.payload().unwrap_or_default().to_vec() };
+                    to.do_send(record);
+                }
+            }
+        }
+    });
+    Ok(())
+}

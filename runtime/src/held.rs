@@ -1,0 +1,124 @@
+//! Main-input elements held back until the side-input windows they need are
+//! complete. They were taken from the input (their offsets commit), so they
+//! are durable state: each is an entry of the task's changelog until it is
+//! released to the stage.
+use std::collections::BTreeMap;
+
+use crate::coders::{encode_varint, ByteReader};
+use crate::timestamp::{Millis, Watermark};
+use crate::windowed::Window;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Held {
+    /// The stage's data source the element is for.
+    pub source: String,
+    /// The encoded windowed value.
+    pub element: Vec<u8>,
+    pub timestamp: Millis,
+    pub windows: Vec<Window>,
+}
+
+/// Held elements in arrival order, with the changes to persist.
+#[derive(Debug, Default)]
+pub struct HeldElements {
+    held: BTreeMap<u64, Held>,
+    next: u64,
+    /// Entries changed since the last `take_changes` (`None` deletes).
+    changes: Vec<(u64, Option<Vec<u8>>)>,
+}
+
+fn encode(h: &Held) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode_varint(h.source.len() as u64, &mut out);
+    out.extend_from_slice(h.source.as_bytes());
+    out.extend_from_slice(&h.element);
+    out
+}
+
+/// Splits a stored entry into its data source and element.
+pub fn decode(buf: &[u8]) -> Result<(String, Vec<u8>), String> {
+    let mut r = ByteReader::new(buf);
+    let n = r.varint()? as usize;
+    let source = String::from_utf8(r.take(n)?.to_vec()).map_err(|_| "bad data source name in a held element")?;
+    Ok((source, buf[r.at..].to_vec()))
+}
+
+impl HeldElements {
+    pub fn hold(&mut self, h: Held) {
+        let seq = self.next;
+        self.next += 1;
+        self.changes.push((seq, Some(encode(&h))));
+        self.held.insert(seq, h);
+    }
+
+    /// Restores an element saved under `seq`.
+    pub fn restore(&mut self, seq: u64, h: Held) {
+        self.next = self.next.max(seq + 1);
+        self.held.insert(seq, h);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.held.is_empty()
+    }
+
+    /// Releases, in arrival order, every element all of whose windows are ready.
+    pub fn release(&mut self, ready: impl Fn(&Window) -> bool) -> Vec<Held> {
+        let seqs: Vec<u64> = self.held.iter().filter(|(_, h)| h.windows.iter().all(&ready)).map(|(s, _)| *s).collect();
+        seqs.into_iter()
+            .map(|s| {
+                self.changes.push((s, None));
+                self.held.remove(&s).expect("listed above")
+            })
+            .collect()
+    }
+
+    /// The earliest timestamp held: the task's output watermark may not pass it.
+    pub fn hold_watermark(&self) -> Watermark {
+        self.held.values().map(|h| Watermark::At(h.timestamp)).min().unwrap_or(Watermark::PosInf)
+    }
+
+    pub fn take_changes(&mut self) -> Vec<(u64, Option<Vec<u8>>)> {
+        std::mem::take(&mut self.changes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn held(ts: Millis, end: Millis) -> Held {
+        Held { source: "src".into(), element: vec![ts as u8], timestamp: ts, windows: vec![Window::Interval { start: end - 10, end }] }
+    }
+
+    #[test]
+    fn elements_wait_for_their_windows_and_leave_in_order() {
+        let mut h = HeldElements::default();
+        h.hold(held(5, 10));
+        h.hold(held(15, 20));
+        h.hold(held(7, 10));
+        assert_eq!(h.hold_watermark(), Watermark::At(5));
+        let out = h.release(|w| w.max_timestamp() < 10);
+        assert_eq!(out.iter().map(|e| e.timestamp).collect::<Vec<_>>(), [5, 7]);
+        assert_eq!(h.hold_watermark(), Watermark::At(15));
+        let changes = h.take_changes();
+        assert_eq!(changes.len(), 5, "three holds, two releases");
+        assert_eq!(changes[3], (0, None));
+        assert!(h.release(|_| false).is_empty());
+        assert_eq!(h.release(|_| true).len(), 1);
+        assert!(h.is_empty());
+        assert_eq!(h.hold_watermark(), Watermark::PosInf);
+    }
+
+    #[test]
+    fn a_stored_entry_decodes_to_its_source_and_element() {
+        let mut h = HeldElements::default();
+        h.hold(held(5, 10));
+        let (seq, value) = h.take_changes().pop().unwrap();
+        let (source, element) = decode(&value.unwrap()).unwrap();
+        assert_eq!((seq, source.as_str(), element), (0, "src", vec![5]));
+        let mut again = HeldElements::default();
+        again.restore(4, held(5, 10));
+        again.hold(held(6, 10));
+        assert_eq!(again.take_changes()[0].0, 5, "new entries continue after restored ones");
+    }
+}

@@ -1,0 +1,268 @@
+//! Side inputs: what a ParDo reads besides its main input. Each task keeps the
+//! whole side-input PCollection (broadcast to every task of the consuming
+//! sub-topology), per window, and serves the SDK's State API reads from it:
+//! `beam:side_input:iterable:v1` (every element of a window) and
+//! `beam:side_input:multimap:v1` (the values of one key, or the keys).
+//!
+//! A main-input element may only run once the side windows it maps to are
+//! complete (the side input's watermark passed their end), so a pipeline
+//! gives the same result in streaming as in batch. The mapping is Beam's
+//! default for the side input's WindowFn (the SDK applies the same one): the
+//! global window for global windowing, else the window containing the end of
+//! the main window.
+use std::collections::BTreeMap;
+
+use crate::coder::Coder;
+use crate::pb;
+use crate::timestamp::{Millis, Watermark, GLOBAL_WINDOW_MAX};
+use crate::windowed::{self, Window};
+
+pub const ITERABLE: &str = "beam:side_input:iterable:v1";
+pub const MULTIMAP: &str = "beam:side_input:multimap:v1";
+const GLOBAL_WINDOWS: &str = "beam:window_fn:global_windows:v1";
+const FIXED_WINDOWS: &str = "beam:window_fn:fixed_windows:v1";
+const SLIDING_WINDOWS: &str = "beam:window_fn:sliding_windows:v1";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    Iterable,
+    Multimap,
+}
+
+impl Access {
+    pub fn from_urn(urn: &str) -> Option<Access> {
+        match urn {
+            ITERABLE => Some(Access::Iterable),
+            MULTIMAP => Some(Access::Multimap),
+            _ => None,
+        }
+    }
+}
+
+/// The side input's windowing, as far as the runner needs it to know when a
+/// side window is complete.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SideWindowing {
+    Global,
+    Fixed { size: Millis, offset: Millis },
+    Sliding { size: Millis, period: Millis, offset: Millis },
+    /// A WindowFn the runner cannot evaluate: wait for the whole side input.
+    Other,
+}
+
+fn millis(d: Option<&prost_types::Duration>) -> Millis {
+    d.map_or(0, |d| d.seconds * 1000 + d.nanos as i64 / 1_000_000)
+}
+
+fn instant(t: Option<&prost_types::Timestamp>) -> Millis {
+    t.map_or(0, |t| t.seconds * 1000 + t.nanos as i64 / 1_000_000)
+}
+
+impl SideWindowing {
+    pub fn from_window_fn(spec: &pb::FunctionSpec) -> SideWindowing {
+        use prost::Message;
+        match spec.urn.as_str() {
+            GLOBAL_WINDOWS => SideWindowing::Global,
+            FIXED_WINDOWS => match pb::FixedWindowsPayload::decode(spec.payload.as_slice()) {
+                Ok(p) if millis(p.size.as_ref()) > 0 => {
+                    SideWindowing::Fixed { size: millis(p.size.as_ref()), offset: instant(p.offset.as_ref()) }
+                }
+                _ => SideWindowing::Other,
+            },
+            SLIDING_WINDOWS => match pb::SlidingWindowsPayload::decode(spec.payload.as_slice()) {
+                Ok(p) if millis(p.size.as_ref()) > 0 && millis(p.period.as_ref()) > 0 => SideWindowing::Sliding {
+                    size: millis(p.size.as_ref()),
+                    period: millis(p.period.as_ref()),
+                    offset: instant(p.offset.as_ref()),
+                },
+                _ => SideWindowing::Other,
+            },
+            _ => SideWindowing::Other,
+        }
+    }
+
+    /// The last timestamp of the side window that `main` maps to: the side
+    /// input is ready for `main` once its watermark is past it.
+    pub fn side_window_max(&self, main: &Window) -> Millis {
+        let ts = main.max_timestamp();
+        match *self {
+            SideWindowing::Global | SideWindowing::Other => GLOBAL_WINDOW_MAX,
+            SideWindowing::Fixed { size, offset } => {
+                let start = ts - (ts - offset).rem_euclid(size);
+                start + size - 1
+            }
+            // The earliest-starting window that contains `ts` (the last one
+            // Python's SlidingWindows.assign lists).
+            SideWindowing::Sliding { size, period, offset } => {
+                let latest = ts - (ts - offset).rem_euclid(period);
+                let steps = (latest - (ts - size + 1)).div_euclid(period);
+                let earliest = latest - steps * period;
+                earliest + size - 1
+            }
+        }
+    }
+
+    /// Whether a side-input watermark makes the side window of `main` complete.
+    pub fn ready(&self, main: &Window, side_watermark: Watermark) -> bool {
+        if *self == SideWindowing::Other {
+            return side_watermark == Watermark::PosInf;
+        }
+        match side_watermark {
+            Watermark::NegInf => false,
+            Watermark::PosInf => true,
+            Watermark::At(w) => w > self.side_window_max(main),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct WindowData {
+    /// Every element, encoded and concatenated (an iterable read's answer).
+    elements: Vec<u8>,
+    /// For multimap access: each key's encoded values, concatenated.
+    by_key: BTreeMap<Vec<u8>, Vec<u8>>,
+}
+
+/// One side input's contents in one task, per encoded window.
+#[derive(Debug)]
+pub struct SideInputData {
+    access: Access,
+    window_coder: Coder,
+    /// The key and value coders of a multimap side input.
+    kv: Option<(Coder, Coder)>,
+    windows: BTreeMap<Vec<u8>, WindowData>,
+}
+
+impl SideInputData {
+    /// `element` is the side input's wire element coder (KV for multimap).
+    pub fn new(access: Access, element: &Coder, window_coder: Coder) -> Result<SideInputData, String> {
+        let kv = match (access, element) {
+            (Access::Iterable, _) => None,
+            (Access::Multimap, Coder::Kv(k, v)) if k.is_readable() && v.is_readable() => Some((*k.clone(), *v.clone())),
+            (Access::Multimap, other) => return Err(format!("a multimap side input must be key/value coded, found {other:?}")),
+        };
+        Ok(SideInputData { access, window_coder, kv, windows: BTreeMap::new() })
+    }
+
+    /// Adds one encoded windowed value (one entry per window it is in).
+    pub fn add(&mut self, windowed_value: &[u8]) -> Result<(), String> {
+        let h = windowed::split(windowed_value, &self.window_coder)?;
+        let element = &windowed_value[h.value_offset..];
+        let split_kv = match &self.kv {
+            Some((k, v)) => {
+                let kn = k.skip(element)?;
+                let vn = v.skip(&element[kn..])?;
+                Some((&element[..kn], &element[kn..kn + vn]))
+            }
+            None => None,
+        };
+        for w in &h.windows {
+            let data = self.windows.entry(w.to_vec()).or_default();
+            data.elements.extend_from_slice(element);
+            if let Some((key, value)) = split_kv {
+                data.by_key.entry(key.to_vec()).or_default().extend_from_slice(value);
+            }
+        }
+        Ok(())
+    }
+
+    pub fn access(&self) -> Access {
+        self.access
+    }
+
+    /// Every element in `window` (an encoded window), concatenated.
+    pub fn iterable(&self, window: &[u8]) -> &[u8] {
+        self.windows.get(window).map_or(&[], |d| d.elements.as_slice())
+    }
+
+    /// The values of `key` (encoded with the key coder) in `window`.
+    pub fn values(&self, window: &[u8], key: &[u8]) -> &[u8] {
+        self.windows.get(window).and_then(|d| d.by_key.get(key)).map_or(&[], |v| v.as_slice())
+    }
+
+    /// Every key in `window`, encoded and concatenated.
+    pub fn keys(&self, window: &[u8]) -> Vec<u8> {
+        self.windows.get(window).map_or_else(Vec::new, |d| d.by_key.keys().flat_map(|k| k.iter().copied()).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::coders::{encode_nested_bytes, encode_varint};
+    use crate::windowed::encode as encode_wv;
+
+    fn kv(key: &str, v: u64) -> Vec<u8> {
+        let mut out = Vec::new();
+        encode_nested_bytes(key.as_bytes(), &mut out);
+        encode_varint(v, &mut out);
+        out
+    }
+
+    fn in_window(w: Window, value: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        encode_wv(w.max_timestamp(), &w, &[0x0f], value, &mut out);
+        out
+    }
+
+    fn window_bytes(w: Window) -> Vec<u8> {
+        let mut out = Vec::new();
+        w.encode(&mut out);
+        out
+    }
+
+    #[test]
+    fn fixed_and_sliding_side_windows_follow_the_end_of_the_main_window() {
+        let fixed = SideWindowing::Fixed { size: 10, offset: 0 };
+        assert_eq!(fixed.side_window_max(&Window::Interval { start: 0, end: 5 }), 9);
+        assert_eq!(fixed.side_window_max(&Window::Interval { start: 5, end: 15 }), 19);
+        assert_eq!(fixed.side_window_max(&Window::Interval { start: -5, end: -1 }), -1);
+        // Windows of size 10 every 5: [0,10) and [5,15) contain 9; the earliest starts at 0.
+        let sliding = SideWindowing::Sliding { size: 10, period: 5, offset: 0 };
+        assert_eq!(sliding.side_window_max(&Window::Interval { start: 0, end: 10 }), 9);
+        assert_eq!(sliding.side_window_max(&Window::Interval { start: 5, end: 11 }), 14);
+        assert_eq!(SideWindowing::Global.side_window_max(&Window::Interval { start: 0, end: 1 }), GLOBAL_WINDOW_MAX);
+    }
+
+    #[test]
+    fn a_side_window_is_ready_once_the_watermark_passed_it() {
+        let fixed = SideWindowing::Fixed { size: 10, offset: 0 };
+        let main = Window::Interval { start: 0, end: 5 };
+        assert!(!fixed.ready(&main, Watermark::NegInf));
+        assert!(!fixed.ready(&main, Watermark::At(9)));
+        assert!(fixed.ready(&main, Watermark::At(10)));
+        assert!(!SideWindowing::Global.ready(&Window::Global, Watermark::At(GLOBAL_WINDOW_MAX)));
+        assert!(SideWindowing::Global.ready(&Window::Global, Watermark::PosInf));
+        assert!(!SideWindowing::Other.ready(&main, Watermark::At(1 << 50)));
+        assert!(SideWindowing::Other.ready(&main, Watermark::PosInf));
+    }
+
+    #[test]
+    fn iterable_data_is_kept_per_window() {
+        let mut d = SideInputData::new(Access::Iterable, &Coder::Varint, Coder::IntervalWindow).unwrap();
+        let (a, b) = (Window::Interval { start: 0, end: 10 }, Window::Interval { start: 10, end: 20 });
+        d.add(&in_window(a, &[1])).unwrap();
+        d.add(&in_window(b, &[2])).unwrap();
+        d.add(&in_window(a, &[3])).unwrap();
+        assert_eq!(d.iterable(&window_bytes(a)), &[1, 3]);
+        assert_eq!(d.iterable(&window_bytes(b)), &[2]);
+        assert!(d.iterable(&window_bytes(Window::Interval { start: 20, end: 30 })).is_empty());
+        assert!(d.add(&[1, 2]).is_err());
+    }
+
+    #[test]
+    fn multimap_data_is_kept_per_key() {
+        let coder = Coder::Kv(Box::new(Coder::StringUtf8), Box::new(Coder::Varint));
+        let mut d = SideInputData::new(Access::Multimap, &coder, Coder::GlobalWindow).unwrap();
+        for (k, v) in [("a", 1), ("b", 2), ("a", 3)] {
+            d.add(&in_window(Window::Global, &kv(k, v))).unwrap();
+        }
+        let mut key_a = Vec::new();
+        encode_nested_bytes(b"a", &mut key_a);
+        assert_eq!(d.values(&[], &key_a), &[1, 3]);
+        let mut keys = key_a.clone();
+        encode_nested_bytes(b"b", &mut keys);
+        assert_eq!(d.keys(&[]), keys);
+        assert!(SideInputData::new(Access::Multimap, &Coder::Varint, Coder::GlobalWindow).is_err());
+    }
+}
