@@ -41,6 +41,26 @@ impl StateHandler for BundleState {
                     None => Err("an empty state request".into()),
                 }
             }
+            Some(Key::OrderedListUserState(k)) => {
+                let user = self.user.as_ref().ok_or_else(|| format!("'{}' has no user state in this runner's plan", k.transform_id))?;
+                let cell = StateCell { transform: k.transform_id.clone(), state_id: k.user_state_id.clone(), key: k.key.clone(), window: k.window.clone() };
+                let (start, end) = k.range.as_ref().map_or((i64::MIN, i64::MAX), |r| (r.start, r.end));
+                let mut state = user.lock().expect("user state lock");
+                match &request.request {
+                    Some(Request::Get(_)) => {
+                        Ok(Response::Get(fn_pb::StateGetResponse { continuation_token: Vec::new(), data: state.ordered_get(&cell, start, end)? }))
+                    }
+                    Some(Request::Append(a)) => {
+                        state.ordered_append(cell, &a.data)?;
+                        Ok(Response::Append(fn_pb::StateAppendResponse {}))
+                    }
+                    Some(Request::Clear(_)) => {
+                        state.ordered_clear(cell, start, end)?;
+                        Ok(Response::Clear(fn_pb::StateClearResponse {}))
+                    }
+                    None => Err("an empty state request".into()),
+                }
+            }
             Some(Key::IterableSideInput(_) | Key::MultimapSideInput(_) | Key::MultimapKeysSideInput(_)) => match &self.side {
                 Some(side) => side.handle(request),
                 None => Err(format!("this stage reads no side inputs ({} request)", kind_of(request))),

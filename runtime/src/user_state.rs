@@ -8,6 +8,23 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::coders::{encode_varint, ByteReader};
 
 pub const BAG_PROTOCOL: &str = "beam:user_state:bag:v1";
+pub const ORDERED_LIST_PROTOCOL: &str = "beam:user_state:ordered_list:v1";
+
+/// Splits ordered-list entries (the SDK's `KV<varint sort key,
+/// length-prefixed value>`, concatenated) into (sort key, entry bytes).
+fn entries(buf: &[u8]) -> Result<Vec<(i64, &[u8])>, String> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < buf.len() {
+        let mut r = ByteReader::new(&buf[at..]);
+        let key = r.varint()? as i64;
+        let n = r.varint()? as usize;
+        r.take(n)?;
+        out.push((key, &buf[at..at + r.at]));
+        at += r.at;
+    }
+    Ok(out)
+}
 
 /// Which cell of user state: the key and window are the SDK's exact bytes.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -60,6 +77,34 @@ impl UserState {
     pub fn clear(&mut self, cell: StateCell) {
         self.bags.remove(&cell);
         self.dirty.insert(cell);
+    }
+
+    /// Ordered-list state (`beam:user_state:ordered_list:v1`): the entries
+    /// with sort keys in `[start, end)`, in sort-key order.
+    pub fn ordered_get(&self, cell: &StateCell, start: i64, end: i64) -> Result<Vec<u8>, String> {
+        Ok(entries(self.get(cell))?.into_iter().filter(|(k, _)| (start..end).contains(k)).flat_map(|(_, e)| e.to_vec()).collect())
+    }
+
+    /// Adds entries, keeping the cell sorted by sort key (stable for equal keys).
+    pub fn ordered_append(&mut self, cell: StateCell, data: &[u8]) -> Result<(), String> {
+        let mut all: Vec<(i64, Vec<u8>)> = entries(self.get(&cell))?.into_iter().map(|(k, e)| (k, e.to_vec())).collect();
+        all.extend(entries(data)?.into_iter().map(|(k, e)| (k, e.to_vec())));
+        all.sort_by_key(|(k, _)| *k);
+        self.bags.insert(cell.clone(), all.into_iter().flat_map(|(_, e)| e).collect());
+        self.dirty.insert(cell);
+        Ok(())
+    }
+
+    /// Removes the entries with sort keys in `[start, end)`.
+    pub fn ordered_clear(&mut self, cell: StateCell, start: i64, end: i64) -> Result<(), String> {
+        let kept: Vec<u8> = entries(self.get(&cell))?.into_iter().filter(|(k, _)| !(start..end).contains(k)).flat_map(|(_, e)| e.to_vec()).collect();
+        if kept.is_empty() {
+            self.bags.remove(&cell);
+        } else {
+            self.bags.insert(cell.clone(), kept);
+        }
+        self.dirty.insert(cell);
+        Ok(())
     }
 
     /// Drops every cell whose window `expired` says is past garbage collection.
@@ -121,6 +166,27 @@ mod tests {
         assert!(s.get(&cell(b"a", b"old")).is_empty());
         assert_eq!(s.get(&cell(b"a", b"new")), &[2]);
         assert_eq!(s.take_changes(), [(cell(b"a", b"old"), None)]);
+    }
+
+    fn entry(key: i64, value: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        crate::coders::encode_varint(key as u64, &mut out);
+        crate::coders::encode_varint(value.len() as u64, &mut out);
+        out.extend_from_slice(value);
+        out
+    }
+
+    #[test]
+    fn ordered_lists_keep_sort_key_order_and_answer_ranges() {
+        let mut s = UserState::default();
+        let c = cell(b"a", b"");
+        s.ordered_append(c.clone(), &[entry(30, b"c"), entry(-5, b"neg")].concat()).unwrap();
+        s.ordered_append(c.clone(), &[entry(10, b"a"), entry(30, b"c2")].concat()).unwrap();
+        assert_eq!(s.ordered_get(&c, i64::MIN, i64::MAX).unwrap(), [entry(-5, b"neg"), entry(10, b"a"), entry(30, b"c"), entry(30, b"c2")].concat());
+        assert_eq!(s.ordered_get(&c, 0, 30).unwrap(), entry(10, b"a"));
+        s.ordered_clear(c.clone(), 10, 31).unwrap();
+        assert_eq!(s.ordered_get(&c, i64::MIN, i64::MAX).unwrap(), entry(-5, b"neg"));
+        assert!(s.ordered_append(c, &[0x80]).is_err(), "a truncated entry is refused");
     }
 
     #[test]

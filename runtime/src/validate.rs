@@ -210,15 +210,16 @@ fn environment_problem(env: &pb::Environment) -> Option<String> {
 /// The kind of a user state spec this runner cannot serve yet, if so.
 fn unsupported_state(spec: &pb::StateSpec) -> Option<&'static str> {
     use pb::state_spec::Spec;
-    match &spec.spec {
-        Some(Spec::ReadModifyWriteSpec(_) | Spec::BagSpec(_) | Spec::CombiningSpec(_)) => None,
-        Some(Spec::MapSpec(_)) => Some("map"),
-        Some(Spec::SetSpec(_)) => Some("set"),
-        Some(Spec::OrderedListSpec(_)) => Some("ordered-list"),
-        Some(Spec::MultimapSpec(_)) => Some("multimap"),
-        None => match spec.protocol.as_ref().map(|p| p.urn.as_str()) {
-            Some(crate::user_state::BAG_PROTOCOL) => None,
-            _ => Some("an unknown kind of"),
+    // What matters is the protocol the SDK speaks for it: Python's bag,
+    // combining, value and set state all use the bag protocol.
+    match spec.protocol.as_ref().map(|p| p.urn.as_str()) {
+        Some(crate::user_state::BAG_PROTOCOL | crate::user_state::ORDERED_LIST_PROTOCOL) => None,
+        Some(_) => Some("map or multimap"),
+        None => match &spec.spec {
+            Some(Spec::ReadModifyWriteSpec(_) | Spec::BagSpec(_) | Spec::CombiningSpec(_) | Spec::SetSpec(_)) => None,
+            Some(Spec::MapSpec(_) | Spec::MultimapSpec(_)) => Some("map or multimap"),
+            Some(Spec::OrderedListSpec(_)) => None,
+            None => Some("an unknown kind of"),
         },
     }
 }
@@ -237,7 +238,7 @@ fn pardo_problems(t: &pb::PTransform) -> Vec<String> {
     }
     for (name, spec) in &p.state_specs {
         if let Some(kind) = unsupported_state(spec) {
-            out.push(format!("uses {kind} user state ('{name}'), not supported yet (bag, combining and value state are)"));
+            out.push(format!("uses {kind} user state ('{name}'), not supported yet (bag, combining, value, set and ordered-list state are)"));
         }
     }
     if !p.timer_family_specs.is_empty() {
