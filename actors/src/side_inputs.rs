@@ -4,7 +4,6 @@
 //!
 //! The side topic is itself the durable copy: a task that starts again reads
 //! it again, so side inputs need no changelog of their own.
-use std::collections::HashMap;
 use std::sync::RwLock;
 use std::time::Duration;
 
@@ -37,29 +36,30 @@ pub struct SideInputSpec {
 }
 
 /// The contents of a task's side inputs, shared by the task (which adds
-/// records) and its bundles' state requests (which read them).
+/// records) and its bundles' state requests (which read them); one entry
+/// per side input of the stage, in the order of its specs.
 pub struct SideInputs {
-    data: RwLock<HashMap<(String, String), SideInputData>>,
+    specs: Vec<SideInputSpec>,
+    data: RwLock<Vec<SideInputData>>,
 }
 
 impl SideInputs {
     pub fn new(specs: &[SideInputSpec]) -> Result<SideInputs, String> {
-        let mut data = HashMap::new();
-        for s in specs {
-            let d = SideInputData::new(s.access, &s.element_coder, s.window_coder.clone())
-                .map_err(|e| format!("side input '{}' of '{}': {e}", s.local_name, s.transform))?;
-            data.insert((s.transform.clone(), s.local_name.clone()), d);
-        }
-        Ok(SideInputs { data: RwLock::new(data) })
+        let data = specs
+            .iter()
+            .map(|s| {
+                SideInputData::new(s.access, &s.element_coder, s.window_coder.clone())
+                    .map_err(|e| format!("side input '{}' of '{}': {e}", s.local_name, s.transform))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(SideInputs { specs: specs.to_vec(), data: RwLock::new(data) })
     }
 
     /// Adds one element of `topic` to every side input read from it.
-    pub fn add(&self, specs: &[SideInputSpec], topic: &str, windowed_value: &[u8]) -> Result<(), String> {
+    pub fn add(&self, topic: &str, windowed_value: &[u8]) -> Result<(), String> {
         let mut data = self.data.write().expect("side input lock");
-        for s in specs.iter().filter(|s| s.topic == topic) {
-            if let Some(d) = data.get_mut(&(s.transform.clone(), s.local_name.clone())) {
-                d.add(windowed_value).map_err(|e| format!("side input '{}' of '{}': {e}", s.local_name, s.transform))?;
-            }
+        for (s, d) in self.specs.iter().zip(data.iter_mut()).filter(|(s, _)| s.topic == topic) {
+            d.add(windowed_value).map_err(|e| format!("side input '{}' of '{}': {e}", s.local_name, s.transform))?;
         }
         Ok(())
     }
@@ -76,7 +76,10 @@ impl StateHandler for SideInputs {
         }
         let data = self.data.read().expect("side input lock");
         let find = |transform: &str, name: &str| {
-            data.get(&(transform.to_string(), name.to_string()))
+            self.specs
+                .iter()
+                .position(|s| s.transform == transform && s.local_name == name)
+                .map(|i| &data[i])
                 .ok_or_else(|| format!("'{transform}' has no side input '{name}' in this runner's plan"))
         };
         match request.state_key.as_ref().and_then(|k| k.r#type.as_ref()) {

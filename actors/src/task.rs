@@ -794,7 +794,7 @@ impl Handler<SideRecord> for TaskSupervisor {
         match record {
             Record::Data(value) => {
                 if let Some(data) = &self.cfg.side_data {
-                    if let Err(e) = data.add(&self.cfg.side_inputs, &r.topic, &value) {
+                    if let Err(e) = data.add(&r.topic, &value) {
                         return self.fail(ctx, format!("task {}: {e}", self.cfg.task));
                     }
                 }
