@@ -220,21 +220,31 @@ class _RunningCount(beam.DoFn):
     yield b'%s@%d' % (kv[0], n), b'1'
 
 
+def save_keyed_pipeline(job_server, broker, source, sink, path, to_kv, dofn, **read_args):
+  """Saves ReadFromKafka(source) -> to_kv -> ParDo(dofn) -> WriteToKafka(sink),
+  both KV of bytes, for `beam-kafka run` copies."""
+  p = beam.Pipeline()
+  _ = (
+      p
+      | read_from_start(job_server, broker, source, **read_args)
+      | beam.Map(to_kv).with_output_types(typing.Tuple[bytes, bytes])
+      | beam.ParDo(dofn).with_output_types(typing.Tuple[bytes, bytes])
+      | WriteToKafka(producer_config={'bootstrap.servers': broker}, topic=sink,
+                     expansion_service='localhost:%d' % job_server.expansion_port))
+  path.write_bytes(p.to_runner_api().SerializeToString())
+
+
+def _word_key(kv):
+  return kv[1], b''
+
+
 def test_copies_killed_with_sigkill_keep_a_stateful_count_exact(
     job_server, binary, broker, tmp_path):
   source, sink = unique_topic('stateful-in'), unique_topic('stateful-out')
   create_topic(broker, source, 4)
   create_topic(broker, sink, 1)
   pipeline = tmp_path / 'stateful.pb'
-  p = beam.Pipeline()
-  _ = (
-      p
-      | read_from_start(job_server, broker, source)
-      | beam.Map(lambda kv: (kv[1], b'')).with_output_types(typing.Tuple[bytes, bytes])
-      | beam.ParDo(_RunningCount()).with_output_types(typing.Tuple[bytes, bytes])
-      | WriteToKafka(producer_config={'bootstrap.servers': broker}, topic=sink,
-                     expansion_service='localhost:%d' % job_server.expansion_port))
-  pipeline.write_bytes(p.to_runner_api().SerializeToString())
+  save_keyed_pipeline(job_server, broker, source, sink, pipeline, _word_key, _RunningCount())
   app_id = make_app_id('stateful')
   everyone = []
   try:

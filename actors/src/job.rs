@@ -29,6 +29,7 @@ use crate::poller::{poll_loop, PollSettings};
 use crate::output::OutputSink;
 
 use crate::source::SourceInput;
+use beam_kafka_runtime::timers::{TimeDomain, TimerCodec};
 pub use crate::side_inputs::SideInputSpec;
 use crate::task::TaskEvent;
 use crate::task_start::{start_assigned, LiveTask};
@@ -53,6 +54,16 @@ pub struct InputSpec {
     pub allowed_lateness: i64,
 }
 
+/// A timer family of a stateful ParDo: its time domain and how its timers
+/// are encoded.
+#[derive(Clone, Debug)]
+pub struct TimerFamilySpec {
+    pub transform: String,
+    pub family: String,
+    pub domain: TimeDomain,
+    pub codec: TimerCodec,
+}
+
 /// A stage output written to a user topic by WriteToKafka.
 pub struct KafkaSinkSpec {
     pub sink_transform: String,
@@ -72,6 +83,8 @@ pub struct SubTopologySpec {
     pub side_inputs: Vec<SideInputSpec>,
     /// Its stage has a stateful ParDo (user state served to its bundles).
     pub stateful: bool,
+    /// The timer families of its stateful ParDos.
+    pub timers: Vec<TimerFamilySpec>,
     pub outputs: Vec<OutputSink>,
     pub kafka_sinks: Vec<KafkaSinkSpec>,
 }
@@ -148,7 +161,8 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
         .iter()
         .map(|s| {
             let sources: BTreeSet<String> = s.inputs.iter().map(|i| i.source_transform.clone()).collect();
-            (s.descriptor_id.clone(), sources.into_iter().collect(), s.sinks.clone())
+            let families = s.timers.iter().map(|t| (t.transform.clone(), t.family.clone())).collect();
+            (s.descriptor_id.clone(), sources.into_iter().collect(), s.sinks.clone(), families)
         })
         .collect();
     actix_rt::spawn(crate::stage::warm_up(input.worker.clone(), stages));

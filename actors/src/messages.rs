@@ -29,6 +29,13 @@ pub struct Elements {
     pub elements: Vec<Vec<u8>>,
 }
 
+/// Timers to fire in a stage's next bundle, encoded, per timer family.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct FireTimers {
+    pub timers: Vec<(beam_kafka_fnapi::TimerFamily, Vec<u8>)>,
+}
+
 /// Asks a stage to close its open bundle and answer once everything it was
 /// sent before this message has been processed.
 #[derive(Message)]
@@ -52,6 +59,9 @@ pub enum StageEvent {
     Flushed { id: u64 },
     Failed { error: String },
     Metrics(Vec<MonitoringInfo>),
+    /// Timers a bundle set or cleared (sent before that bundle counts as
+    /// flushed), encoded, per timer family.
+    TimersSet(std::collections::HashMap<beam_kafka_fnapi::TimerFamily, Vec<u8>>),
 }
 
 /// Stops an actor at the end of a job.

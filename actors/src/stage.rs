@@ -3,16 +3,16 @@
 //! Bundles close on `max_bundle_size`, on `max_bundle_time_ms` (an actor timer,
 //! so closing never races with processing) and on a flush from the supervisor.
 //! One bundle is in flight at a time, so outputs keep their order.
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use beam_kafka_fnapi::{BundleError, BundleInput, SdkWorker, StateHandler};
+use beam_kafka_fnapi::{BundleError, BundleInput, SdkWorker, StateHandler, TimerFamily};
 
 use rdkafka::producer::FutureProducer;
 
-use crate::messages::{Elements, Flush, Resume, Shutdown, StageEvent};
+use crate::messages::{Elements, FireTimers, Flush, Resume, Shutdown, StageEvent};
 use crate::output::{write_kafka_sinks, write_outputs, KafkaSink, OutputSink};
 use crate::telemetry::instruments;
 
@@ -33,6 +33,9 @@ pub struct StageSpec {
     pub max_bundle_time: Duration,
     /// Answers the State API requests of its bundles (side inputs).
     pub state: Option<Arc<dyn StateHandler>>,
+    /// The timer families of its stateful ParDos: each gets its
+    /// end-of-stream in every bundle, and is awaited from the harness.
+    pub timer_families: Vec<TimerFamily>,
 }
 
 pub struct StageActor {
@@ -40,10 +43,11 @@ pub struct StageActor {
     worker: Arc<SdkWorker>,
     supervisor: Recipient<StageEvent>,
     open: BTreeMap<String, Vec<u8>>,
+    open_timers: HashMap<TimerFamily, Vec<u8>>,
     open_count: u64,
     /// Changes whenever the open bundle is sealed, so a stale timer is ignored.
     open_generation: u64,
-    queue: VecDeque<(u64, Vec<BundleInput>)>,
+    queue: VecDeque<(u64, Vec<BundleInput>, HashMap<TimerFamily, Vec<u8>>)>,
     next_seq: u64,
     completed_through: u64,
     in_flight: bool,
@@ -60,6 +64,7 @@ impl StageActor {
             worker,
             supervisor,
             open: BTreeMap::new(),
+            open_timers: HashMap::new(),
             open_count: 0,
             open_generation: 0,
             queue: VecDeque::new(),
@@ -81,7 +86,8 @@ impl StageActor {
                 .iter()
                 .map(|s| BundleInput { transform_id: s.clone(), data: open.remove(s).unwrap_or_default() })
                 .collect();
-            self.queue.push_back((self.next_seq, inputs));
+            let timers = std::mem::take(&mut self.open_timers);
+            self.queue.push_back((self.next_seq, inputs, timers));
             self.next_seq += 1;
             self.open_count = 0;
             self.open_generation += 1;
@@ -93,12 +99,13 @@ impl StageActor {
         if self.in_flight || self.failed {
             return;
         }
-        if let (Some(limit), Some((seq, _))) = (self.hold_after, self.queue.front()) {
+        if let (Some(limit), Some((seq, _, _))) = (self.hold_after, self.queue.front()) {
             if *seq > limit {
                 return;
             }
         }
-        let Some((seq, inputs)) = self.queue.pop_front() else { return };
+        let Some((seq, inputs, timers)) = self.queue.pop_front() else { return };
+        let families = self.spec.timer_families.clone();
         self.in_flight = true;
         let worker = self.worker.clone();
         let descriptor = self.spec.descriptor_id.clone();
@@ -112,7 +119,7 @@ impl StageActor {
         let sizes: Vec<(String, usize)> = inputs.iter().map(|i: &BundleInput| (i.transform_id.clone(), i.data.len())).collect();
         tracing::debug!(stage = %self.spec.display_name, "bundle {seq} inputs (bytes): {sizes:?}");
         let run = async move {
-            let result = worker.process_bundle(&descriptor, inputs, &sinks, state).await.map_err(|e| match e {
+            let result = worker.process_bundle(&descriptor, inputs, timers, &families, &sinks, state).await.map_err(|e| match e {
                 BundleError::User(text) => text,
                 other => other.to_string(),
             })?;
@@ -121,16 +128,20 @@ impl StageActor {
             let mut written = result.outputs;
             write_kafka_sinks(&kafka_sinks, &mut written).await?;
             write_outputs(&producer, &outputs, written).await?;
-            Ok::<_, String>(result.monitoring_infos)
+            Ok::<_, String>((result.monitoring_infos, result.timers))
         };
         ctx.spawn(run.into_actor(self).map(move |result, act, ctx| {
             act.in_flight = false;
             match result {
-                Ok(monitoring_infos) => {
+                Ok((monitoring_infos, timers)) => {
                     instruments().bundles.add(1, &[]);
                     instruments().bundle_millis.record(started.elapsed().as_secs_f64() * 1e3, &[]);
                     if !monitoring_infos.is_empty() {
                         act.supervisor.do_send(StageEvent::Metrics(monitoring_infos));
+                    }
+                    // Before the bundle counts as flushed: its timers join the cycle.
+                    if timers.values().any(|t| !t.is_empty()) {
+                        act.supervisor.do_send(StageEvent::TimersSet(timers));
                     }
                     act.completed_through = seq;
                     act.answer_waiters();
@@ -188,6 +199,28 @@ impl Handler<Elements> for StageActor {
     }
 }
 
+impl Handler<FireTimers> for StageActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: FireTimers, ctx: &mut Context<Self>) {
+        if self.failed || msg.timers.is_empty() {
+            return;
+        }
+        if self.open_count == 0 {
+            let generation = self.open_generation;
+            ctx.run_later(self.spec.max_bundle_time, move |act, ctx| {
+                if act.open_generation == generation {
+                    act.seal(ctx);
+                }
+            });
+        }
+        for (family, bytes) in msg.timers {
+            self.open_timers.entry(family).or_default().extend_from_slice(&bytes);
+            self.open_count += 1;
+        }
+    }
+}
+
 impl Handler<Flush> for StageActor {
     type Result = ();
 
@@ -223,12 +256,12 @@ impl Handler<Shutdown> for StageActor {
 /// its bundle processors now: a task that later moves to this copy then runs
 /// its first bundle without paying for DoFn set-up. Results are discarded;
 /// a failure here is left for the real bundles to report.
-pub async fn warm_up(worker: Arc<SdkWorker>, stages: Vec<(String, Vec<String>, Vec<String>)>) {
-    let runs = stages.into_iter().map(|(descriptor, sources, sinks)| {
+pub async fn warm_up(worker: Arc<SdkWorker>, stages: Vec<(String, Vec<String>, Vec<String>, Vec<TimerFamily>)>) {
+    let runs = stages.into_iter().map(|(descriptor, sources, sinks, families)| {
         let worker = worker.clone();
         async move {
             let inputs = sources.into_iter().map(|transform_id| BundleInput { transform_id, data: Vec::new() }).collect();
-            if let Err(e) = worker.process_bundle(&descriptor, inputs, &sinks, None).await {
+            if let Err(e) = worker.process_bundle(&descriptor, inputs, HashMap::new(), &families, &sinks, None).await {
                 tracing::debug!("warming up {descriptor}: {e}");
             }
         }

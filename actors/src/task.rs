@@ -36,6 +36,10 @@ use crate::side_inputs::{SideInputSpec, SideInputs, SideRecord};
 use beam_kafka_runtime::coder::Coder;
 use beam_kafka_runtime::held::{Held, HeldElements};
 use beam_kafka_runtime::user_state::UserState;
+use beam_kafka_runtime::timers::{TimerCodec, Timers};
+use beam_kafka_fnapi::TimerFamily;
+use crate::job::TimerFamilySpec;
+use crate::messages::FireTimers;
 use beam_kafka_runtime::windowed::{self, Window};
 
 /// What tasks report to the job.
@@ -111,6 +115,8 @@ pub struct RestoredState {
     /// Main-input elements that were waiting for side inputs: (sequence,
     /// data source, element).
     pub held: Vec<(u64, String, Vec<u8>)>,
+    /// Pending timers of its stateful ParDos.
+    pub timers: Timers,
 }
 
 pub struct TaskConfig {
@@ -137,6 +143,8 @@ pub struct TaskConfig {
     pub side_data: Option<Arc<SideInputs>>,
     /// The user state of its stateful ParDos (changed by its bundles).
     pub user_state: Option<Arc<Mutex<UserState>>>,
+    /// Their timer families.
+    pub timer_specs: Vec<TimerFamilySpec>,
 }
 
 #[derive(Clone)]
@@ -152,6 +160,8 @@ struct PendingFlush {
     /// deletes a key), and the changelog offset of the last one written.
     changes: Changes,
     changelog_last: Option<i64>,
+    /// How many times timers fired within this cycle.
+    timer_rounds: u32,
 }
 
 pub struct TaskSupervisor {
@@ -184,6 +194,8 @@ pub struct TaskSupervisor {
     side_watermarks: HashMap<String, InputWatermark>,
     /// The window coder of each stage data source, to read element windows.
     window_coders: HashMap<String, Coder>,
+    /// Pending timers; fired at the start of a commit cycle.
+    timers: Timers,
 }
 
 impl TaskSupervisor {
@@ -209,7 +221,9 @@ impl TaskSupervisor {
                 held.restore(seq, h);
             }
         }
+        let timers = restored.timers;
         TaskSupervisor {
+            timers,
             input_watermark: restored.input_watermark,
             written_watermark_state: restored.watermark_snapshot,
             store: restored.store,
@@ -278,7 +292,65 @@ impl TaskSupervisor {
     /// in GroupByKeys.
     fn output_watermark(&self) -> Watermark {
         let hold = self.cfg.inputs.values().filter_map(|r| r.gbk.as_ref()).map(|g| g.hold()).min().unwrap_or(Watermark::PosInf);
-        self.input_watermark.current().min(hold).min(self.held.hold_watermark())
+        self.input_watermark.current().min(hold).min(self.held.hold_watermark()).min(self.timers.hold())
+    }
+
+    /// Sends the stage every timer now due (in fire-time order). Called when
+    /// a flush completed, so every timer the bundles before it set or
+    /// cleared is known (a timer decided on earlier could fire twice); the
+    /// cycle then flushes again, and the timers' removal commits with what
+    /// their firing produced. At the end of input every timer fires.
+    fn fire_due_timers(&mut self) -> bool {
+        if self.timers.is_empty() {
+            return false;
+        }
+        let input = self.input_watermark.current();
+        let now = if input == Watermark::PosInf { i64::MAX } else { now_millis() };
+        let due = self.timers.take_due(input, now);
+        if due.is_empty() {
+            return false;
+        }
+        let mut per_family: Vec<(TimerFamily, Vec<u8>)> = Vec::new();
+        for (id, t) in due {
+            let family = (id.transform.clone(), id.family.clone());
+            let mut bytes = Vec::new();
+            TimerCodec::encode_firing(&id, &t.times, &mut bytes);
+            match per_family.last_mut() {
+                Some((f, b)) if *f == family => b.extend_from_slice(&bytes),
+                _ => per_family.push((family, bytes)),
+            }
+        }
+        tracing::debug!(task = %self.cfg.task, "firing timers at input watermark {input:?}: {:?}", per_family.iter().map(|(f, b)| (f, b.len())).collect::<Vec<_>>());
+        self.stage.do_send(FireTimers { timers: per_family });
+        true
+    }
+
+    /// Whether a timer is due now (to start a cycle that fires it).
+    fn timers_due(&self) -> bool {
+        let input = self.input_watermark.current();
+        let hold = self.timers.hold();
+        let event_due = match (input, hold) {
+            (Watermark::PosInf, _) => !self.timers.is_empty(),
+            (Watermark::At(w), Watermark::At(h)) => h < w,
+            _ => false,
+        };
+        event_due || self.timers.next_processing_time().is_some_and(|t| t <= now_millis())
+    }
+
+    /// Applies the timers a bundle set or cleared.
+    fn apply_timers(&mut self, set: HashMap<TimerFamily, Vec<u8>>) -> Result<(), String> {
+        for ((transform, family), bytes) in set {
+            let spec = self
+                .cfg
+                .timer_specs
+                .iter()
+                .find(|t| t.transform == transform && t.family == family)
+                .ok_or_else(|| format!("the harness set timers of an unknown family {family} of {transform}"))?;
+            let settings = spec.codec.decode_all(&bytes).map_err(|e| format!("timers of {family} of {transform}: {e}"))?;
+            tracing::debug!(task = %self.cfg.task, "timers set: {:?}", settings.iter().map(|s| (&s.tag, s.set.as_ref().map(|t| (t.fire, t.hold)))).collect::<Vec<_>>());
+            self.timers.apply(&transform, &family, spec.domain, settings);
+        }
+        Ok(())
     }
 
     /// Sends elements to the stage: at once, or, for a stage with side
@@ -311,14 +383,17 @@ impl TaskSupervisor {
     }
 
     /// Drops user state of windows the input watermark has passed (end of
-    /// window plus allowed lateness).
+    /// window plus allowed lateness), except where a timer of the window is
+    /// still to fire and read it. At the end of input nothing is dropped:
+    /// the last timers fire after it.
     fn expire_user_state(&self, wm: Watermark) {
         let (Some(user), Some(route)) = (&self.cfg.user_state, self.cfg.inputs.values().next()) else { return };
+        let Watermark::At(w) = wm else { return };
         let (coder, lateness) = (&route.window_coder, route.allowed_lateness);
-        user.lock().expect("user state lock").expire(|bytes| match (wm, Window::decode(bytes, coder)) {
-            (Watermark::PosInf, _) => true,
-            (Watermark::At(w), Ok(win)) => win.max_timestamp().saturating_add(lateness) < w,
-            _ => false,
+        let timers = &self.timers;
+        user.lock().expect("user state lock").expire(|cell| {
+            !timers.pending_in(&cell.transform, &cell.window)
+                && Window::decode(&cell.window, coder).is_ok_and(|win| win.max_timestamp().saturating_add(lateness) < w)
         });
     }
 
@@ -344,28 +419,44 @@ impl TaskSupervisor {
         }
         let id = self.next_flush;
         self.next_flush += 1;
-        // Everything handed over is committed: what a GroupByKey still holds
-        // is committed with it, as state changes in the task's changelog.
-        let offsets = self.handed.clone();
+        let mut p = PendingFlush {
+            id,
+            offsets: BTreeMap::new(),
+            watermark: Watermark::NegInf,
+            metrics: usize::MAX,
+            changes: Vec::new(),
+            changelog_last: None,
+            timer_rounds: 0,
+        };
+        self.snapshot_into(&mut p);
+        self.pending = Some(p);
+        self.stage.do_send(Flush { id, hold: self.cfg.transactional });
+    }
+
+    /// What a flush covers: every offset handed over so far (what a
+    /// GroupByKey or the side-input gate still holds is committed with it, as
+    /// state changes in the task's changelog) and the output watermark now.
+    /// Taken again when timers fire within the cycle (a second flush then
+    /// covers what was handed meanwhile).
+    fn snapshot_into(&mut self, p: &mut PendingFlush) {
+        p.offsets = self.handed.clone();
         for route in self.cfg.inputs.values_mut() {
             if let Some(src) = route.source.as_mut() {
-                src.mark_flush(id);
+                src.mark_flush(p.id);
             }
         }
-        let mut changes = Vec::new();
         for (topic, route) in self.cfg.inputs.iter_mut() {
             if let Some(gbk) = route.gbk.as_mut() {
-                changes.extend(gbk.take_changes().into_iter().map(|(k, v)| (task_state::group_by_key_key(topic, &k), v)));
+                p.changes.extend(gbk.take_changes().into_iter().map(|(k, v)| (task_state::group_by_key_key(topic, &k), v)));
             }
         }
-        changes.extend(self.held.take_changes().into_iter().map(|(seq, v)| (task_state::held_key(seq), v)));
+        p.changes.extend(self.held.take_changes().into_iter().map(|(seq, v)| (task_state::held_key(seq), v)));
         let snapshot = self.input_watermark.snapshot();
         if snapshot != self.written_watermark_state {
-            changes.push((task_state::watermark_key(), Some(snapshot.clone())));
+            p.changes.push((task_state::watermark_key(), Some(snapshot.clone())));
             self.written_watermark_state = snapshot;
         }
-        self.pending = Some(PendingFlush { id, offsets, watermark: self.output_watermark(), metrics: usize::MAX, changes, changelog_last: None });
-        self.stage.do_send(Flush { id, hold: self.cfg.transactional });
+        p.watermark = self.output_watermark();
     }
 
     fn commit(&mut self, offsets: &BTreeMap<(String, i32), i64>, mode: CommitMode) -> Result<(), String> {
@@ -522,8 +613,8 @@ impl TaskSupervisor {
             self.report_dropped();
             self.report_sources();
             let _ = self.events.send(TaskEvent::Finished(self.cfg.task));
-        } else if self.output_watermark() > self.reported {
-            // The watermark moved on while this cycle ran.
+        } else if self.output_watermark() > self.reported || self.timers_due() {
+            // The watermark moved on while this cycle ran, or timers are due.
             self.request_flush();
         }
     }
@@ -644,7 +735,7 @@ impl Actor for TaskSupervisor {
             ctx.run_interval(SOURCE_TICK, |act, _| act.tick_sources());
         }
         ctx.run_interval(self.cfg.commit_interval, |act, _| {
-            if act.handed != act.committed || act.output_watermark() > act.reported {
+            if act.handed != act.committed || act.output_watermark() > act.reported || act.timers_due() {
                 act.request_flush();
             }
         });
@@ -746,9 +837,25 @@ impl Handler<StageEvent> for TaskSupervisor {
             // move, not a failure.
             StageEvent::Failed { error } if self.fenced(&error) => self.stop_uncommitted(ctx, error),
             StageEvent::Failed { error } => self.fail(ctx, error),
+            StageEvent::TimersSet(set) => {
+                if let Err(e) = self.apply_timers(set) {
+                    self.fail(ctx, format!("task {}: {e}", self.cfg.task));
+                }
+            }
             StageEvent::Flushed { id } => {
                 // The cycle stays pending until its commit, so no second one starts.
                 if let Some(mut p) = self.pending.clone().filter(|p| p.id == id) {
+                    // Every bundle before the flush is done: fire the timers now
+                    // due inside this cycle, and flush again (bounded, in case
+                    // timers keep setting due timers; the rest waits a cycle).
+                    const TIMER_ROUNDS: u32 = 100;
+                    if p.timer_rounds < TIMER_ROUNDS && self.fire_due_timers() {
+                        p.timer_rounds += 1;
+                        self.snapshot_into(&mut p);
+                        self.pending = Some(p);
+                        self.stage.do_send(Flush { id, hold: self.cfg.transactional });
+                        return;
+                    }
                     // Every bundle before the flush has reported its metrics by now.
                     p.metrics = self.uncommitted_metrics.len();
                     // ... and made its user state changes (later bundles wait
@@ -757,6 +864,11 @@ impl Handler<StageEvent> for TaskSupervisor {
                         let changes = user.lock().expect("user state lock").take_changes();
                         p.changes.extend(changes.into_iter().map(|(cell, v)| (task_state::user_state_key(&cell.encode()), v)));
                     }
+                    // Timers fired at the cycle's start and set by its bundles;
+                    // a timer set meanwhile holds the reported watermark.
+                    let changes = self.timers.take_changes();
+                    p.changes.extend(changes.into_iter().map(|(id, t)| (task_state::timer_key(&id.encode()), t.map(|t| t.encode()))));
+                    p.watermark = p.watermark.min(self.timers.hold());
                     self.after_flush(p, ctx);
                 }
             }
@@ -815,5 +927,9 @@ fn held_element(coder: &Coder, source: String, element: Vec<u8>) -> Result<Held,
     let windows = h.windows.iter().map(|w| Window::decode(w, coder)).collect::<Result<Vec<_>, _>>()?;
     let timestamp = h.timestamp;
     Ok(Held { source, element, timestamp, windows })
+}
+
+fn now_millis() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
 

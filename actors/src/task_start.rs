@@ -32,6 +32,7 @@ use crate::user_io::KafkaIo;
 use crate::side_inputs::{read_side_topic, SideInputs};
 use beam_kafka_fnapi::StateHandler;
 use beam_kafka_runtime::user_state::{StateCell, UserState};
+use beam_kafka_runtime::timers::{PendingTimer, TimerId, Timers};
 use crate::bundle_state::BundleState;
 
 /// Every task's saved state: its local store brought up to date with its
@@ -160,11 +161,17 @@ fn start_tasks(
         let mut watermark_snapshot = Vec::new();
         let mut held = Vec::new();
         let mut user = UserState::default();
+        let mut timers = Timers::default();
         let mut gbk_entries: HashMap<String, Vec<(Vec<u8>, Vec<u8>)>> = HashMap::new();
         for (k, v) in entries {
             match task_state::split(&k).map_err(|e| format!("task {task}: unreadable state: {e}"))? {
                 task_state::Store::Watermark => watermark_snapshot = v,
                 task_state::Store::GroupByKey { topic, key } => gbk_entries.entry(topic.to_string()).or_default().push((key.to_vec(), v)),
+                task_state::Store::Timer(id) => {
+                    let id = TimerId::decode(id).map_err(|e| format!("task {task}: unreadable timer: {e}"))?;
+                    let t = PendingTimer::decode(&v).map_err(|e| format!("task {task}: unreadable timer: {e}"))?;
+                    timers.restore(id, t);
+                }
                 task_state::Store::UserState(cell) => {
                     let cell = StateCell::decode(cell).map_err(|e| format!("task {task}: unreadable user state: {e}"))?;
                     user.restore(cell, v);
@@ -186,7 +193,7 @@ fn start_tasks(
         if !watermark_snapshot.is_empty() {
             input_watermark.restore(&watermark_snapshot).map_err(|e| format!("task {task}: its saved watermark is unreadable: {e}"))?;
         }
-        let restored_state = RestoredState { input_watermark, watermark_snapshot, store, changelog_next: next, held };
+        let restored_state = RestoredState { input_watermark, watermark_snapshot, store, changelog_next: next, held, timers };
         let side_data = if sub.side_inputs.is_empty() {
             None
         } else {
@@ -213,6 +220,7 @@ fn start_tasks(
             side_inputs: sub.side_inputs.clone(),
             side_data: side_data.clone(),
             user_state: user_state.clone(),
+            timer_specs: sub.timers.clone(),
         };
         let spec = StageSpec {
             display_name: sub.display_name.clone(),
@@ -225,6 +233,7 @@ fn start_tasks(
             max_bundle_size: opts.max_bundle_size,
             max_bundle_time: Duration::from_millis(opts.max_bundle_time_ms),
             state: bundle_state,
+            timer_families: sub.timers.iter().map(|t| (t.transform.clone(), t.family.clone())).collect(),
         };
         let topics: Vec<String> = cfg.inputs.keys().cloned().collect();
         let (worker, consumer, producer, events) = (input.worker.clone(), consumer.clone(), task_producer, events.clone());

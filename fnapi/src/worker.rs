@@ -33,7 +33,11 @@ pub(crate) enum DataStream {
 
 pub(crate) enum DataEvent {
     Data { transform_id: String, data: Vec<u8>, is_last: bool },
+    Timers { transform_id: String, family: String, timers: Vec<u8>, is_last: bool },
 }
+
+/// A ParDo's timer family, as a bundle's timer stream.
+pub type TimerFamily = (String, String);
 
 /// One input of a bundle: encoded elements for a data source transform.
 #[derive(Clone, Debug)]
@@ -46,6 +50,8 @@ pub struct BundleInput {
 pub struct BundleResult {
     /// Encoded elements per data sink transform.
     pub outputs: HashMap<String, Vec<u8>>,
+    /// Timers the bundle set or cleared, encoded, per timer family.
+    pub timers: HashMap<TimerFamily, Vec<u8>>,
     pub monitoring_infos: Vec<MonitoringInfo>,
 }
 
@@ -129,8 +135,18 @@ impl SdkWorker {
                 None => tracing::warn!(worker = %self.id, "data for unknown instruction {}", d.instruction_id),
             }
         }
-        if !elements.timers.is_empty() {
-            tracing::warn!(worker = %self.id, "the harness sent timers, which this runner version does not handle");
+        for t in elements.timers {
+            match self.routes.get(&t.instruction_id) {
+                Some(route) => {
+                    let _ = route.send(DataEvent::Timers {
+                        transform_id: t.transform_id,
+                        family: t.timer_family_id,
+                        timers: t.timers,
+                        is_last: t.is_last,
+                    });
+                }
+                None => tracing::warn!(worker = %self.id, "timers for unknown instruction {}", t.instruction_id),
+            }
         }
     }
 
@@ -166,12 +182,16 @@ impl SdkWorker {
         })
     }
 
-    /// Runs one bundle of `descriptor_id` over `inputs`, collecting the data of
-    /// `outputs` (sink transform ids); `state` answers its state requests.
+    /// Runs one bundle of `descriptor_id` over `inputs` (and `timers` to
+    /// fire, per family of `families`: every family of the stage gets its
+    /// end-of-stream in and is awaited out), collecting the data of `outputs`
+    /// (sink transform ids); `state` answers its state requests.
     pub async fn process_bundle(
         &self,
         descriptor_id: &str,
         inputs: Vec<BundleInput>,
+        timers: HashMap<TimerFamily, Vec<u8>>,
+        families: &[TimerFamily],
         outputs: &[String],
         state: Option<Arc<dyn StateHandler>>,
     ) -> Result<BundleResult, BundleError> {
@@ -186,18 +206,21 @@ impl SdkWorker {
         if let Some(h) = state {
             self.state_handlers.insert(instruction_id.clone(), h);
         }
-        let result = self.run_bundle(&instruction_id, descriptor_id, inputs, outputs, &mut route_rx, resp_rx).await;
+        let result = self.run_bundle(&instruction_id, descriptor_id, inputs, timers, families, outputs, &mut route_rx, resp_rx).await;
         self.routes.remove(&instruction_id);
         self.pending.remove(&instruction_id);
         self.state_handlers.remove(&instruction_id);
         result
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn run_bundle(
         &self,
         instruction_id: &str,
         descriptor_id: &str,
         inputs: Vec<BundleInput>,
+        mut timers: HashMap<TimerFamily, Vec<u8>>,
+        families: &[TimerFamily],
         outputs: &[String],
         route_rx: &mut mpsc::UnboundedReceiver<DataEvent>,
         mut resp_rx: oneshot::Receiver<fn_pb::InstructionResponse>,
@@ -220,31 +243,47 @@ impl SdkWorker {
         // The harness opens its data stream when it first needs it, i.e. after
         // it received a bundle request.
         let data = self.data_stream().await?;
-        for input in inputs {
-            let mut msgs: Vec<fn_pb::elements::Data> = input
-                .data
-                .chunks(CHUNK_BYTES)
-                .map(|c| fn_pb::elements::Data {
-                    instruction_id: instruction_id.to_string(),
-                    transform_id: input.transform_id.clone(),
-                    data: c.to_vec(),
-                    is_last: false,
-                })
-                .collect();
-            msgs.push(fn_pb::elements::Data {
+        let send = |e: fn_pb::Elements| data.send(Ok(e)).map_err(|_| lost("data stream closed"));
+        let data_msg = |transform_id: &str, bytes: &[u8], is_last: bool| fn_pb::Elements {
+            data: vec![fn_pb::elements::Data {
                 instruction_id: instruction_id.to_string(),
-                transform_id: input.transform_id.clone(),
-                data: Vec::new(),
-                is_last: true,
-            });
-            for m in msgs {
-                data.send(Ok(fn_pb::Elements { data: vec![m], ..Default::default() })).map_err(|_| lost("data stream closed"))?;
+                transform_id: transform_id.to_string(),
+                data: bytes.to_vec(),
+                is_last,
+            }],
+            ..Default::default()
+        };
+        let timer_msg = |(transform_id, family): &TimerFamily, bytes: Vec<u8>, is_last: bool| fn_pb::Elements {
+            timers: vec![fn_pb::elements::Timers {
+                instruction_id: instruction_id.to_string(),
+                transform_id: transform_id.clone(),
+                timer_family_id: family.clone(),
+                timers: bytes,
+                is_last,
+            }],
+            ..Default::default()
+        };
+        // Data first, then timers (data before timers at equal timestamps),
+        // then every input's end: the harness handles them in arrival order.
+        for input in &inputs {
+            for c in input.data.chunks(CHUNK_BYTES) {
+                send(data_msg(&input.transform_id, c, false))?;
             }
+        }
+        for family in families {
+            if let Some(bytes) = timers.remove(family).filter(|b| !b.is_empty()) {
+                send(timer_msg(family, bytes, false))?;
+            }
+            send(timer_msg(family, Vec::new(), true))?;
+        }
+        for input in &inputs {
+            send(data_msg(&input.transform_id, &[], true))?;
         }
         let mut result = BundleResult::default();
         let mut open: HashSet<&String> = outputs.iter().collect();
+        let mut open_timers: HashSet<&TimerFamily> = families.iter().collect();
         let mut response: Option<fn_pb::InstructionResponse> = None;
-        while response.is_none() || !open.is_empty() {
+        while response.is_none() || !open.is_empty() || !open_timers.is_empty() {
             tokio::select! {
                 r = &mut resp_rx, if response.is_none() => {
                     let r = r.map_err(|_| lost("the harness disconnected during the bundle"))?;
@@ -259,6 +298,13 @@ impl SdkWorker {
                         if is_last {
                             open.remove(&transform_id);
                         }
+                    }
+                    Some(DataEvent::Timers { transform_id, family, timers, is_last }) => {
+                        let key = (transform_id, family);
+                        if is_last {
+                            open_timers.remove(&key);
+                        }
+                        result.timers.entry(key).or_default().extend_from_slice(&timers);
                     }
                     None => return Err(lost("the harness disconnected during the bundle")),
                 }
@@ -334,7 +380,7 @@ mod tests {
     async fn a_bundle_sends_every_source_its_end_and_collects_every_sink() {
         let (w, control) = worker();
         let harness = tokio::spawn(fake_harness(w.clone(), control, vec![("sink-x", b"out"), ("sink-y", b"")], ""));
-        let result = w.process_bundle("pbd", inputs(), &["sink-x".into(), "sink-y".into()], None).await.unwrap();
+        let result = w.process_bundle("pbd", inputs(), HashMap::new(), &[], &["sink-x".into(), "sink-y".into()], None).await.unwrap();
         assert_eq!(result.outputs["sink-x"], b"out");
         assert!(result.outputs["sink-y"].is_empty());
         let sent = harness.await.unwrap();
@@ -347,7 +393,7 @@ mod tests {
     async fn a_user_error_fails_the_bundle_with_the_sdk_text() {
         let (w, control) = worker();
         tokio::spawn(fake_harness(w.clone(), control, vec![], "Traceback: ZeroDivisionError"));
-        let err = w.process_bundle("pbd", inputs(), &["sink-x".into()], None).await.unwrap_err();
+        let err = w.process_bundle("pbd", inputs(), HashMap::new(), &[], &["sink-x".into()], None).await.unwrap_err();
         assert_eq!(err, BundleError::User("Traceback: ZeroDivisionError".into()));
     }
 
@@ -361,9 +407,9 @@ mod tests {
             w2.set_data_stream(tx);
             w2.disconnect("the SDK harness closed its control stream");
         });
-        let err = w.process_bundle("pbd", inputs(), &["sink-x".into()], None).await.unwrap_err();
+        let err = w.process_bundle("pbd", inputs(), HashMap::new(), &[], &["sink-x".into()], None).await.unwrap_err();
         assert!(matches!(err, BundleError::Worker(ref m) if m.contains("closed its control stream")), "{err:?}");
         // Later bundles fail at once.
-        assert!(w.process_bundle("pbd", inputs(), &[], None).await.is_err());
+        assert!(w.process_bundle("pbd", inputs(), HashMap::new(), &[], &[], None).await.is_err());
     }
 }

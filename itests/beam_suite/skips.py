@@ -27,7 +27,6 @@ TEST_STREAM = 'TestStream'
 CUSTOM_WINDOW_FN = 'custom WindowFn'
 
 NOT_BUILT = [
-    TIMERS,
     SDF,
     FINALIZATION,
     TEST_STREAM,

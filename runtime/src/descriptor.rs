@@ -117,6 +117,34 @@ pub fn build(graph: &PipelineGraph, stage: &Stage, descriptor_id: &str, data_url
         add_coder(&scratch, &mut coders, &element);
         pc.coder_id = element;
     }
+    // Timers travel with keys the runner can split (length-prefixed where
+    // their coder is not one it reads), as for data.
+    let mut has_timers = false;
+    for id in &stage.transforms {
+        let Some(t) = d.transforms.get_mut(id) else { continue };
+        let Some(spec) = t.spec.as_mut().filter(|s| s.urn == urns::PAR_DO) else { continue };
+        let Ok(mut payload) = pb::ParDoPayload::decode(spec.payload.as_slice()) else { continue };
+        if payload.timer_family_specs.is_empty() {
+            continue;
+        }
+        has_timers = true;
+        for (family, tf) in payload.timer_family_specs.iter_mut() {
+            let Some(timer) = components.coders.get(&tf.timer_family_coder_id) else { continue };
+            let mut scratch = pb::Components { coders: components.coders.clone(), ..Default::default() };
+            let mut parts = timer.component_coder_ids.clone();
+            if let Some(key) = parts.first_mut() {
+                *key = crate::coder::length_prefixed(&mut scratch, key);
+                add_coder(&scratch, &mut coders, key);
+            }
+            let new_id = format!("timer/{id}/{family}");
+            coders.insert(new_id.clone(), pb::Coder { spec: timer.spec.clone(), component_coder_ids: parts });
+            tf.timer_family_coder_id = new_id;
+        }
+        spec.payload = payload.encode_to_vec();
+    }
+    if has_timers {
+        d.timer_api_service_descriptor = Some(endpoint(data_url));
+    }
     // Coders referenced from payloads (e.g. a ParDo's) may be needed too: carry all.
     for id in components.coders.keys() {
         add_coder(components, &mut coders, id);

@@ -72,6 +72,27 @@ pub fn fuse(graph: &PipelineGraph) -> Vec<Stage> {
             }
         }
     }
+    // Siblings reading the same runner-produced PCollection (a GroupByKey's
+    // or Impulse's output, a Kafka read) share a stage: a topic partition
+    // feeds one task, so two stages could not both read it.
+    let mut readers: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for (i, id) in sdk.iter().enumerate() {
+        for pc in graph.main_inputs_of(id) {
+            let from_sdk = graph.producer.get(&pc).is_some_and(|p| index.contains_key(p.as_str()));
+            if !from_sdk {
+                readers.entry(pc).or_default().push(i);
+            }
+        }
+    }
+    for group in readers.values() {
+        for pair in group.windows(2) {
+            let (i, j) = (pair[0], pair[1]);
+            if graph.transform(sdk[i]).environment_id == graph.transform(sdk[j]).environment_id {
+                let (a, b) = (find(&mut parent, i), find(&mut parent, j));
+                parent[a] = b;
+            }
+        }
+    }
     // Group in topological order; a stage is numbered by its first transform.
     let mut groups: BTreeMap<usize, Vec<String>> = BTreeMap::new();
     let mut order: Vec<usize> = Vec::new();
@@ -161,6 +182,22 @@ mod tests {
         assert_eq!((stages[0].inputs.clone(), stages[0].outputs.clone()), (vec!["a".into()], vec!["b".into()]));
         assert_eq!(stages[1].inputs, ["c"]);
         assert_eq!(stages[1].id, "stage-1");
+    }
+
+    #[test]
+    fn two_readers_of_a_group_by_key_output_share_a_stage() {
+        let mut b = Builder::new();
+        b.leaf("impulse", IMPULSE, &[], &["a"], false)
+            .leaf("pair", PAR_DO, &["a"], &["b"], true)
+            .leaf("gbk", GROUP_BY_KEY, &["b"], &["c"], false)
+            .leaf("left", PAR_DO, &["c"], &["d"], true)
+            .leaf("right", PAR_DO, &["c"], &["e"], true);
+        let p = b.build();
+        let g = PipelineGraph::new(&p).unwrap();
+        let stages = fuse(&g);
+        assert_eq!(stages.len(), 2);
+        assert_eq!(stages[1].transforms, ["left", "right"]);
+        assert_eq!(stages[1].inputs, ["c"]);
     }
 
     #[test]

@@ -18,6 +18,7 @@ pub mod partition;
 pub mod task_state;
 pub mod row;
 pub mod side_input;
+pub mod timers;
 pub mod timestamp;
 pub mod topology;
 pub mod urns;

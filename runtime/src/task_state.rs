@@ -7,6 +7,7 @@ const WATERMARK: u64 = 0;
 const GROUP_BY_KEY: u64 = 1;
 const HELD: u64 = 2;
 const USER_STATE: u64 = 3;
+const TIMER: u64 = 4;
 
 /// Which store an entry belongs to.
 #[derive(Debug, PartialEq, Eq)]
@@ -18,6 +19,8 @@ pub enum Store<'a> {
     Held(u64),
     /// A cell of a stateful ParDo's user state (`user_state::StateCell`).
     UserState(&'a [u8]),
+    /// A pending timer (`timers::TimerId`).
+    Timer(&'a [u8]),
 }
 
 pub fn watermark_key() -> Vec<u8> {
@@ -49,6 +52,13 @@ pub fn user_state_key(cell: &[u8]) -> Vec<u8> {
     out
 }
 
+pub fn timer_key(id: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode_varint(TIMER, &mut out);
+    out.extend_from_slice(id);
+    out
+}
+
 pub fn split(key: &[u8]) -> Result<Store<'_>, String> {
     let mut r = ByteReader::new(key);
     match r.varint()? {
@@ -63,6 +73,7 @@ pub fn split(key: &[u8]) -> Result<Store<'_>, String> {
             Ok(Store::Held(u64::from_be_bytes(raw)))
         }
         USER_STATE => Ok(Store::UserState(&key[r.at..])),
+        TIMER => Ok(Store::Timer(&key[r.at..])),
         other => Err(format!("unknown state store {other}")),
     }
 }

@@ -107,9 +107,9 @@ impl UserState {
         Ok(())
     }
 
-    /// Drops every cell whose window `expired` says is past garbage collection.
-    pub fn expire(&mut self, expired: impl Fn(&[u8]) -> bool) {
-        let gone: Vec<StateCell> = self.bags.keys().filter(|c| expired(&c.window)).cloned().collect();
+    /// Drops every cell `expired` says is past garbage collection.
+    pub fn expire(&mut self, expired: impl Fn(&StateCell) -> bool) {
+        let gone: Vec<StateCell> = self.bags.keys().filter(|c| expired(c)).cloned().collect();
         for c in gone {
             self.clear(c);
         }
@@ -162,7 +162,7 @@ mod tests {
         s.append(cell(b"a", b"old"), &[1]);
         s.append(cell(b"a", b"new"), &[2]);
         s.take_changes();
-        s.expire(|w| w == b"old");
+        s.expire(|c| c.window == b"old");
         assert!(s.get(&cell(b"a", b"old")).is_empty());
         assert_eq!(s.get(&cell(b"a", b"new")), &[2]);
         assert_eq!(s.take_changes(), [(cell(b"a", b"old"), None)]);

@@ -241,8 +241,13 @@ fn pardo_problems(t: &pb::PTransform) -> Vec<String> {
             out.push(format!("uses {kind} user state ('{name}'), not supported yet (bag, combining, value, set and ordered-list state are)"));
         }
     }
-    if !p.timer_family_specs.is_empty() {
-        out.push("uses timers, not supported yet".to_string());
+    for (name, tf) in &p.timer_family_specs {
+        if !matches!(pb::time_domain::Enum::try_from(tf.time_domain), Ok(pb::time_domain::Enum::EventTime | pb::time_domain::Enum::ProcessingTime)) {
+            out.push(format!("uses timer family '{name}' in a time domain this runner does not serve (event and processing time only)"));
+        }
+    }
+    if !p.on_window_expiration_timer_family_spec.is_empty() {
+        out.push("asks for on-window-expiration timers, not supported yet".to_string());
     }
     if !p.restriction_coder_id.is_empty() {
         out.push("is a splittable DoFn, not supported yet".to_string());

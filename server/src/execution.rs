@@ -3,7 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use beam_kafka_actors::job::{InputSpec, KafkaSinkSpec, SideInputSpec, SubTopologySpec};
+use beam_kafka_actors::job::{InputSpec, KafkaSinkSpec, SideInputSpec, SubTopologySpec, TimerFamilySpec};
+use beam_kafka_runtime::timers::{TimeDomain, TimerCodec};
 use beam_kafka_proto::pipeline::ParDoPayload;
 use beam_kafka_runtime::side_input::{Access, SideWindowing};
 use beam_kafka_actors::SourceInput;
@@ -206,6 +207,7 @@ async fn prepare_and_run(job: &Arc<Job>, services: &Services) -> Result<JobOutco
             inputs,
             side_inputs,
             stateful: sub.stage.transforms.iter().any(|t| graph.is_stateful(t)),
+            timers: timer_families(&graph, &sub.stage.transforms)?,
             outputs,
             kafka_sinks,
         });
@@ -270,5 +272,37 @@ fn allowed_lateness(components: &beam_kafka_proto::pipeline::Components, pcollec
         .get(pcollection)
         .and_then(|pc| components.windowing_strategies.get(&pc.windowing_strategy_id))
         .map_or(0, |ws| ws.allowed_lateness.max(0))
+}
+
+/// The timer families of a stage's ParDos, with the coders the runner reads
+/// their timers with (keys length-prefixed as in the stage's descriptor).
+fn timer_families(graph: &PipelineGraph, transforms: &[String]) -> Result<Vec<TimerFamilySpec>, String> {
+    use beam_kafka_proto::pipeline::time_domain::Enum as Domain;
+    let components = graph.components();
+    let mut out = Vec::new();
+    for id in transforms {
+        let t = graph.transform(id);
+        let Some(spec) = t.spec.as_ref().filter(|s| s.urn == beam_kafka_runtime::urns::PAR_DO) else { continue };
+        let payload = ParDoPayload::decode(spec.payload.as_slice()).map_err(|e| format!("'{}': unreadable ParDo payload: {e}", t.unique_name))?;
+        for (family, tf) in &payload.timer_family_specs {
+            let domain = match Domain::try_from(tf.time_domain) {
+                Ok(Domain::ProcessingTime) => TimeDomain::ProcessingTime,
+                _ => TimeDomain::EventTime,
+            };
+            let coder = components
+                .coders
+                .get(&tf.timer_family_coder_id)
+                .ok_or_else(|| format!("'{}': missing timer coder of '{family}'", t.unique_name))?;
+            let (key, window) = match coder.component_coder_ids.as_slice() {
+                [k, w] => (k, w),
+                _ => return Err(format!("'{}': timer coder of '{family}' is not a timer coder", t.unique_name)),
+            };
+            let mut scratch = beam_kafka_proto::pipeline::Components { coders: components.coders.clone(), ..Default::default() };
+            let lp_key = beam_kafka_runtime::coder::length_prefixed(&mut scratch, key);
+            let codec = TimerCodec { key: Coder::from_components(&scratch, &lp_key), window: Coder::from_components(components, window) };
+            out.push(TimerFamilySpec { transform: id.clone(), family: family.clone(), domain, codec });
+        }
+    }
+    Ok(out)
 }
 

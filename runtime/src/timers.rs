@@ -1,0 +1,306 @@
+//! Timers of stateful ParDos: the SDK's timer settings as they travel on the
+//! Fn API data plane (`beam:coder:timer:v1`: key, dynamic tag, windows,
+//! clear bit, then fire and hold timestamps and pane), and the task's pending
+//! timers, due by the input watermark (event time) or the wall clock
+//! (processing time), fired in timestamp order.
+//!
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::coder::Coder;
+use crate::coders::{decode_varint, encode_timestamp, encode_varint, ByteReader};
+use crate::timestamp::{Millis, Watermark};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimeDomain {
+    EventTime,
+    ProcessingTime,
+}
+
+/// One timer setting for one window, as the SDK sent it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TimerSetting {
+    /// The key's bytes exactly as encoded (length-prefixed where the runner
+    /// cannot read the key coder).
+    pub key: Vec<u8>,
+    pub tag: String,
+    /// The window's encoding.
+    pub window: Vec<u8>,
+    /// `None` clears the timer.
+    pub set: Option<TimerTimes>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TimerTimes {
+    pub fire: Millis,
+    pub hold: Millis,
+    /// The pane's encoding.
+    pub pane: Vec<u8>,
+}
+
+fn read_timestamp(r: &mut ByteReader<'_>) -> Result<Millis, String> {
+    let raw: [u8; 8] = r.take(8)?.try_into().map_err(|_| "truncated timestamp")?;
+    Ok((u64::from_be_bytes(raw) ^ (1u64 << 63)) as i64)
+}
+
+/// Reads and writes timers of one timer family.
+#[derive(Clone, Debug)]
+pub struct TimerCodec {
+    pub key: Coder,
+    pub window: Coder,
+}
+
+impl TimerCodec {
+    /// Every timer in `buf` (a concatenation), one setting per window.
+    pub fn decode_all(&self, buf: &[u8]) -> Result<Vec<TimerSetting>, String> {
+        let mut out = Vec::new();
+        let mut at = 0;
+        while at < buf.len() {
+            let mut r = ByteReader::new(&buf[at..]);
+            let kn = self.key.skip(&buf[at..])?;
+            let key = r.take(kn)?.to_vec();
+            let tn = r.varint()? as usize;
+            let tag = String::from_utf8(r.take(tn)?.to_vec()).map_err(|_| "a timer tag is not UTF-8")?;
+            let count = i32::from_be_bytes(r.take(4)?.try_into().map_err(|_| "truncated window count")?);
+            if count < 0 {
+                return Err("a timer's windows of unknown count".into());
+            }
+            let mut windows = Vec::new();
+            for _ in 0..count {
+                let start = at + r.at;
+                let n = self.window.skip(&buf[start..])?;
+                windows.push(r.take(n)?.to_vec());
+            }
+            let clear = r.take(1)?[0] != 0;
+            let set = if clear {
+                None
+            } else {
+                let fire = read_timestamp(&mut r)?;
+                let hold = read_timestamp(&mut r)?;
+                let pane_start = r.at;
+                let first = r.take(1)?[0];
+                for _ in 0..(first >> 4) {
+                    let (_, n) = decode_varint(&buf[at + r.at..]).ok_or("truncated pane index")?;
+                    r.take(n)?;
+                }
+                Some(TimerTimes { fire, hold, pane: buf[at + pane_start..at + r.at].to_vec() })
+            };
+            out.extend(windows.into_iter().map(|window| TimerSetting { key: key.clone(), tag: tag.clone(), window, set: set.clone() }));
+            at += r.at;
+        }
+        Ok(out)
+    }
+
+    /// Encodes a pending timer to fire it (one window, clear bit unset).
+    pub fn encode_firing(id: &TimerId, t: &TimerTimes, out: &mut Vec<u8>) {
+        out.extend_from_slice(&id.key);
+        encode_varint(id.tag.len() as u64, out);
+        out.extend_from_slice(id.tag.as_bytes());
+        out.extend_from_slice(&1i32.to_be_bytes());
+        out.extend_from_slice(&id.window);
+        out.push(0);
+        encode_timestamp(t.fire, out);
+        encode_timestamp(t.hold, out);
+        out.extend_from_slice(&t.pane);
+    }
+}
+
+/// Which timer: of which ParDo and family, for which key, window and tag.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TimerId {
+    pub transform: String,
+    pub family: String,
+    pub key: Vec<u8>,
+    pub window: Vec<u8>,
+    pub tag: String,
+}
+
+impl TimerId {
+    /// The timer as one key of the task's store.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        for part in [self.transform.as_bytes(), self.family.as_bytes(), &self.key, &self.window, self.tag.as_bytes()] {
+            encode_varint(part.len() as u64, &mut out);
+            out.extend_from_slice(part);
+        }
+        out
+    }
+
+    pub fn decode(buf: &[u8]) -> Result<TimerId, String> {
+        let mut r = ByteReader::new(buf);
+        let mut part = || -> Result<Vec<u8>, String> {
+            let n = r.varint()? as usize;
+            Ok(r.take(n)?.to_vec())
+        };
+        let text = |b: Vec<u8>| String::from_utf8(b).map_err(|_| "bad name in a timer key".to_string());
+        Ok(TimerId { transform: text(part()?)?, family: text(part()?)?, key: part()?, window: part()?, tag: text(part()?)? })
+    }
+}
+
+impl PendingTimer {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = vec![matches!(self.domain, TimeDomain::ProcessingTime) as u8];
+        out.extend_from_slice(&self.times.fire.to_be_bytes());
+        out.extend_from_slice(&self.times.hold.to_be_bytes());
+        out.extend_from_slice(&self.times.pane);
+        out
+    }
+
+    pub fn decode(buf: &[u8]) -> Result<PendingTimer, String> {
+        let mut r = ByteReader::new(buf);
+        let domain = if r.take(1)?[0] == 1 { TimeDomain::ProcessingTime } else { TimeDomain::EventTime };
+        let (fire, hold) = (r.i64()?, r.i64()?);
+        Ok(PendingTimer { domain, times: TimerTimes { fire, hold, pane: buf[r.at..].to_vec() } })
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PendingTimer {
+    pub domain: TimeDomain,
+    pub times: TimerTimes,
+}
+
+/// A task's pending timers, with what changed since the last commit.
+#[derive(Debug, Default)]
+pub struct Timers {
+    pending: BTreeMap<TimerId, PendingTimer>,
+    dirty: BTreeSet<TimerId>,
+}
+
+impl Timers {
+    /// Applies the SDK's settings for one family (set replaces, clear removes).
+    pub fn apply(&mut self, transform: &str, family: &str, domain: TimeDomain, settings: Vec<TimerSetting>) {
+        for s in settings {
+            let id = TimerId { transform: transform.into(), family: family.into(), key: s.key, window: s.window, tag: s.tag };
+            match s.set {
+                Some(times) => {
+                    self.pending.insert(id.clone(), PendingTimer { domain, times });
+                }
+                None => {
+                    self.pending.remove(&id);
+                }
+            }
+            self.dirty.insert(id);
+        }
+    }
+
+    /// Removes and returns, in fire-time order, every timer due: event-time
+    /// ones the input watermark has passed, processing-time ones whose time
+    /// the clock has reached.
+    pub fn take_due(&mut self, input: Watermark, now: Millis) -> Vec<(TimerId, PendingTimer)> {
+        let due = |t: &PendingTimer| match t.domain {
+            TimeDomain::EventTime => match input {
+                Watermark::NegInf => false,
+                Watermark::PosInf => true,
+                Watermark::At(w) => t.times.fire < w,
+            },
+            TimeDomain::ProcessingTime => t.times.fire <= now,
+        };
+        let mut out: Vec<(TimerId, PendingTimer)> = self.pending.iter().filter(|(_, t)| due(t)).map(|(i, t)| (i.clone(), t.clone())).collect();
+        out.sort_by_key(|(_, t)| t.times.fire);
+        for (id, _) in &out {
+            self.pending.remove(id);
+            self.dirty.insert(id.clone());
+        }
+        out
+    }
+
+    /// The earliest output timestamp a pending timer may still produce.
+    pub fn hold(&self) -> Watermark {
+        self.pending.values().map(|t| Watermark::At(t.times.hold)).min().unwrap_or(Watermark::PosInf)
+    }
+
+    /// The earliest processing-time timer, to schedule a wake-up.
+    pub fn next_processing_time(&self) -> Option<Millis> {
+        self.pending.values().filter(|t| t.domain == TimeDomain::ProcessingTime).map(|t| t.times.fire).min()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pending.is_empty()
+    }
+
+    /// Whether a timer of `transform` is pending in `window` (its state must
+    /// outlive the window's end until the timer fired).
+    pub fn pending_in(&self, transform: &str, window: &[u8]) -> bool {
+        self.pending.keys().any(|id| id.transform == transform && id.window == window)
+    }
+
+    /// What changed since the last call (`None`: the timer is gone).
+    pub fn take_changes(&mut self) -> Vec<(TimerId, Option<PendingTimer>)> {
+        std::mem::take(&mut self.dirty).into_iter().map(|id| {
+            let t = self.pending.get(&id).cloned();
+            (id, t)
+        }).collect()
+    }
+
+    pub fn restore(&mut self, id: TimerId, t: PendingTimer) {
+        self.pending.insert(id, t);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::coders::encode_nested_bytes;
+
+    fn codec() -> TimerCodec {
+        TimerCodec { key: Coder::LengthPrefix(Box::new(Coder::Bytes)), window: Coder::GlobalWindow }
+    }
+
+    /// A timer as the Python SDK encodes it.
+    fn sdk_timer(key: &[u8], tag: &str, clear: bool, fire: Millis, hold: Millis) -> Vec<u8> {
+        let mut out = Vec::new();
+        encode_nested_bytes(key, &mut out);
+        encode_nested_bytes(tag.as_bytes(), &mut out);
+        out.extend_from_slice(&1i32.to_be_bytes()); // one global window: no bytes
+        out.push(clear as u8);
+        if !clear {
+            encode_timestamp(fire, &mut out);
+            encode_timestamp(hold, &mut out);
+            out.push(0x0f);
+        }
+        out
+    }
+
+    #[test]
+    fn the_sdks_timers_decode_and_a_firing_encodes_back() {
+        let buf = [sdk_timer(b"k", "", false, 10, 9), sdk_timer(b"k", "t2", true, 0, 0)].concat();
+        let settings = codec().decode_all(&buf).unwrap();
+        assert_eq!(settings.len(), 2);
+        assert_eq!(settings[0].set, Some(TimerTimes { fire: 10, hold: 9, pane: vec![0x0f] }));
+        assert_eq!((settings[1].tag.as_str(), settings[1].set.is_none()), ("t2", true));
+        let id = TimerId { transform: "t".into(), family: "f".into(), key: settings[0].key.clone(), window: vec![], tag: String::new() };
+        let mut out = Vec::new();
+        TimerCodec::encode_firing(&id, settings[0].set.as_ref().unwrap(), &mut out);
+        assert_eq!(out, sdk_timer(b"k", "", false, 10, 9));
+        assert!(codec().decode_all(&buf[..buf.len() - 3]).is_err());
+        assert_eq!(TimerId::decode(&id.encode()).unwrap(), id);
+        let p = PendingTimer { domain: TimeDomain::ProcessingTime, times: settings[0].set.clone().unwrap() };
+        assert_eq!(PendingTimer::decode(&p.encode()).unwrap(), p);
+    }
+
+    #[test]
+    fn timers_fire_in_order_once_due_and_hold_the_watermark() {
+        let mut t = Timers::default();
+        let set = |key: &[u8], fire| TimerSetting {
+            key: key.to_vec(),
+            tag: String::new(),
+            window: vec![],
+            set: Some(TimerTimes { fire, hold: fire, pane: vec![0x0f] }),
+        };
+        t.apply("p", "ev", TimeDomain::EventTime, vec![set(b"b", 20), set(b"a", 10)]);
+        t.apply("p", "pt", TimeDomain::ProcessingTime, vec![set(b"a", 500)]);
+        assert_eq!(t.hold(), Watermark::At(10));
+        assert!(t.take_due(Watermark::At(10), 0).is_empty(), "the watermark must pass the timestamp");
+        let due = t.take_due(Watermark::PosInf, 0);
+        assert_eq!(due.iter().map(|(i, _)| i.key.clone()).collect::<Vec<_>>(), [b"a".to_vec(), b"b".to_vec()]);
+        assert_eq!(t.next_processing_time(), Some(500));
+        assert_eq!(t.take_due(Watermark::PosInf, 500).len(), 1);
+        assert!(t.is_empty());
+        // A clear removes; changes report every touched timer.
+        t.take_changes();
+        t.apply("p", "ev", TimeDomain::EventTime, vec![set(b"c", 5)]);
+        t.apply("p", "ev", TimeDomain::EventTime, vec![TimerSetting { set: None, ..set(b"c", 5) }]);
+        assert!(t.is_empty());
+        assert_eq!(t.take_changes().len(), 1);
+    }
+}
