@@ -228,7 +228,10 @@ impl Handler<Flush> for StageActor {
         self.seal(ctx);
         let target = self.next_seq - 1;
         if msg.hold {
+            // A flush within a held cycle (timers fired after the first one)
+            // moves the hold past the bundle it just sealed: start it.
             self.hold_after = Some(target);
+            self.start_next(ctx);
         }
         self.waiters.push((msg.id, target));
         self.answer_waiters();

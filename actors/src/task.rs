@@ -4,7 +4,7 @@
 //! before that point finished (its outputs acknowledged by Kafka) does it
 //! report its output watermark downstream and commit the offsets it had
 //! handed over.
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -194,8 +194,17 @@ pub struct TaskSupervisor {
     side_watermarks: HashMap<String, InputWatermark>,
     /// The window coder of each stage data source, to read element windows.
     window_coders: HashMap<String, Coder>,
-    /// Pending timers; fired at the start of a commit cycle.
+    /// Pending timers; fired when a commit cycle's flush completed.
     timers: Timers,
+    /// Input that arrived while a cycle of a stage with timers was being
+    /// flushed, handled once the cycle's timers have fired (see `defer`).
+    deferred: Option<VecDeque<Deferred>>,
+}
+
+/// Input put aside while timers are being decided.
+enum Deferred {
+    Batch(RecordBatch),
+    Side(SideRecord),
 }
 
 impl TaskSupervisor {
@@ -224,6 +233,7 @@ impl TaskSupervisor {
         let timers = restored.timers;
         TaskSupervisor {
             timers,
+            deferred: None,
             input_watermark: restored.input_watermark,
             written_watermark_state: restored.watermark_snapshot,
             store: restored.store,
@@ -430,7 +440,25 @@ impl TaskSupervisor {
         };
         self.snapshot_into(&mut p);
         self.pending = Some(p);
+        // Which timers are due is decided when the flush completed, from the
+        // settings of every bundle before it and the input watermark of the
+        // snapshot; input arriving meanwhile waits, so the stage runs no
+        // bundle between the flush and the timers (a bundle of later data
+        // could re-set a timer about to fire, which would then fire twice).
+        if !self.cfg.timer_specs.is_empty() {
+            self.deferred = Some(VecDeque::new());
+        }
         self.stage.do_send(Flush { id, hold: self.cfg.transactional });
+    }
+
+    /// Handles the input put aside during the cycle's flush.
+    fn replay_deferred(&mut self, ctx: &mut Context<Self>) {
+        for d in self.deferred.take().unwrap_or_default() {
+            match d {
+                Deferred::Batch(b) => Handler::handle(self, b, ctx),
+                Deferred::Side(r) => Handler::handle(self, r, ctx),
+            }
+        }
     }
 
     /// What a flush covers: every offset handed over so far (what a
@@ -749,6 +777,9 @@ impl Handler<RecordBatch> for TaskSupervisor {
         if self.done {
             return;
         }
+        if let Some(d) = self.deferred.as_mut() {
+            return d.push_back(Deferred::Batch(batch));
+        }
         let mut direct: Option<Elements> = None;
         let mut data_records = 0u64;
         let mut from_sources = false;
@@ -870,6 +901,7 @@ impl Handler<StageEvent> for TaskSupervisor {
                     p.changes.extend(changes.into_iter().map(|(id, t)| (task_state::timer_key(&id.encode()), t.map(|t| t.encode()))));
                     p.watermark = p.watermark.min(self.timers.hold());
                     self.after_flush(p, ctx);
+                    self.replay_deferred(ctx);
                 }
             }
         }
@@ -898,6 +930,9 @@ impl Handler<SideRecord> for TaskSupervisor {
     fn handle(&mut self, r: SideRecord, ctx: &mut Context<Self>) {
         if self.done {
             return;
+        }
+        if let Some(d) = self.deferred.as_mut() {
+            return d.push_back(Deferred::Side(r));
         }
         let record = match envelope::decode(&r.payload) {
             Ok(rec) => rec,
