@@ -13,6 +13,7 @@ PACKAGES=(
   protobuf-compiler libprotobuf-dev  # protoc and the well-known types for tonic/prost
   unzip             # extracting Beam's protos from their jars
   maven default-jre-headless  # fetching Kafka and Beam's model jars; running the test broker
+  curl              # the Go toolchain from the Go module proxy when none is installed
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

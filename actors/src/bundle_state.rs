@@ -24,7 +24,7 @@ impl StateHandler for BundleState {
         match request.state_key.as_ref().and_then(|k| k.r#type.as_ref()) {
             Some(Key::BagUserState(k)) => {
                 let user = self.user.as_ref().ok_or_else(|| format!("'{}' has no user state in this runner's plan", k.transform_id))?;
-                let cell = StateCell { transform: k.transform_id.clone(), state_id: k.user_state_id.clone(), key: k.key.clone(), window: k.window.clone() };
+                let cell = StateCell { transform: k.transform_id.clone(), state_id: k.user_state_id.clone(), key: k.key.clone(), window: k.window.clone(), map_key: None };
                 let mut state = user.lock().expect("user state lock");
                 match &request.request {
                     Some(Request::Get(_)) => {
@@ -43,7 +43,7 @@ impl StateHandler for BundleState {
             }
             Some(Key::OrderedListUserState(k)) => {
                 let user = self.user.as_ref().ok_or_else(|| format!("'{}' has no user state in this runner's plan", k.transform_id))?;
-                let cell = StateCell { transform: k.transform_id.clone(), state_id: k.user_state_id.clone(), key: k.key.clone(), window: k.window.clone() };
+                let cell = StateCell { transform: k.transform_id.clone(), state_id: k.user_state_id.clone(), key: k.key.clone(), window: k.window.clone(), map_key: None };
                 let (start, end) = k.range.as_ref().map_or((i64::MIN, i64::MAX), |r| (r.start, r.end));
                 let mut state = user.lock().expect("user state lock");
                 match &request.request {
@@ -58,6 +58,47 @@ impl StateHandler for BundleState {
                         state.ordered_clear(cell, start, end)?;
                         Ok(Response::Clear(fn_pb::StateClearResponse {}))
                     }
+                    None => Err("an empty state request".into()),
+                }
+            }
+            Some(Key::MultimapUserState(k)) => {
+                let user = self.user.as_ref().ok_or_else(|| format!("'{}' has no user state in this runner's plan", k.transform_id))?;
+                let cell = StateCell {
+                    transform: k.transform_id.clone(),
+                    state_id: k.user_state_id.clone(),
+                    key: k.key.clone(),
+                    window: k.window.clone(),
+                    map_key: Some(k.map_key.clone()),
+                };
+                let mut state = user.lock().expect("user state lock");
+                match &request.request {
+                    Some(Request::Get(_)) => {
+                        Ok(Response::Get(fn_pb::StateGetResponse { continuation_token: Vec::new(), data: state.get(&cell).to_vec() }))
+                    }
+                    Some(Request::Append(a)) => {
+                        state.map_append(cell, &a.data);
+                        Ok(Response::Append(fn_pb::StateAppendResponse {}))
+                    }
+                    Some(Request::Clear(_)) => {
+                        state.clear(cell);
+                        Ok(Response::Clear(fn_pb::StateClearResponse {}))
+                    }
+                    None => Err("an empty state request".into()),
+                }
+            }
+            Some(Key::MultimapKeysUserState(k)) => {
+                let user = self.user.as_ref().ok_or_else(|| format!("'{}' has no user state in this runner's plan", k.transform_id))?;
+                let map = StateCell { transform: k.transform_id.clone(), state_id: k.user_state_id.clone(), key: k.key.clone(), window: k.window.clone(), map_key: None };
+                let mut state = user.lock().expect("user state lock");
+                match &request.request {
+                    Some(Request::Get(_)) => {
+                        Ok(Response::Get(fn_pb::StateGetResponse { continuation_token: Vec::new(), data: state.map_keys(&map) }))
+                    }
+                    Some(Request::Clear(_)) => {
+                        state.map_clear(&map);
+                        Ok(Response::Clear(fn_pb::StateClearResponse {}))
+                    }
+                    Some(Request::Append(_)) => Err("an append to the keys of a multimap (append to one key's values instead)".into()),
                     None => Err("an empty state request".into()),
                 }
             }

@@ -207,20 +207,17 @@ fn environment_problem(env: &pb::Environment) -> Option<String> {
     }
 }
 
-/// The kind of a user state spec this runner cannot serve yet, if so.
-fn unsupported_state(spec: &pb::StateSpec) -> Option<&'static str> {
-    use pb::state_spec::Spec;
+/// Why this runner cannot serve a user state spec, if it cannot.
+fn unsupported_state(spec: &pb::StateSpec) -> Option<String> {
+    use crate::user_state::{BAG_PROTOCOL, MULTIMAP_PROTOCOL, ORDERED_LIST_PROTOCOL};
     // What matters is the protocol the SDK speaks for it: Python's bag,
-    // combining, value and set state all use the bag protocol.
+    // combining, value and set state all use the bag protocol; Go's map and
+    // set state the multimap protocol.
     match spec.protocol.as_ref().map(|p| p.urn.as_str()) {
-        Some(crate::user_state::BAG_PROTOCOL | crate::user_state::ORDERED_LIST_PROTOCOL) => None,
-        Some(_) => Some("map or multimap"),
-        None => match &spec.spec {
-            Some(Spec::ReadModifyWriteSpec(_) | Spec::BagSpec(_) | Spec::CombiningSpec(_) | Spec::SetSpec(_)) => None,
-            Some(Spec::MapSpec(_) | Spec::MultimapSpec(_)) => Some("map or multimap"),
-            Some(Spec::OrderedListSpec(_)) => None,
-            None => Some("an unknown kind of"),
-        },
+        Some(BAG_PROTOCOL | ORDERED_LIST_PROTOCOL | MULTIMAP_PROTOCOL) => None,
+        Some(other) => Some(format!("speaks state protocol '{other}', which this runner does not serve (bag, ordered list and multimap)")),
+        None if spec.spec.is_none() => Some("uses user state of an unknown kind".to_string()),
+        None => None,
     }
 }
 
@@ -237,8 +234,8 @@ fn pardo_problems(t: &pb::PTransform) -> Vec<String> {
         }
     }
     for (name, spec) in &p.state_specs {
-        if let Some(kind) = unsupported_state(spec) {
-            out.push(format!("uses {kind} user state ('{name}'), not supported yet (bag, combining, value, set and ordered-list state are)"));
+        if let Some(why) = unsupported_state(spec) {
+            out.push(format!("{why} (user state '{name}')"));
         }
     }
     for (name, tf) in &p.timer_family_specs {
@@ -307,7 +304,7 @@ mod tests {
         let text: Vec<_> = validate(&p).iter().map(|u| u.to_string()).collect();
         // Stateful ParDos run; a state spec of unknown kind does not.
         assert_eq!(text.len(), 2, "{text:?}");
-        assert!(text.iter().any(|t| t.contains("'stateful'") && t.contains("unknown kind of user state")));
+        assert!(text.iter().any(|t| t.contains("'stateful'") && t.contains("user state of an unknown kind")));
         assert!(text.iter().any(|t| t.contains("splittable")));
     }
 

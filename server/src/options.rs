@@ -23,9 +23,22 @@ fn convert(v: &Value) -> OptionValue {
 }
 
 /// The options of a job by plain name. Keys without the `beam:option:` form
-/// (older SDKs) are kept as they are.
+/// (older SDKs) are kept as they are. The Go SDK sends the flags a program
+/// defines as texts inside `beam:option:go_options:v1` (`{"options": {..}}`);
+/// they count where no option of the same name was sent directly.
 pub fn from_struct(s: &Struct) -> BTreeMap<String, OptionValue> {
-    s.fields.iter().map(|(k, v)| (option_name(k).unwrap_or(k).to_string(), convert(v))).collect()
+    let mut out: BTreeMap<String, OptionValue> =
+        s.fields.iter().map(|(k, v)| (option_name(k).unwrap_or(k).to_string(), convert(v))).collect();
+    let go_flags = s.fields.get("beam:option:go_options:v1").and_then(|v| match &v.kind {
+        Some(Kind::StructValue(go)) => go.fields.get("options"),
+        _ => None,
+    });
+    if let Some(Value { kind: Some(Kind::StructValue(flags)) }) = go_flags {
+        for (name, v) in &flags.fields {
+            out.entry(name.clone()).or_insert_with(|| convert(v));
+        }
+    }
+    out
 }
 
 /// A string option as sent, if present.
@@ -64,6 +77,22 @@ mod tests {
         assert_eq!(m["application_id"], OptionValue::String("app".into()));
         assert_eq!(m["streaming"], OptionValue::Bool(true));
         assert_eq!(text(&s, "application_id").as_deref(), Some("app"));
+    }
+
+    #[test]
+    fn go_flags_count_where_no_option_was_sent_directly() {
+        let text_value = |t: &str| Value { kind: Some(Kind::StringValue(t.into())) };
+        let mut flags = Struct::default();
+        flags.fields.insert("bootstrap_servers".into(), text_value("broker:9092"));
+        flags.fields.insert("application_id".into(), text_value("from-go-flags"));
+        let mut go = Struct::default();
+        go.fields.insert("options".into(), Value { kind: Some(Kind::StructValue(flags)) });
+        let mut s = Struct::default();
+        s.fields.insert("beam:option:go_options:v1".into(), Value { kind: Some(Kind::StructValue(go)) });
+        s.fields.insert("beam:option:application_id:v1".into(), text_value("direct"));
+        let m = from_struct(&s);
+        assert_eq!(m["bootstrap_servers"], OptionValue::String("broker:9092".into()));
+        assert_eq!(m["application_id"], OptionValue::String("direct".into()));
     }
 
     #[test]

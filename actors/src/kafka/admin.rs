@@ -44,6 +44,12 @@ pub struct Admin {
     client: AdminClient<DefaultClientContext>,
     /// A consumer of the job's group, used to read offsets without subscribing.
     probe: BaseConsumer,
+    /// The same with read_uncommitted, only to read the group's committed
+    /// offsets without asking for stable ones: a copy killed mid-transaction
+    /// leaves offsets pending until a new owner of its tasks fences it, and a
+    /// copy starting while every other copy is starting too would otherwise
+    /// wait for a fence that needs it to join the group first.
+    offsets_probe: BaseConsumer,
     bootstrap: String,
 }
 
@@ -74,7 +80,11 @@ impl Admin {
             config::base(opts, "admin").create().map_err(|e| format!("cannot create a Kafka admin client: {e}"))?;
         let probe: BaseConsumer =
             config::consumer(opts).create().map_err(|e| format!("cannot create a Kafka consumer: {e}"))?;
-        let admin = Admin { client, probe, bootstrap: opts.bootstrap_servers.clone() };
+        let offsets_probe: BaseConsumer = config::consumer(opts)
+            .set("isolation.level", "read_uncommitted")
+            .create()
+            .map_err(|e| format!("cannot create a Kafka consumer: {e}"))?;
+        let admin = Admin { client, probe, offsets_probe, bootstrap: opts.bootstrap_servers.clone() };
         admin.check_reachable()?;
         Ok(admin)
     }
@@ -178,7 +188,10 @@ impl Admin {
         for p in 0..partitions as i32 {
             all.add_partition(topic, p);
         }
-        let committed = retry_transient(|| self.probe.committed_offsets(all.clone(), METADATA_TIMEOUT))
+        // Committed offsets, stable or not: seeding only asks whether the
+        // group ever committed one (a task reads its stable commit once it
+        // fenced earlier owners).
+        let committed = retry_transient(|| self.offsets_probe.committed_offsets(all.clone(), METADATA_TIMEOUT))
             .await
             .map_err(|e| format!("cannot read committed offsets of {topic}: {e}"))?;
         let mut starts: HashMap<i32, i64> =

@@ -1,0 +1,58 @@
+"""Map and set user state, which the Python SDK does not have, through a real
+Go SDK pipeline (itests/go/mapstate, Beam's Go SDK) submitted to the job
+server like any other: the multimap user state protocol (Put, Get, Remove,
+Clear and Keys of a map; Add, Contains and Keys of a set) and Go's way of
+passing runner options (its flags, inside go_options)."""
+
+import collections
+import subprocess
+
+from conftest import REPO_ROOT
+from conftest import make_app_id
+
+WORDS = ['apple', 'pear', 'peach', 'apple', 'apple', 'pear']
+
+
+def _go_pipeline(name):
+  built = subprocess.run(['bash', str(REPO_ROOT / 'scripts' / 'go-pipelines.sh'), name],
+                         capture_output=True, text=True, timeout=1200)
+  assert built.returncode == 0, built.stderr[-4000:]
+  return built.stdout.strip().splitlines()[-1]
+
+
+def _expected_lines(words):
+  """What countFn sees, from a model of a map and a set per word."""
+  counters, seen, lines = collections.defaultdict(dict), collections.defaultdict(set), []
+  for w in words:
+    m, s = counters[w], seen[w]
+    n = m.get('count', 0) + 1
+    m['count'] = n
+    m['at%d' % n] = n
+    s.add('s%d' % n)
+    if n == 2:
+      m.pop('at1', None)
+    if n == 3:
+      m.clear()
+      m['count'] = n
+    lines.append('%s n=%d keys=%s seen=%s has_s1=%s' % (
+        w, n, ','.join(sorted(m)), ','.join(sorted(s)), 'true' if 's1' in s else 'false'))
+  return sorted(lines)
+
+
+def test_go_map_and_set_state(job_server, broker, tmp_path):
+  binary = _go_pipeline('mapstate')
+  out = tmp_path / 'lines.txt'
+  run = subprocess.run([
+      binary,
+      '--endpoint=%s' % job_server.endpoint,
+      '--environment_type=LOOPBACK',
+      '--job_name=go-map-state',
+      '--output=%s' % out,
+      '--words=%s' % ','.join(WORDS),
+      '--bootstrap_servers=%s' % broker,
+      '--application_id=%s' % make_app_id('go-map-state'),
+      '--state_dir=%s' % (tmp_path / 'state'),
+  ], capture_output=True, text=True, timeout=300)
+  assert run.returncode == 0, 'the Go pipeline failed:\n%s\njob server:\n%s' % (
+      run.stderr[-4000:], job_server.log_text()[-4000:])
+  assert sorted(out.read_text().splitlines()) == _expected_lines(WORDS)
