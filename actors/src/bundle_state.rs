@@ -2,7 +2,7 @@
 //! inputs (read-only) and its stateful ParDos' user state. User state changes
 //! land in memory at once and reach the changelog in the task's next commit
 //! cycle, taken once every bundle before the flush finished.
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use beam_kafka_fnapi::state::kind_of;
 use beam_kafka_fnapi::StateHandler;
@@ -19,87 +19,94 @@ pub struct BundleState {
     pub user: Option<Arc<Mutex<UserState>>>,
 }
 
+impl BundleState {
+    /// The user state of `transform`'s task, locked for one request.
+    fn user(&self, transform: &str) -> Result<MutexGuard<'_, UserState>, String> {
+        let user = self.user.as_ref().ok_or_else(|| format!("'{transform}' has no user state in this runner's plan"))?;
+        Ok(user.lock().expect("user state lock"))
+    }
+}
+
+fn cell(transform: &str, state_id: &str, key: &[u8], window: &[u8], map_key: Option<&[u8]>) -> StateCell {
+    StateCell {
+        transform: transform.to_string(),
+        state_id: state_id.to_string(),
+        key: key.to_vec(),
+        window: window.to_vec(),
+        map_key: map_key.map(<[u8]>::to_vec),
+    }
+}
+
+fn got(data: Vec<u8>) -> Response {
+    Response::Get(fn_pb::StateGetResponse { continuation_token: Vec::new(), data })
+}
+
+const APPENDED: Response = Response::Append(fn_pb::StateAppendResponse {});
+const CLEARED: Response = Response::Clear(fn_pb::StateClearResponse {});
+
 impl StateHandler for BundleState {
     fn handle(&self, request: &fn_pb::StateRequest) -> Result<Response, String> {
+        let op = request.request.as_ref().ok_or("an empty state request")?;
         match request.state_key.as_ref().and_then(|k| k.r#type.as_ref()) {
+            // Python's bag, combining, value and set state.
             Some(Key::BagUserState(k)) => {
-                let user = self.user.as_ref().ok_or_else(|| format!("'{}' has no user state in this runner's plan", k.transform_id))?;
-                let cell = StateCell { transform: k.transform_id.clone(), state_id: k.user_state_id.clone(), key: k.key.clone(), window: k.window.clone(), map_key: None };
-                let mut state = user.lock().expect("user state lock");
-                match &request.request {
-                    Some(Request::Get(_)) => {
-                        Ok(Response::Get(fn_pb::StateGetResponse { continuation_token: Vec::new(), data: state.get(&cell).to_vec() }))
+                let c = cell(&k.transform_id, &k.user_state_id, &k.key, &k.window, None);
+                let mut state = self.user(&k.transform_id)?;
+                Ok(match op {
+                    Request::Get(_) => got(state.get(&c).to_vec()),
+                    Request::Append(a) => {
+                        state.append(c, &a.data);
+                        APPENDED
                     }
-                    Some(Request::Append(a)) => {
-                        state.append(cell, &a.data);
-                        Ok(Response::Append(fn_pb::StateAppendResponse {}))
+                    Request::Clear(_) => {
+                        state.clear(c);
+                        CLEARED
                     }
-                    Some(Request::Clear(_)) => {
-                        state.clear(cell);
-                        Ok(Response::Clear(fn_pb::StateClearResponse {}))
-                    }
-                    None => Err("an empty state request".into()),
-                }
+                })
             }
             Some(Key::OrderedListUserState(k)) => {
-                let user = self.user.as_ref().ok_or_else(|| format!("'{}' has no user state in this runner's plan", k.transform_id))?;
-                let cell = StateCell { transform: k.transform_id.clone(), state_id: k.user_state_id.clone(), key: k.key.clone(), window: k.window.clone(), map_key: None };
+                let c = cell(&k.transform_id, &k.user_state_id, &k.key, &k.window, None);
                 let (start, end) = k.range.as_ref().map_or((i64::MIN, i64::MAX), |r| (r.start, r.end));
-                let mut state = user.lock().expect("user state lock");
-                match &request.request {
-                    Some(Request::Get(_)) => {
-                        Ok(Response::Get(fn_pb::StateGetResponse { continuation_token: Vec::new(), data: state.ordered_get(&cell, start, end)? }))
+                let mut state = self.user(&k.transform_id)?;
+                Ok(match op {
+                    Request::Get(_) => got(state.ordered_get(&c, start, end)?),
+                    Request::Append(a) => {
+                        state.ordered_append(c, &a.data)?;
+                        APPENDED
                     }
-                    Some(Request::Append(a)) => {
-                        state.ordered_append(cell, &a.data)?;
-                        Ok(Response::Append(fn_pb::StateAppendResponse {}))
+                    Request::Clear(_) => {
+                        state.ordered_clear(c, start, end)?;
+                        CLEARED
                     }
-                    Some(Request::Clear(_)) => {
-                        state.ordered_clear(cell, start, end)?;
-                        Ok(Response::Clear(fn_pb::StateClearResponse {}))
-                    }
-                    None => Err("an empty state request".into()),
-                }
+                })
             }
+            // Go's (and Java's) map and set state: one map key's values ...
             Some(Key::MultimapUserState(k)) => {
-                let user = self.user.as_ref().ok_or_else(|| format!("'{}' has no user state in this runner's plan", k.transform_id))?;
-                let cell = StateCell {
-                    transform: k.transform_id.clone(),
-                    state_id: k.user_state_id.clone(),
-                    key: k.key.clone(),
-                    window: k.window.clone(),
-                    map_key: Some(k.map_key.clone()),
-                };
-                let mut state = user.lock().expect("user state lock");
-                match &request.request {
-                    Some(Request::Get(_)) => {
-                        Ok(Response::Get(fn_pb::StateGetResponse { continuation_token: Vec::new(), data: state.get(&cell).to_vec() }))
+                let c = cell(&k.transform_id, &k.user_state_id, &k.key, &k.window, Some(&k.map_key));
+                let mut state = self.user(&k.transform_id)?;
+                Ok(match op {
+                    Request::Get(_) => got(state.get(&c).to_vec()),
+                    Request::Append(a) => {
+                        state.map_append(c, &a.data);
+                        APPENDED
                     }
-                    Some(Request::Append(a)) => {
-                        state.map_append(cell, &a.data);
-                        Ok(Response::Append(fn_pb::StateAppendResponse {}))
+                    Request::Clear(_) => {
+                        state.clear(c);
+                        CLEARED
                     }
-                    Some(Request::Clear(_)) => {
-                        state.clear(cell);
-                        Ok(Response::Clear(fn_pb::StateClearResponse {}))
-                    }
-                    None => Err("an empty state request".into()),
-                }
+                })
             }
+            // ... and the map's keys.
             Some(Key::MultimapKeysUserState(k)) => {
-                let user = self.user.as_ref().ok_or_else(|| format!("'{}' has no user state in this runner's plan", k.transform_id))?;
-                let map = StateCell { transform: k.transform_id.clone(), state_id: k.user_state_id.clone(), key: k.key.clone(), window: k.window.clone(), map_key: None };
-                let mut state = user.lock().expect("user state lock");
-                match &request.request {
-                    Some(Request::Get(_)) => {
-                        Ok(Response::Get(fn_pb::StateGetResponse { continuation_token: Vec::new(), data: state.map_keys(&map) }))
-                    }
-                    Some(Request::Clear(_)) => {
+                let map = cell(&k.transform_id, &k.user_state_id, &k.key, &k.window, None);
+                let mut state = self.user(&k.transform_id)?;
+                match op {
+                    Request::Get(_) => Ok(got(state.map_keys(&map))),
+                    Request::Clear(_) => {
                         state.map_clear(&map);
-                        Ok(Response::Clear(fn_pb::StateClearResponse {}))
+                        Ok(CLEARED)
                     }
-                    Some(Request::Append(_)) => Err("an append to the keys of a multimap (append to one key's values instead)".into()),
-                    None => Err("an empty state request".into()),
+                    Request::Append(_) => Err("an append to the keys of a multimap (append to one key's values instead)".into()),
                 }
             }
             Some(Key::IterableSideInput(_) | Key::MultimapSideInput(_) | Key::MultimapKeysSideInput(_)) => match &self.side {
