@@ -14,12 +14,13 @@ mkdir -p "$BEAM_KAFKA_CACHE"
 
 # Makes sure a broker answers at $1 (host:port): starts a local one on that
 # port when none does and the host is local, and stops it when the calling
-# script exits. Sets up the machine, the build and the venv first, and sets
-# DEMO_PY to the venv's python.
+# script exits. Sets up the machine, the build (`--release` as $2 for an
+# optimised one) and the venv first, and sets DEMO_PY to the venv's python
+# and DEMO_BINARY to the runner's binary.
 prepare_demo() {
   local servers="$1"
   "$REPO_ROOT/scripts/setup.sh" >&2
-  "$REPO_ROOT/scripts/build.sh" >/dev/null
+  DEMO_BINARY="$("$REPO_ROOT/scripts/build.sh" ${2:-})"
   DEMO_PY="$("$REPO_ROOT/scripts/python-env.sh")"
   if ! "$REPO_ROOT/scripts/kafka.sh" status "${servers##*:}" 2>/dev/null; then
     if [[ "${servers%%:*}" != "localhost" && "${servers%%:*}" != "127.0.0.1" ]]; then

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Builds one of the Go test pipelines (itests/go/<name>, Beam's Go SDK at the
 # version go.sum pins, fetched from the Go module proxy) into the cache and
-# prints the binary's path. Incremental: quick once built. Without a Go
+# prints the binary's path. `go-pipelines.sh prism github.com/apache/beam/sdks/v2/go/cmd/prism`
+# builds Beam's Prism runner at the same version (a benchmark peer). Incremental: quick once built. Without a Go
 # toolchain of 1.21 or later (which fetch the one go.mod asks for by
 # themselves), the toolchain itself comes from the Go module proxy.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-name="${1:?usage: go-pipelines.sh <pipeline directory under itests/go>}"
+name="${1:?usage: go-pipelines.sh <pipeline directory under itests/go> [go package]}"
+package="${2:-./$name}"
 GO_TOOLCHAIN="1.26.1"
 
 go_command() {
@@ -33,6 +35,6 @@ go_command() {
 GO="$(go_command)"
 out="$BEAM_KAFKA_CACHE/go-bin"
 mkdir -p "$out"
-(cd "$REPO_ROOT/itests/go" && GOFLAGS=-mod=readonly "$GO" build -o "$out/$name" "./$name" >&2) \
+(cd "$REPO_ROOT/itests/go" && GOFLAGS=-mod=readonly "$GO" build -o "$out/$name" "$package" >&2) \
   || die "building the Go pipeline $name failed"
 echo "$out/$name"

@@ -42,6 +42,13 @@ for parallelism in 1 4; do
   run "suite-$parallelism" env BEAM_KAFKA_SUITE_PARALLELISM=$parallelism "$REPO_ROOT/scripts/beam-suite.sh" -q >/dev/null || suite_rc=1
   grep -E '^(beam-suite|FAILED|ERROR) ' "$results/suite-$parallelism.log" || true
 done
+
+# The benchmark harness still works (tiny: the real comparison is bench/compare.sh).
+log "benchmark smoke run (bench/compare.py, tiny)"
+bench_rc=0; run bench "$PY" "$REPO_ROOT/bench/compare.py" --binary="$REPO_ROOT/bin/beam-kafka" \
+  --bootstrap_servers="$BEAM_KAFKA_TEST_BOOTSTRAP" --elements=2000 --keys=10 --repeat=1 --warmup=0 \
+  --runners=beam-kafka-eo,python-ref,prism --out="$results/bench" >/dev/null || bench_rc=$?
+grep -A20 '^SDK-bound' "$results/bench.log" || true
 if [[ -n "$started" ]]; then "$REPO_ROOT/scripts/kafka.sh" stop "$started"; started=""; fi
 
 # One closing line over every runner.
@@ -52,5 +59,6 @@ failed=$(( $(sum failed "$results/cargo.log") + $(sum failed <(tail -n 1 "$resul
 skipped=$(( $(sum ignored "$results/cargo.log") + $(sum skipped <(tail -n 1 "$results/pytest.log")) + $(sum skipped <(suite_lines)) ))
 suite_lines | sed 's/^/  /'
 echo "all: $passed passed, $failed failed, $skipped skipped"
-if [[ $cargo_rc -ne 0 || $pytest_rc -ne 0 || $suite_rc -ne 0 ]]; then exit 1; fi
+if [[ $bench_rc -ne 0 ]]; then echo "the benchmark smoke run failed (see above)"; fi
+if [[ $cargo_rc -ne 0 || $pytest_rc -ne 0 || $suite_rc -ne 0 || $bench_rc -ne 0 ]]; then exit 1; fi
 exit 0

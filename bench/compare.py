@@ -1,0 +1,283 @@
+"""Runs the same SDK-bound workloads on beam-kafka and on the runners a user
+would pick instead, one after another in this run, and prints absolute
+figures and ratios (plus a CSV, and a PNG chart when matplotlib is present).
+
+Peers started here (see bench/PEERS.md for how each is fetched and started):
+  beam-kafka-eo   our job server, processing_guarantee=exactly_once
+  beam-kafka-alo  the same, at_least_once
+  python-ref      Beam's reference runner behind its job service
+                  (apache_beam.runners.portability.local_job_service_main)
+  prism           Beam's Go runner, built from the Go module proxy at the
+                  SDK's version (scripts/go-pipelines.sh)
+Every runner gets the pipeline through the Job API with LOOPBACK, so the SDK
+harness runs in this process: its CPU is this process's CPU during the run.
+The runner's CPU and peak RSS are read from /proc for the runner's process.
+
+Not yet here (issue 7): Flink job server, the runner-native Kafka path
+against a Kafka Streams app, streaming latency and the Kafka ceiling.
+"""
+
+import argparse
+import csv
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+
+REPO = Path(__file__).resolve().parent.parent
+TICKS = os.sysconf('SC_CLK_TCK')
+SEEDS = 100  # elements are generated from this many seeds, after a Reshuffle
+
+
+# ---------------------------------------------------------------- workloads
+def _generate(p, n):
+  per_seed = n // SEEDS
+  return (p
+          | 'Seeds' >> beam.Create(list(range(SEEDS)))
+          | 'Generate' >> beam.FlatMap(
+              lambda s, k=per_seed: range(s * k, (s + 1) * k)))
+
+
+def map_filter(p, n, keys):
+  _ = (_generate(p, n)
+       | 'Double' >> beam.Map(lambda x: x * 2)
+       | 'KeepThirds' >> beam.Filter(lambda x: x % 3 != 0)
+       | 'Format' >> beam.Map(lambda x: 'v%d' % x)
+       | 'Length' >> beam.Map(len))
+
+
+def combine_per_key(p, n, keys):
+  _ = (_generate(p, n)
+       | 'Key' >> beam.Map(lambda x, k=keys: (x % k, 1))
+       | 'Count' >> beam.CombinePerKey(sum))
+
+
+def group_by_key(p, n, keys):
+  _ = (_generate(p, n)
+       | 'Key' >> beam.Map(lambda x, k=keys: (x % k, x))
+       | 'Group' >> beam.GroupByKey()
+       | 'Size' >> beam.MapTuple(lambda k, vs: (k, len(list(vs)))))
+
+
+WORKLOADS = {'map_filter': map_filter, 'combine_per_key': combine_per_key,
+             'group_by_key': group_by_key}
+
+
+# ------------------------------------------------------------------ runners
+def _free_port():
+  with socket.socket() as s:
+    s.bind(('localhost', 0))
+    return s.getsockname()[1]
+
+
+def _wait_port(port, proc, what, timeout=120):
+  deadline = time.monotonic() + timeout
+  while time.monotonic() < deadline:
+    if proc.poll() is not None:
+      raise RuntimeError('%s exited with %s during start-up' % (what, proc.returncode))
+    try:
+      with socket.create_connection(('localhost', port), timeout=1):
+        return
+    except OSError:
+      time.sleep(0.2)
+  raise RuntimeError('%s did not listen on %d within %d s' % (what, port, timeout))
+
+
+class Runner:
+  """A runner process started here, with the options a pipeline needs."""
+
+  def __init__(self, name, cmd, port, options, workdir):
+    self.name, self.port, self.options = name, port, options
+    self.log = open(workdir / ('%s.log' % name), 'wb')
+    self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT,
+                                 stdin=subprocess.DEVNULL)
+    _wait_port(port, self.proc, name)
+
+  def cpu_seconds(self):
+    fields = Path('/proc/%d/stat' % self.proc.pid).read_text().rsplit(')', 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+  def reset_peak_rss(self):
+    # Makes VmHWM the current RSS, so each job's peak is its own.
+    try:
+      Path('/proc/%d/clear_refs' % self.proc.pid).write_text('5')
+    except OSError:
+      pass
+
+  def peak_rss_mb(self):
+    for line in Path('/proc/%d/status' % self.proc.pid).read_text().splitlines():
+      if line.startswith('VmHWM:'):
+        return int(line.split()[1]) / 1024
+    return float('nan')
+
+  def stop(self):
+    self.proc.terminate()
+    try:
+      self.proc.wait(30)
+    except subprocess.TimeoutExpired:
+      self.proc.kill()
+    self.log.close()
+
+
+def beam_kafka(name, guarantee, binary, bootstrap, workdir):
+  port = _free_port()
+  cmd = [binary, 'job-server', '--job-port', str(port), '--artifact-port', str(_free_port()),
+         '--expansion-port', str(_free_port()), '--artifacts-dir', str(workdir / (name + '-artifacts'))]
+  options = ['--bootstrap_servers=%s' % bootstrap, '--processing_guarantee=%s' % guarantee,
+             '--state_dir=%s' % (workdir / (name + '-state'))]
+  return Runner(name, cmd, port, options, workdir)
+
+
+def python_reference(name, workdir):
+  port = _free_port()
+  cmd = [sys.executable, '-m', 'apache_beam.runners.portability.local_job_service_main',
+         '--port', str(port), '--staging_dir', str(workdir / (name + '-staging'))]
+  return Runner(name, cmd, port, [], workdir)
+
+
+def prism(name, binary, workdir):
+  port = _free_port()
+  cmd = [binary, '--job_port=%d' % port, '--serve_http=false', '--log_level=warn']
+  return Runner(name, cmd, port, [], workdir)
+
+
+# -------------------------------------------------------------- measurement
+def run_once(runner, workload, n, keys):
+  app = 'bench-%s-%s' % (workload, uuid.uuid4().hex[:8])
+  opts = PipelineOptions(['--runner=PortableRunner', '--job_endpoint=localhost:%d' % runner.port,
+                          '--environment_type=LOOPBACK', '--application_id=%s' % app,
+                          '--job_name=%s' % app] + runner.options)
+  p = beam.Pipeline(options=opts)
+  WORKLOADS[workload](p, n, keys)
+  runner.reset_peak_rss()
+  cpu0, sdk0, t0 = runner.cpu_seconds(), time.process_time(), time.monotonic()
+  result = p.run()
+  state = result.wait_until_finish()
+  wall = time.monotonic() - t0
+  if str(state) != 'DONE':
+    raise RuntimeError('%s on %s ended %s' % (workload, runner.name, state))
+  return {'wall_s': wall, 'elements_per_s': n / wall,
+          'runner_cpu_s': runner.cpu_seconds() - cpu0,
+          'sdk_cpu_s': time.process_time() - sdk0,
+          'runner_peak_rss_mb': runner.peak_rss_mb()}
+
+
+def _build_prism():
+  built = subprocess.run(['bash', str(REPO / 'scripts' / 'go-pipelines.sh'), 'prism',
+                          'github.com/apache/beam/sdks/v2/go/cmd/prism'],
+                         capture_output=True, text=True, check=True)
+  return built.stdout.strip().splitlines()[-1]
+
+
+def spread(values):
+  return statistics.median(values), min(values), max(values)
+
+
+def main():
+  ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+  ap.add_argument('--binary', default=str(REPO / 'bin' / 'beam-kafka'))
+  ap.add_argument('--bootstrap_servers', default='localhost:9092')
+  ap.add_argument('--elements', type=int, default=1_000_000)
+  ap.add_argument('--keys', type=int, default=10_000)
+  ap.add_argument('--repeat', type=int, default=5, help='measured runs per (runner, workload)')
+  ap.add_argument('--warmup', type=int, default=1, help='discarded runs first')
+  ap.add_argument('--workloads', default=','.join(WORKLOADS))
+  ap.add_argument('--runners', default='beam-kafka-eo,beam-kafka-alo,python-ref,prism')
+  ap.add_argument('--prism', default=None, help='a prism binary (default: built by scripts/go-pipelines.sh)')
+  ap.add_argument('--out', default=str(REPO / 'bench' / 'results'))
+  args = ap.parse_args()
+  out = Path(args.out)
+  out.mkdir(parents=True, exist_ok=True)
+  workdir = Path(tempfile.mkdtemp(prefix='beam-kafka-bench-'))
+  makers = {
+      'beam-kafka-eo': lambda: beam_kafka('beam-kafka-eo', 'exactly_once', args.binary, args.bootstrap_servers, workdir),
+      'beam-kafka-alo': lambda: beam_kafka('beam-kafka-alo', 'at_least_once', args.binary, args.bootstrap_servers, workdir),
+      'python-ref': lambda: python_reference('python-ref', workdir),
+      'prism': lambda: prism('prism', args.prism or _build_prism(), workdir),
+  }
+  runners = args.runners.split(',')
+  workloads = args.workloads.split(',')
+  rows = []
+  for name in runners:
+    # One runner at a time: the peers never compete for the cores.
+    runner = makers[name]()
+    try:
+      for w in workloads:
+        for i in range(args.warmup + args.repeat):
+          m = run_once(runner, w, args.elements, args.keys)
+          measured = i >= args.warmup
+          print('%-15s %-16s %s %6.2f s %10.0f el/s runner %.2f cpu-s sdk %.2f cpu-s %.0f MB' % (
+              name, w, 'run   ' if measured else 'warmup', m['wall_s'], m['elements_per_s'],
+              m['runner_cpu_s'], m['sdk_cpu_s'], m['runner_peak_rss_mb']), flush=True)
+          if measured:
+            rows.append(dict(runner=name, workload=w, run=i - args.warmup, **m))
+    finally:
+      runner.stop()
+  report(rows, runners, workloads, out, args)
+
+
+def report(rows, runners, workloads, out, args):
+  with open(out / 'sdk_bound.csv', 'w', newline='') as f:
+    writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+  med = {}
+  print('\nSDK-bound workloads, %d elements, %d keys, median (min-max) of %d runs; LOOPBACK' % (
+      args.elements, args.keys, args.repeat))
+  print('%-16s %-15s %24s %10s %10s %9s %9s' % ('workload', 'runner', 'elements/s', 'runner cpu',
+                                              'sdk cpu', 'cpu ratio', 'peak MB'))
+  for w in workloads:
+    for r in runners:
+      got = [x for x in rows if x['workload'] == w and x['runner'] == r]
+      if not got:
+        continue
+      eps = spread([x['elements_per_s'] for x in got])
+      cpu = statistics.median(x['runner_cpu_s'] for x in got)
+      sdk = statistics.median(x['sdk_cpu_s'] for x in got)
+      rss = max(x['runner_peak_rss_mb'] for x in got)
+      med[(w, r)] = eps[0]
+      print('%-16s %-15s %10.0f (%5.0f-%5.0f) %9.2fs %9.2fs %8.0f%% %9.0f' % (
+          w, r, eps[0], eps[1], eps[2], cpu, sdk, 100 * cpu / sdk if sdk else float('nan'), rss))
+  ours = [r for r in runners if r.startswith('beam-kafka')]
+  peers = [r for r in runners if not r.startswith('beam-kafka')]
+  if ours and peers:
+    print('\nThroughput ratios (ours / peer; > 1 means ours is faster)')
+    for w in workloads:
+      for o in ours:
+        parts = ['%s %.2fx' % (p, med[(w, o)] / med[(w, p)]) for p in peers if (w, p) in med and (w, o) in med]
+        print('%-16s %-15s %s' % (w, o, '  '.join(parts)))
+  chart(med, runners, workloads, out)
+  print('\nCSV: %s' % (out / 'sdk_bound.csv'))
+
+
+def chart(med, runners, workloads, out):
+  try:
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+  except ImportError:
+    print('(no matplotlib: no chart)')
+    return
+  fig, ax = plt.subplots(figsize=(8, 4))
+  width = 0.8 / len(runners)
+  for i, r in enumerate(runners):
+    ax.bar([j + i * width for j in range(len(workloads))], [med.get((w, r), 0) for w in workloads],
+           width, label=r)
+  ax.set_xticks([j + 0.4 - width / 2 for j in range(len(workloads))], workloads)
+  ax.set_ylabel('elements / s (median)')
+  ax.legend()
+  fig.tight_layout()
+  fig.savefig(out / 'sdk_bound.png')
+  print('chart: %s' % (out / 'sdk_bound.png'))
+
+
+if __name__ == '__main__':
+  main()
