@@ -41,6 +41,21 @@ fn got(data: Vec<u8>) -> Response {
     Response::Get(fn_pb::StateGetResponse { continuation_token: Vec::new(), data })
 }
 
+/// Get, append (the kind's own way) or clear one cell.
+fn on_cell(state: &mut UserState, c: StateCell, op: &Request, append: fn(&mut UserState, StateCell, &[u8])) -> Response {
+    match op {
+        Request::Get(_) => got(state.get(&c).to_vec()),
+        Request::Append(a) => {
+            append(state, c, &a.data);
+            APPENDED
+        }
+        Request::Clear(_) => {
+            state.clear(c);
+            CLEARED
+        }
+    }
+}
+
 const APPENDED: Response = Response::Append(fn_pb::StateAppendResponse {});
 const CLEARED: Response = Response::Clear(fn_pb::StateClearResponse {});
 
@@ -51,18 +66,7 @@ impl StateHandler for BundleState {
             // Python's bag, combining, value and set state.
             Some(Key::BagUserState(k)) => {
                 let c = cell(&k.transform_id, &k.user_state_id, &k.key, &k.window, None);
-                let mut state = self.user(&k.transform_id)?;
-                Ok(match op {
-                    Request::Get(_) => got(state.get(&c).to_vec()),
-                    Request::Append(a) => {
-                        state.append(c, &a.data);
-                        APPENDED
-                    }
-                    Request::Clear(_) => {
-                        state.clear(c);
-                        CLEARED
-                    }
-                })
+                Ok(on_cell(&mut *self.user(&k.transform_id)?, c, op, UserState::append))
             }
             Some(Key::OrderedListUserState(k)) => {
                 let c = cell(&k.transform_id, &k.user_state_id, &k.key, &k.window, None);
@@ -83,18 +87,7 @@ impl StateHandler for BundleState {
             // Go's (and Java's) map and set state: one map key's values ...
             Some(Key::MultimapUserState(k)) => {
                 let c = cell(&k.transform_id, &k.user_state_id, &k.key, &k.window, Some(&k.map_key));
-                let mut state = self.user(&k.transform_id)?;
-                Ok(match op {
-                    Request::Get(_) => got(state.get(&c).to_vec()),
-                    Request::Append(a) => {
-                        state.map_append(c, &a.data);
-                        APPENDED
-                    }
-                    Request::Clear(_) => {
-                        state.clear(c);
-                        CLEARED
-                    }
-                })
+                Ok(on_cell(&mut *self.user(&k.transform_id)?, c, op, UserState::map_append))
             }
             // ... and the map's keys.
             Some(Key::MultimapKeysUserState(k)) => {

@@ -4,7 +4,7 @@
 //! timers, due by the input watermark (event time) or the wall clock
 //! (processing time), fired in timestamp order.
 //!
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::coder::Coder;
 use crate::coders::{decode_varint, encode_timestamp, encode_varint, ByteReader};
@@ -159,24 +159,60 @@ pub struct PendingTimer {
     pub times: TimerTimes,
 }
 
-/// A task's pending timers, with what changed since the last commit.
+/// A task's pending timers, with what changed since the last commit: an
+/// identity store plus indexes (by fire time per domain, by hold, by
+/// transform and window) so the questions asked every cycle and on every
+/// watermark move do not scan every timer.
 #[derive(Debug, Default)]
 pub struct Timers {
     pending: BTreeMap<TimerId, PendingTimer>,
+    event: BTreeSet<(Millis, TimerId)>,
+    processing: BTreeSet<(Millis, TimerId)>,
+    /// Hold timestamp → how many pending timers hold there.
+    holds: BTreeMap<Millis, usize>,
+    /// (transform, window) → how many pending timers.
+    windows: HashMap<(String, Vec<u8>), usize>,
     dirty: BTreeSet<TimerId>,
 }
 
 impl Timers {
+    fn by_fire(&mut self, domain: TimeDomain) -> &mut BTreeSet<(Millis, TimerId)> {
+        match domain {
+            TimeDomain::EventTime => &mut self.event,
+            TimeDomain::ProcessingTime => &mut self.processing,
+        }
+    }
+
+    fn insert(&mut self, id: TimerId, t: PendingTimer) {
+        self.remove(&id);
+        self.by_fire(t.domain).insert((t.times.fire, id.clone()));
+        *self.holds.entry(t.times.hold).or_default() += 1;
+        *self.windows.entry((id.transform.clone(), id.window.clone())).or_default() += 1;
+        self.pending.insert(id, t);
+    }
+
+    fn remove(&mut self, id: &TimerId) -> Option<PendingTimer> {
+        let t = self.pending.remove(id)?;
+        self.by_fire(t.domain).remove(&(t.times.fire, id.clone()));
+        decrement(&mut self.holds, &t.times.hold);
+        let window = (id.transform.clone(), id.window.clone());
+        if let Some(n) = self.windows.get_mut(&window) {
+            *n -= 1;
+            if *n == 0 {
+                self.windows.remove(&window);
+            }
+        }
+        Some(t)
+    }
+
     /// Applies the SDK's settings for one family (set replaces, clear removes).
     pub fn apply(&mut self, transform: &str, family: &str, domain: TimeDomain, settings: Vec<TimerSetting>) {
         for s in settings {
             let id = TimerId { transform: transform.into(), family: family.into(), key: s.key, window: s.window, tag: s.tag };
             match s.set {
-                Some(times) => {
-                    self.pending.insert(id.clone(), PendingTimer { domain, times });
-                }
+                Some(times) => self.insert(id.clone(), PendingTimer { domain, times }),
                 None => {
-                    self.pending.remove(&id);
+                    self.remove(&id);
                 }
             }
             self.dirty.insert(id);
@@ -187,31 +223,32 @@ impl Timers {
     /// ones the input watermark has passed, processing-time ones whose time
     /// the clock has reached.
     pub fn take_due(&mut self, input: Watermark, now: Millis) -> Vec<(TimerId, PendingTimer)> {
-        let due = |t: &PendingTimer| match t.domain {
-            TimeDomain::EventTime => match input {
-                Watermark::NegInf => false,
-                Watermark::PosInf => true,
-                Watermark::At(w) => t.times.fire < w,
-            },
-            TimeDomain::ProcessingTime => t.times.fire <= now,
+        let event_due = |fire: Millis| match input {
+            Watermark::NegInf => false,
+            Watermark::PosInf => true,
+            Watermark::At(w) => fire < w,
         };
-        let mut out: Vec<(TimerId, PendingTimer)> = self.pending.iter().filter(|(_, t)| due(t)).map(|(i, t)| (i.clone(), t.clone())).collect();
-        out.sort_by_key(|(_, t)| t.times.fire);
-        for (id, _) in &out {
-            self.pending.remove(id);
-            self.dirty.insert(id.clone());
+        let mut ids: Vec<(Millis, TimerId)> = self.event.iter().take_while(|(f, _)| event_due(*f)).cloned().collect();
+        ids.extend(self.processing.iter().take_while(|(f, _)| *f <= now).cloned());
+        ids.sort();
+        let mut out = Vec::with_capacity(ids.len());
+        for (_, id) in ids {
+            if let Some(t) = self.remove(&id) {
+                self.dirty.insert(id.clone());
+                out.push((id, t));
+            }
         }
         out
     }
 
     /// The earliest output timestamp a pending timer may still produce.
     pub fn hold(&self) -> Watermark {
-        self.pending.values().map(|t| Watermark::At(t.times.hold)).min().unwrap_or(Watermark::PosInf)
+        self.holds.keys().next().map_or(Watermark::PosInf, |h| Watermark::At(*h))
     }
 
     /// The earliest processing-time timer, to schedule a wake-up.
     pub fn next_processing_time(&self) -> Option<Millis> {
-        self.pending.values().filter(|t| t.domain == TimeDomain::ProcessingTime).map(|t| t.times.fire).min()
+        self.processing.first().map(|(f, _)| *f)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -221,7 +258,7 @@ impl Timers {
     /// Whether a timer of `transform` is pending in `window` (its state must
     /// outlive the window's end until the timer fired).
     pub fn pending_in(&self, transform: &str, window: &[u8]) -> bool {
-        self.pending.keys().any(|id| id.transform == transform && id.window == window)
+        self.windows.contains_key(&(transform.to_string(), window.to_vec()))
     }
 
     /// What changed since the last call (`None`: the timer is gone).
@@ -233,7 +270,16 @@ impl Timers {
     }
 
     pub fn restore(&mut self, id: TimerId, t: PendingTimer) {
-        self.pending.insert(id, t);
+        self.insert(id, t);
+    }
+}
+
+fn decrement(counts: &mut BTreeMap<Millis, usize>, at: &Millis) {
+    if let Some(n) = counts.get_mut(at) {
+        *n -= 1;
+        if *n == 0 {
+            counts.remove(at);
+        }
     }
 }
 
@@ -302,5 +348,28 @@ mod tests {
         t.apply("p", "ev", TimeDomain::EventTime, vec![TimerSetting { set: None, ..set(b"c", 5) }]);
         assert!(t.is_empty());
         assert_eq!(t.take_changes().len(), 1);
+    }
+
+    #[test]
+    fn a_reset_or_cleared_timer_leaves_no_trace_in_the_indexes() {
+        let mut t = Timers::default();
+        let set = |key: &[u8], window: &[u8], fire| TimerSetting {
+            key: key.to_vec(),
+            tag: String::new(),
+            window: window.to_vec(),
+            set: Some(TimerTimes { fire, hold: fire - 1, pane: vec![0x0f] }),
+        };
+        t.apply("p", "pt", TimeDomain::ProcessingTime, vec![set(b"a", b"w1", 100), set(b"b", b"w2", 300)]);
+        // Reset to a later time: the earlier one is gone from every index.
+        t.apply("p", "pt", TimeDomain::ProcessingTime, vec![set(b"a", b"w1", 200)]);
+        assert_eq!(t.next_processing_time(), Some(200));
+        assert_eq!(t.hold(), Watermark::At(199));
+        assert!(t.take_due(Watermark::NegInf, 150).is_empty());
+        assert!(t.pending_in("p", b"w1") && t.pending_in("p", b"w2") && !t.pending_in("q", b"w1"));
+        t.apply("p", "pt", TimeDomain::ProcessingTime, vec![TimerSetting { set: None, ..set(b"a", b"w1", 200) }]);
+        assert!(!t.pending_in("p", b"w1"));
+        assert_eq!(t.hold(), Watermark::At(299));
+        assert_eq!(t.take_due(Watermark::NegInf, 300).len(), 1);
+        assert_eq!((t.hold(), t.next_processing_time(), t.pending_in("p", b"w2")), (Watermark::PosInf, None, false));
     }
 }
