@@ -17,12 +17,13 @@ use beam_kafka_runtime::timestamp::Watermark;
 use beam_kafka_runtime::topology::{changelog_topic, TaskId, TopicKind, TopologyPlan};
 use dashmap::DashMap;
 use rdkafka::consumer::Consumer;
-use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use tokio::sync::{mpsc, watch};
 
 use crate::envelope;
 use crate::kafka::admin::{Admin, TopicSpec};
 use crate::kafka::config;
+use crate::kafka::producer::{self as kafka_producer, KafkaProducer};
 use crate::kafka::rebalance::{JobConsumer, JobContext, Membership};
 use crate::messages::Shutdown;
 use crate::poller::{poll_loop, PollSettings};
@@ -128,6 +129,7 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
     if *cancel.borrow_and_update() {
         return JobOutcome::Cancelled;
     }
+    let began = std::time::Instant::now();
     let admin = match Admin::connect(&input.options) {
         Ok(a) => a,
         Err(e) => return JobOutcome::Failed(e),
@@ -153,9 +155,11 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
             }
         }
     }
+    tracing::debug!("start-up: sources resolved after {:?}", began.elapsed());
     if let Err(e) = bootstrap(&admin, &input).await {
         return JobOutcome::Failed(e);
     }
+    tracing::debug!("start-up: topics ready after {:?}", began.elapsed());
     let stages = input
         .sub_topologies
         .iter()
@@ -181,7 +185,7 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
     if let Err(e) = consumer.subscribe(&topic_names) {
         return JobOutcome::Failed(format!("cannot subscribe to {}: {e}", topic_names.join(", ")));
     }
-    let producer: Arc<FutureProducer> = match config::producer(opts).create() {
+    let producer: Arc<KafkaProducer> = match kafka_producer::create(&config::producer(opts)) {
         Ok(p) => Arc::new(p),
         Err(e) => return JobOutcome::Failed(format!("cannot create the Kafka producer: {e}")),
     };
@@ -222,6 +226,7 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
                     }
                 }
                 Some(Membership::Assigned(parts)) => {
+                    tracing::debug!("start-up: {} partition(s) assigned after {:?}", parts.len(), began.elapsed());
                     assigned.extend(parts);
                     match start_assigned(&input, &io, &assigned, &live, &consumer, &producer, &task_tx, &generation).await {
                         Ok(started) if !started.is_empty() => {
@@ -231,6 +236,7 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
                                 }
                                 live.insert(t.task, t);
                             }
+                            tracing::debug!("start-up: tasks started after {:?}", began.elapsed());
                             let _ = events.send(JobEvent::Info(running_message(opts, &live)));
                         }
                         Ok(_) => {}
@@ -243,6 +249,7 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
                 Some(TaskEvent::Finished(task)) => {
                     waiting.remove(&task);
                     if waiting.is_empty() {
+                        tracing::debug!("every terminal task finished after {:?}", began.elapsed());
                         break JobOutcome::Done;
                     }
                 }
@@ -287,11 +294,10 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
     consumer.unsubscribe();
     drop(live);
     drop(consumer);
-    // Let the actors stop and release the consumer before the group is deleted.
-    tokio::time::sleep(Duration::from_millis(100)).await;
     if outcome == JobOutcome::Done && !opts.keep_runner_topics {
         cleanup(&admin, &input, &events).await;
     }
+    tracing::debug!("job ended after {:?}", began.elapsed());
     outcome
 }
 
@@ -313,33 +319,42 @@ async fn bootstrap(admin: &Admin, input: &JobInput) -> Result<(), String> {
             }),
         ).collect();
     admin.ensure_topics(&specs, opts.topic_replication_factor).await?;
-    let producer: FutureProducer =
-        config::producer(opts).create().map_err(|e| format!("cannot create a Kafka producer: {e}"))?;
-    for topic in &input.plan.topics {
-        match topic.kind {
-            TopicKind::Impulse => {
-                let end = admin.end_offset(&topic.name, 0).await?;
-                if end > 0 {
-                    // An earlier run (or copy) of this application wrote the
-                    // impulse: its tasks resume from their commits instead of
-                    // firing it twice.
-                    continue;
-                }
-                let records = [
-                    envelope::data(impulse_element()),
-                    envelope::watermark(Watermark::PosInf, &topic.upstream, 0, 1),
-                ];
-                for payload in records {
-                    producer
-                        .send(FutureRecord::<[u8], _>::to(&topic.name).partition(0).payload(&payload), Duration::from_secs(30))
-                        .await
-                        .map_err(|(e, _)| format!("cannot write to {}: {e}", topic.name))?;
-                }
-            }
-            TopicKind::Shuffle | TopicKind::Source | TopicKind::Edge | TopicKind::Side => {}
+    let mut fresh = Vec::new();
+    for topic in input.plan.topics.iter().filter(|t| t.kind == TopicKind::Impulse) {
+        // An earlier run (or copy) of this application wrote the impulse:
+        // its tasks resume from their commits instead of firing it twice.
+        if admin.end_offset(&topic.name, 0).await? == 0 {
+            fresh.push(topic);
         }
     }
-    Ok(())
+    if fresh.is_empty() {
+        return Ok(());
+    }
+    // In one transaction, so an impulse topic holds both of its records or
+    // neither. (A transactional producer also gets its producer id sooner
+    // than a merely idempotent one: librdkafka retries that on a 500 ms timer.)
+    let mut config = config::producer(opts);
+    config.set("transactional.id", format!("{}-bootstrap", opts.application_id));
+    let producer: FutureProducer = config.create().map_err(|e| format!("cannot create a Kafka producer: {e}"))?;
+    let producer = tokio::task::spawn_blocking(move || {
+        producer.init_transactions(Duration::from_secs(30)).and_then(|_| producer.begin_transaction()).map(|_| producer)
+    })
+    .await
+    .map_err(|e| format!("writing the impulse failed: {e}"))?
+    .map_err(|e| format!("cannot start the impulse transaction: {e}"))?;
+    for topic in fresh {
+        let records = [envelope::data(impulse_element()), envelope::watermark(Watermark::PosInf, &topic.upstream, 0, 1)];
+        for payload in records {
+            producer
+                .send(FutureRecord::<[u8], _>::to(&topic.name).partition(0).payload(&payload), Duration::from_secs(30))
+                .await
+                .map_err(|(e, _)| format!("cannot write to {}: {e}", topic.name))?;
+        }
+    }
+    tokio::task::spawn_blocking(move || producer.commit_transaction(Duration::from_secs(30)))
+        .await
+        .map_err(|e| format!("writing the impulse failed: {e}"))?
+        .map_err(|e| format!("cannot commit the impulse: {e}"))
 }
 
 type Routes = Arc<DashMap<(String, i32), Recipient<crate::messages::RecordBatch>>>;
@@ -355,23 +370,32 @@ fn running_message(opts: &RunnerOptions, live: &HashMap<TaskId, LiveTask>) -> St
 async fn cleanup(admin: &Admin, input: &JobInput, events: &mpsc::UnboundedSender<JobEvent>) {
     let mut names: Vec<String> = input.plan.runner_topics().map(|t| t.name.clone()).collect();
     names.extend(input.plan.sub_topologies.iter().map(|s| changelog_topic(&input.options.application_id, s.id)));
-    if let Err(e) = admin.delete_topics(&names).await {
-        let _ = events.send(JobEvent::Info(format!("could not delete the job's topics: {e}")));
-    }
-    let local = input.options.state_dir.join(&input.options.application_id);
-    if let Err(e) = std::fs::remove_dir_all(&local) {
-        if e.kind() != std::io::ErrorKind::NotFound {
-            let _ = events.send(JobEvent::Info(format!("could not delete the job's local state {}: {e}", local.display())));
-        }
-    }
-    // The group empties once the consumer has left; retry briefly.
-    for attempt in 0..10 {
-        match admin.delete_group(&input.options.application_id).await {
-            Ok(()) => return,
-            Err(e) if attempt == 9 => {
-                let _ = events.send(JobEvent::Info(format!("could not delete the consumer group: {e}")));
+    let local = async {
+        // Let the actors stop and close their stores first.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let dir = input.options.state_dir.join(&input.options.application_id);
+        if let Err(e) = std::fs::remove_dir_all(&dir) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                let _ = events.send(JobEvent::Info(format!("could not delete the job's local state {}: {e}", dir.display())));
             }
-            Err(_) => tokio::time::sleep(Duration::from_millis(300)).await,
         }
-    }
+    };
+    let topics = async {
+        if let Err(e) = admin.delete_topics(&names).await {
+            let _ = events.send(JobEvent::Info(format!("could not delete the job's topics: {e}")));
+        }
+    };
+    // The group empties once the consumer has left; retry briefly.
+    let group = async {
+        for attempt in 0..30 {
+            match admin.delete_group(&input.options.application_id).await {
+                Ok(()) => return,
+                Err(e) if attempt == 29 => {
+                    let _ = events.send(JobEvent::Info(format!("could not delete the consumer group: {e}")));
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+    };
+    tokio::join!(local, topics, group);
 }

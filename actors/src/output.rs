@@ -3,19 +3,15 @@
 //! Kafka's murmur2, so every element of a key meets at one task.
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use beam_kafka_runtime::coder::Coder;
 use beam_kafka_runtime::partition::partition_for;
 use beam_kafka_runtime::timestamp::Watermark;
 use beam_kafka_runtime::windowed;
-use futures::future::try_join_all;
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use beam_kafka_runtime::kafka_sink::SinkCodec;
-use rdkafka::message::{Header, OwnedHeaders};
-use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
 
 use crate::envelope;
+use crate::kafka::producer::{self, KafkaProducer, Writes};
 
 /// One stage output and the topic it goes to.
 #[derive(Clone, Debug)]
@@ -34,71 +30,18 @@ pub struct KafkaSink {
     /// The WriteToKafka transform's user-visible name.
     pub name: String,
     pub codec: SinkCodec,
-    pub producer: Arc<FutureProducer>,
-}
-
-const DELIVERY_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// Queues one record (a `None` payload is a tombstone), waiting for room
-/// when the producer's queue is full.
-pub async fn enqueue(
-    producer: &FutureProducer,
-    topic: &str,
-    partition: u32,
-    key: Option<&[u8]>,
-    payload: Option<&[u8]>,
-    pending: &mut Vec<DeliveryFuture>,
-) -> Result<(), String> {
-    loop {
-        let mut record = FutureRecord::<[u8], [u8]>::to(topic).partition(partition as i32);
-        if let Some(k) = key {
-            record = record.key(k);
-        }
-        if let Some(p) = payload {
-            record = record.payload(p);
-        }
-        match producer.send_result(record) {
-            Ok(f) => {
-                pending.push(f);
-                return Ok(());
-            }
-            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
-                // Let deliveries drain before queueing more.
-                await_all(std::mem::take(pending)).await?;
-            }
-            Err((e, _)) => return Err(format!("cannot write to {topic}: {e}")),
-        }
-    }
-}
-
-pub async fn await_all(pending: Vec<DeliveryFuture>) -> Result<(), String> {
-    await_last_offset(pending).await.map(|_| ())
-}
-
-/// Waits for every delivery; returns the highest offset written, if any.
-pub async fn await_last_offset(pending: Vec<DeliveryFuture>) -> Result<Option<i64>, String> {
-    let results = tokio::time::timeout(DELIVERY_TIMEOUT, try_join_all(pending))
-        .await
-        .map_err(|_| format!("Kafka did not acknowledge writes within {} s", DELIVERY_TIMEOUT.as_secs()))?
-        .map_err(|_| "a write to Kafka was cancelled".to_string())?;
-    let mut last = None;
-    for r in results {
-        match r {
-            Ok(delivery) => last = last.max(Some(delivery.offset)),
-            Err((e, _)) => return Err(format!("a write to Kafka failed: {e}")),
-        }
-    }
-    Ok(last)
+    pub producer: Arc<KafkaProducer>,
 }
 
 /// Splits each sink's encoded elements and writes them; returns once Kafka
 /// acknowledged every record.
 pub async fn write_outputs(
-    producer: &FutureProducer,
+    producer: &KafkaProducer,
     sinks: &[OutputSink],
     outputs: HashMap<String, Vec<u8>>,
 ) -> Result<(), String> {
-    let mut pending = Vec::new();
+    let writes = Writes::new();
+    let mut payload = Vec::new();
     let mut spread = rand_start();
     for sink in sinks {
         // One PCollection can go to several topics (an edge and a side topic).
@@ -123,12 +66,12 @@ pub async fn write_outputs(
             } else {
                 partition_for(key, sink.partitions)
             };
-            let payload = envelope::data(rest[..len].to_vec());
-            enqueue(producer, &sink.topic, partition, Some(key), Some(&payload), &mut pending).await?;
+            envelope::data_into(&rest[..len], &mut payload);
+            writes.send(producer, &sink.topic, partition, Some(key), Some(&payload)).await?;
             at += len;
         }
     }
-    await_all(pending).await
+    writes.wait().await.map(|_| ())
 }
 
 /// Where a bundle starts spreading keyless elements, so small bundles do not
@@ -140,50 +83,44 @@ fn rand_start() -> u32 {
 /// Writes each Kafka sink's elements to its topic; returns once Kafka
 /// acknowledged every record.
 pub async fn write_kafka_sinks(sinks: &[KafkaSink], outputs: &mut HashMap<String, Vec<u8>>) -> Result<(), String> {
-    let mut pending = Vec::new();
+    let mut groups = Vec::new();
     for sink in sinks {
         let Some(data) = outputs.remove(&sink.sink_transform) else { continue };
+        let writes = Writes::new();
         let default_topic = sink.codec.spec.topic.as_str();
         let mut at = 0;
         while at < data.len() {
             let (rec, len) = sink.codec.decode(&data[at..]).map_err(|e| format!("WriteToKafka '{}': {e}", sink.name))?;
             at += len;
             let topic = rec.topic.as_deref().unwrap_or(default_topic);
-            let mut headers = OwnedHeaders::new();
-            for (k, v) in &rec.headers {
-                headers = headers.insert(Header { key: k, value: v.as_deref() });
-            }
-            loop {
-                let mut record = FutureRecord::<[u8], [u8]>::to(topic).headers(headers.clone());
-                if let Some(k) = rec.key.as_deref() {
-                    record = record.key(k);
-                }
-                if let Some(v) = rec.value.as_deref() {
-                    record = record.payload(v);
-                }
-                if let Some(p) = rec.partition {
-                    record = record.partition(p);
-                }
-                if let Some(ts) = rec.timestamp {
-                    record = record.timestamp(ts);
-                }
-                match sink.producer.send_result(record) {
-                    Ok(f) => {
-                        pending.push(f);
-                        break;
+            let headers = (!rec.headers.is_empty()).then(|| producer::headers(&rec.headers));
+            writes
+                .send_record(&sink.producer, topic, rec.key.as_deref(), rec.value.as_deref(), |mut r| {
+                    if let Some(h) = &headers {
+                        r = r.headers(h.clone());
                     }
-                    Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => await_all(std::mem::take(&mut pending)).await?,
-                    Err((e, _)) => return Err(format!("WriteToKafka '{}' cannot write to {topic}: {e}", sink.name)),
-                }
-            }
+                    if let Some(p) = rec.partition {
+                        r = r.partition(p);
+                    }
+                    if let Some(ts) = rec.timestamp {
+                        r = r.timestamp(ts);
+                    }
+                    r
+                })
+                .await
+                .map_err(|e| format!("WriteToKafka '{}': {e}", sink.name))?;
         }
+        groups.push(writes);
     }
-    await_all(pending).await.map_err(|e| format!("WriteToKafka: {e}"))
+    for writes in groups {
+        writes.wait().await.map_err(|e| format!("WriteToKafka: {e}"))?;
+    }
+    Ok(())
 }
 
 /// Broadcasts a watermark report to every partition of `topic`.
 pub async fn report_watermark(
-    producer: &FutureProducer,
+    producer: &KafkaProducer,
     topic: &str,
     partitions: u32,
     wm: Watermark,
@@ -192,9 +129,9 @@ pub async fn report_watermark(
     source_total: u32,
 ) -> Result<(), String> {
     let payload = envelope::watermark(wm, source, source_partition, source_total);
-    let mut pending = Vec::new();
+    let writes = Writes::new();
     for p in 0..partitions {
-        enqueue(producer, topic, p, None, Some(&payload), &mut pending).await?;
+        writes.send(producer, topic, p, None, Some(&payload)).await?;
     }
-    await_all(pending).await
+    writes.wait().await.map(|_| ())
 }

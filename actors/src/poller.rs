@@ -1,13 +1,13 @@
 //! The poll loop: takes records from Kafka in batches and routes each batch to
 //! the mailbox of the task that owns its partition (routes change as the
 //! group moves partitions between copies of the application).
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use actix::Recipient;
 use dashmap::DashMap;
+use futures::FutureExt;
 
 use crate::kafka::rebalance::JobConsumer;
 use rdkafka::message::{Headers, Message};
@@ -35,7 +35,7 @@ pub async fn poll_loop(
         // wake-up (rust-rdkafka #665, #848), and that must not stall a job.
         let first = match tokio::time::timeout(IDLE_REPOLL, consumer.recv()).await {
             Err(_) => continue,
-            Ok(Ok(m)) => m.detach(),
+            Ok(Ok(m)) => input_record(&m),
             Ok(Err(e)) => {
                 tracing::warn!("Kafka consumer: {e}");
                 tokio::time::sleep(Duration::from_millis(200)).await;
@@ -48,8 +48,18 @@ pub async fn poll_loop(
         let mut batch = vec![first];
         let deadline = tokio::time::Instant::now() + settings.max_wait;
         while batch.len() < settings.max_records {
-            match tokio::time::timeout_at(deadline, consumer.recv()).await {
-                Ok(Ok(m)) => {
+            // Records already queued are taken without arming a timer (one
+            // per record cost more than the rest of the loop); the bounded
+            // wait is only for when none is ready.
+            let next = match consumer.recv().now_or_never() {
+                Some(r) => r,
+                None => match tokio::time::timeout_at(deadline, consumer.recv()).await {
+                    Ok(r) => r,
+                    Err(_) => break,
+                },
+            };
+            match next {
+                Ok(m) => {
                     // The assignment changed while this batch was collected
                     // (eager rebalancing revokes every partition): what came
                     // before is stale, what came with or after it is current.
@@ -59,13 +69,12 @@ pub async fn poll_loop(
                         batch.clear();
                         seen = now;
                     }
-                    batch.push(m.detach())
+                    batch.push(input_record(&m))
                 }
-                Ok(Err(e)) => {
+                Err(e) => {
                     tracing::warn!("Kafka consumer: {e}");
                     break;
                 }
-                Err(_) => break,
             }
         }
         if generation.load(Ordering::Acquire) != seen {
@@ -73,24 +82,16 @@ pub async fn poll_loop(
             continue;
         }
         tracing::debug!("polled {} record(s)", batch.len());
-        let mut per_task: HashMap<(String, i32), Vec<InputRecord>> = HashMap::new();
-        for m in batch {
-            let key = (m.topic().to_string(), m.partition());
-            let headers = m
-                .headers()
-                .map(|hs| hs.iter().map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec))).collect())
-                .unwrap_or_default();
-            per_task.entry(key).or_default().push(InputRecord {
-                topic: m.topic().to_string(),
-                partition: m.partition(),
-                offset: m.offset(),
-                key: m.key().map(<[u8]>::to_vec),
-                payload: m.payload().map(<[u8]>::to_vec),
-                timestamp: m.timestamp(),
-                headers,
-            });
+        // Few partitions per batch: a list beats hashing every record's topic.
+        let mut per_task: Vec<Vec<InputRecord>> = Vec::new();
+        for r in batch {
+            match per_task.iter_mut().find(|g| g[0].partition == r.partition && g[0].topic == r.topic) {
+                Some(g) => g.push(r),
+                None => per_task.push(vec![r]),
+            }
         }
-        for (key, records) in per_task {
+        for records in per_task {
+            let key = (records[0].topic.clone(), records[0].partition);
             match routes.get(&key) {
                 Some(task) => task.do_send(RecordBatch { records }),
                 // Revoked while in flight: its new owner reads it again from
@@ -98,5 +99,22 @@ pub async fn poll_loop(
                 None => tracing::debug!("dropping {} record(s) of {}[{}]: no task owns it here now", records.len(), key.0, key.1),
             }
         }
+    }
+}
+
+/// Copies a record out of librdkafka's buffer (once).
+fn input_record<M: Message>(m: &M) -> InputRecord {
+    let headers = m
+        .headers()
+        .map(|hs| hs.iter().map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec))).collect())
+        .unwrap_or_default();
+    InputRecord {
+        topic: m.topic().to_string(),
+        partition: m.partition(),
+        offset: m.offset(),
+        key: m.key().map(<[u8]>::to_vec),
+        payload: m.payload().map(<[u8]>::to_vec),
+        timestamp: m.timestamp(),
+        headers,
     }
 }

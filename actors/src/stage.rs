@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use beam_kafka_fnapi::{BundleError, BundleInput, SdkWorker, StateHandler, TimerFamily};
 
-use rdkafka::producer::FutureProducer;
+use crate::kafka::producer::KafkaProducer;
 
 use crate::messages::{Elements, FireTimers, Flush, Resume, Shutdown, StageEvent};
 use crate::output::{write_kafka_sinks, write_outputs, KafkaSink, OutputSink};
@@ -28,7 +28,7 @@ pub struct StageSpec {
     pub outputs: Vec<OutputSink>,
     /// Sinks written to user topics by WriteToKafka.
     pub kafka_sinks: Vec<KafkaSink>,
-    pub producer: Arc<FutureProducer>,
+    pub producer: Arc<KafkaProducer>,
     pub max_bundle_size: u64,
     pub max_bundle_time: Duration,
     /// Answers the State API requests of its bundles (side inputs).

@@ -10,11 +10,10 @@ use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::ClientContext;
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
-use rdkafka::producer::FutureProducer;
 use rdkafka::{Offset, TopicPartitionList};
 
 use crate::kafka::config;
-use crate::output::{await_last_offset, enqueue};
+use crate::kafka::producer::{KafkaProducer, Writes};
 use crate::store::{task_dir, TaskStore};
 use beam_kafka_runtime::topology::{changelog_topic, TaskId};
 
@@ -56,6 +55,8 @@ pub fn read_changelog(opts: &RunnerOptions, topic: &str, partition: i32, from: i
         return Err(format!("the store's checkpoint {from} lies outside {topic}[{partition}] ({low}..{high})"));
     }
     if high <= from.max(low) {
+        // Closing a client takes ~100 ms: not on the task's start path.
+        std::thread::spawn(move || drop(consumer));
         return Ok((changes, high));
     }
     let mut tpl = TopicPartitionList::new();
@@ -88,12 +89,12 @@ pub type Changes = Vec<(Vec<u8>, Option<Vec<u8>>)>;
 
 /// Writes state changes to the task's changelog partition; returns once
 /// Kafka acknowledged them, with the offset of the last one.
-pub async fn write_changelog(producer: &FutureProducer, topic: &str, partition: u32, changes: &Changes) -> Result<Option<i64>, String> {
-    let mut pending = Vec::new();
+pub async fn write_changelog(producer: &KafkaProducer, topic: &str, partition: u32, changes: &Changes) -> Result<Option<i64>, String> {
+    let writes = Writes::new();
     for (k, v) in changes {
-        enqueue(producer, topic, partition, Some(k), v.as_deref(), &mut pending).await?;
+        writes.send(producer, topic, partition, Some(k), v.as_deref()).await?;
     }
-    await_last_offset(pending).await
+    writes.wait().await
 }
 
 /// Opens a task's local store and brings it up to date with its changelog:

@@ -17,7 +17,7 @@ use beam_kafka_runtime::watermark::InputWatermark;
 use rdkafka::consumer::{CommitMode, Consumer};
 
 use crate::kafka::rebalance::JobConsumer;
-use rdkafka::producer::FutureProducer;
+use crate::kafka::producer::KafkaProducer;
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -170,7 +170,7 @@ pub struct TaskSupervisor {
     input_watermark: InputWatermark,
     reported: Watermark,
     consumer: Arc<JobConsumer>,
-    producer: Arc<FutureProducer>,
+    producer: Arc<KafkaProducer>,
     events: UnboundedSender<TaskEvent>,
     /// Next offset to commit per (topic, partition): handed to the stage or a GroupByKey.
     handed: BTreeMap<(String, i32), i64>,
@@ -212,7 +212,7 @@ impl TaskSupervisor {
         cfg: TaskConfig,
         stage: Addr<StageActor>,
         consumer: Arc<JobConsumer>,
-        producer: Arc<FutureProducer>,
+        producer: Arc<KafkaProducer>,
         events: UnboundedSender<TaskEvent>,
         restored: RestoredState,
     ) -> Self {

@@ -15,7 +15,7 @@ use beam_kafka_runtime::task_state;
 use beam_kafka_runtime::topology::{changelog_topic, sub_topology_source, TaskId};
 use beam_kafka_runtime::watermark::InputWatermark;
 use rdkafka::consumer::Consumer;
-use rdkafka::producer::FutureProducer;
+use crate::kafka::producer::KafkaProducer;
 use rdkafka::TopicPartitionList;
 use tokio::sync::mpsc;
 
@@ -69,7 +69,7 @@ struct Restored {
 
 /// Under exactly_once, a transactional producer per task (its transaction
 /// initialised, earlier incarnations fenced).
-async fn transactional_producers(input: &JobInput, tasks: &[TaskId]) -> Result<HashMap<TaskId, Arc<FutureProducer>>, String> {
+async fn transactional_producers(input: &JobInput, tasks: &[TaskId]) -> Result<HashMap<TaskId, Arc<KafkaProducer>>, String> {
     if input.options.processing_guarantee != ProcessingGuarantee::ExactlyOnce {
         return Ok(HashMap::new());
     }
@@ -86,11 +86,11 @@ fn start_tasks(
     input: &JobInput,
     io: &KafkaIo,
     to_start: &[TaskId],
-    txn_producers: &HashMap<TaskId, Arc<FutureProducer>>,
+    txn_producers: &HashMap<TaskId, Arc<KafkaProducer>>,
     restored: &mut HashMap<TaskId, Restored>,
     starts: &HashMap<(String, i32), i64>,
     consumer: Arc<JobConsumer>,
-    producer: Arc<FutureProducer>,
+    producer: Arc<KafkaProducer>,
     events: mpsc::UnboundedSender<TaskEvent>,
 ) -> Result<Vec<LiveTask>, String> {
     let opts = &input.options;
@@ -347,7 +347,7 @@ pub(crate) async fn start_assigned(
     assigned: &BTreeSet<(String, i32)>,
     live: &HashMap<TaskId, LiveTask>,
     consumer: &Arc<JobConsumer>,
-    producer: &Arc<FutureProducer>,
+    producer: &Arc<KafkaProducer>,
     events: &mpsc::UnboundedSender<TaskEvent>,
     generation: &Arc<AtomicU64>,
 ) -> Result<Vec<LiveTask>, String> {
@@ -365,8 +365,11 @@ pub(crate) async fn start_assigned(
     if to_start.is_empty() {
         return Ok(Vec::new());
     }
+    let began = Instant::now();
     let txn_producers = transactional_producers(input, &to_start).await?;
+    tracing::debug!("tasks {to_start:?}: producers ready after {:?}", began.elapsed());
     let mut restored = restore_states(input, &to_start).await?;
+    tracing::debug!("tasks {to_start:?}: state restored after {:?}", began.elapsed());
     let partitions: Vec<(String, i32)> = to_start.iter().flat_map(|t| task_partitions(input, *t)).collect();
     let starts = seek_to_commits(consumer, &partitions, &io.start_offsets, generation.clone(), seen).await?;
     let Some(starts) = starts.filter(|_| generation.load(Ordering::Acquire) == seen) else {
@@ -379,6 +382,7 @@ pub(crate) async fn start_assigned(
         }
         return Ok(Vec::new());
     };
+    tracing::debug!("tasks {to_start:?}: partitions sought after {:?}", began.elapsed());
     let first_offsets: HashMap<(String, i32), i64> =
         starts.iter().map(|(k, o)| (k.clone(), if let rdkafka::Offset::Offset(n) = o { *n } else { 0 })).collect();
     let started = start_tasks(

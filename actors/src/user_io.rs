@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rdkafka::consumer::BaseConsumer;
-use rdkafka::producer::FutureProducer;
+use crate::kafka::producer::{self, KafkaProducer};
 use rdkafka::ClientConfig;
 
 use crate::job::JobInput;
@@ -152,7 +152,7 @@ pub fn start_kafka_io(input: &JobInput) -> Result<KafkaIo, String> {
     Ok(io)
 }
 
-fn sink_producer(opts: &beam_kafka_config::RunnerOptions, sink: &crate::job::KafkaSinkSpec) -> Result<FutureProducer, String> {
+fn sink_producer(opts: &beam_kafka_config::RunnerOptions, sink: &crate::job::KafkaSinkSpec) -> Result<KafkaProducer, String> {
     let mut c = ClientConfig::new();
     c.set("client.id", format!("{}-sink", opts.application_id))
         // Java-compatible key partitioning: a key lands where a Java producer puts it.
@@ -168,10 +168,10 @@ fn sink_producer(opts: &beam_kafka_config::RunnerOptions, sink: &crate::job::Kaf
     }
     // A missing topic must be an error, never created by a metadata request.
     c.set("allow.auto.create.topics", "false");
-    c.create().map_err(|e| format!("WriteToKafka '{}': producer_config is not usable: {e}", sink.name))
+    producer::create(&c).map_err(|e| format!("WriteToKafka '{}': producer_config is not usable: {e}", sink.name))
 }
 
-fn check_sink_topic(producer: &FutureProducer, name: &str, topic: &str) -> Result<(), String> {
+fn check_sink_topic(producer: &KafkaProducer, name: &str, topic: &str) -> Result<(), String> {
     use rdkafka::producer::Producer;
     let md = producer
         .client()

@@ -15,7 +15,7 @@ pub mod state;
 pub mod worker;
 
 pub use registry::{LogSink, SdkLog, WorkerSpec};
-pub use server::FnApiServer;
+pub use server::{incoming, FnApiServer};
 pub use state::StateHandler;
 pub use worker::{BundleError, BundleInput, BundleResult, SdkWorker, TimerFamily};
 

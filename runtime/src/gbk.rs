@@ -76,11 +76,12 @@ impl GroupByKey {
     pub fn add(&mut self, element: &[u8], out: &mut Vec<Vec<u8>>) -> Result<(), String> {
         let h = windowed::split(element, &self.spec.window_coder)?;
         let k = self.key.skip(&element[h.value_offset..])?;
-        let key = element[h.value_offset..h.value_offset + k].to_vec();
+        let mut key = element[h.value_offset..h.value_offset + k].to_vec();
         let rest = &element[h.value_offset + k..];
         let v = self.value.skip(rest)?;
-        let value = rest[..v].to_vec();
-        for wbytes in &h.windows {
+        let mut value = rest[..v].to_vec();
+        let windows = h.windows.len();
+        for (i, wbytes) in h.windows.iter().enumerate() {
             let window = Window::decode(wbytes, &self.spec.window_coder)?;
             if self.expired(&window) {
                 self.dropped_late += 1;
@@ -88,9 +89,17 @@ impl GroupByKey {
                 continue;
             }
             let window = if self.spec.merging { self.merge_into(&key, window) } else { window };
-            self.dirty.insert((key.clone(), window));
-            let pane = self.panes.entry((key.clone(), window)).or_default();
-            pane.values.push(value.clone());
+            // The key is copied only for a pane new to the map or to this
+            // cycle's changes: this is the path of every shuffled element.
+            let id = (key, window);
+            if !self.dirty.contains(&id) {
+                self.dirty.insert(id.clone());
+            }
+            if !self.panes.contains_key(&id) {
+                self.panes.insert(id.clone(), Pane::default());
+            }
+            let pane = self.panes.get_mut(&id).expect("inserted above");
+            pane.values.push(if i + 1 == windows { std::mem::take(&mut value) } else { value.clone() });
             pane.min_ts = Some(pane.min_ts.map_or(h.timestamp, |m| m.min(h.timestamp)));
             pane.max_ts = Some(pane.max_ts.map_or(h.timestamp, |m| m.max(h.timestamp)));
             pane.since_fire += 1;
@@ -100,10 +109,11 @@ impl GroupByKey {
                 // After the on-time pane, every late element fires.
                 Trigger::Default => pane.on_time_done,
             };
+            let timing = if pane.on_time_done { Timing::Late } else { Timing::Early };
             if fire_now {
-                let timing = if pane.on_time_done { Timing::Late } else { Timing::Early };
-                self.fire(&key, window, timing, false, out);
+                self.fire(&id.0, window, timing, false, out);
             }
+            key = id.0;
         }
         Ok(())
     }

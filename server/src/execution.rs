@@ -16,7 +16,7 @@ use beam_kafka_runtime::kafka_source::ElementEncoder;
 use beam_kafka_runtime::validate::{read_spec, write_spec};
 use beam_kafka_actors::output::OutputSink;
 use beam_kafka_actors::{run_job, JobEvent, JobInput, JobOutcome};
-use beam_kafka_fnapi::environment::{self, Endpoints};
+use beam_kafka_fnapi::environment::{self, Endpoints, Harness};
 use beam_kafka_fnapi::{FnApiServer, SdkLog, WorkerSpec};
 use beam_kafka_proto::fn_execution as fn_pb;
 use beam_kafka_proto::job_management as jm;
@@ -43,10 +43,21 @@ const WORKER_CONNECT_TIMEOUT: Duration = Duration::from_secs(120);
 
 pub async fn execute(job: Arc<Job>, services: Services) {
     job.set_state(State::Starting);
-    let outcome = match prepare_and_run(&job, &services).await {
+    let mut harness = None;
+    let outcome = match prepare_and_run(&job, &services, &mut harness).await {
         Ok(o) => o,
         Err(e) => JobOutcome::Failed(e),
     };
+    report(&job, outcome);
+    // The harness goes after the state is final: every bundle has finished
+    // by then, and a client waiting for the state need not wait for it too.
+    if let Some((harness, worker_id)) = harness {
+        harness.stop().await;
+        services.fn_api.release_worker(&worker_id);
+    }
+}
+
+fn report(job: &Job, outcome: JobOutcome) {
     match outcome {
         JobOutcome::Done => job.set_state(State::Done),
         JobOutcome::Cancelled => job.set_state(State::Cancelled),
@@ -58,7 +69,9 @@ pub async fn execute(job: Arc<Job>, services: Services) {
     }
 }
 
-async fn prepare_and_run(job: &Arc<Job>, services: &Services) -> Result<JobOutcome, String> {
+/// Runs the job; leaves its started harness (and worker id) in `started`
+/// for the caller to stop.
+async fn prepare_and_run(job: &Arc<Job>, services: &Services, started: &mut Option<(Harness, String)>) -> Result<JobOutcome, String> {
     let pipeline = job.pipeline.lock().expect("lock").clone();
     let graph = PipelineGraph::new(&pipeline)?;
     let plan = TopologyPlan::plan(&graph, &job.runner_options.application_id, job.runner_options.internal_parallelism)?;
@@ -97,14 +110,8 @@ async fn prepare_and_run(job: &Arc<Job>, services: &Services) -> Result<JobOutco
         services.fn_api.release_worker(&worker_id);
         format!("cannot start the SDK harness: {e}")
     })?;
-    let worker = match FnApiServer::await_worker(connected, WORKER_CONNECT_TIMEOUT).await {
-        Ok(w) => w,
-        Err(e) => {
-            harness.stop().await;
-            services.fn_api.release_worker(&worker_id);
-            return Err(e);
-        }
-    };
+    *started = Some((harness, worker_id));
+    let worker = FnApiServer::await_worker(connected, WORKER_CONNECT_TIMEOUT).await?;
 
     let mut sub_topologies = Vec::new();
     for sub in &plan.sub_topologies {
@@ -227,8 +234,6 @@ async fn prepare_and_run(job: &Arc<Job>, services: &Services) -> Result<JobOutco
     let forward = tokio::spawn(forward_events(job.clone(), events_rx));
     let outcome = done_rx.await.unwrap_or_else(|_| JobOutcome::Failed("the job's thread ended without an outcome".into()));
     let _ = forward.await;
-    harness.stop().await;
-    services.fn_api.release_worker(&worker_id);
     Ok(outcome)
 }
 

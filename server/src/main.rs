@@ -17,7 +17,6 @@ use beam_kafka_fnapi::FnApiServer;
 use beam_kafka_proto::expansion;
 use beam_kafka_proto::job_management as jm;
 use clap::{Parser, Subcommand};
-use tokio_stream::wrappers::TcpListenerStream;
 
 #[derive(Parser)]
 #[command(name = "beam-kafka", version, about = "Run Apache Beam pipelines on Apache Kafka")]
@@ -107,7 +106,7 @@ async fn job_server(args: JobServerArgs) -> anyhow::Result<()> {
         .add_service(jm::artifact_retrieval_service_server::ArtifactRetrievalServiceServer::new(artifacts::Retrieval {
             root: args.artifacts_dir.clone(),
         }))
-        .serve_with_incoming(TcpListenerStream::new(artifact_listener));
+        .serve_with_incoming(beam_kafka_fnapi::incoming(artifact_listener));
     let job_api = tonic::transport::Server::builder()
         .add_service(
             jm::job_service_server::JobServiceServer::new(job_service::JobService {
@@ -118,11 +117,11 @@ async fn job_server(args: JobServerArgs) -> anyhow::Result<()> {
             .max_decoding_message_size(256 << 20)
             .max_encoding_message_size(256 << 20),
         )
-        .serve_with_incoming(TcpListenerStream::new(job_listener.into()));
+        .serve_with_incoming(beam_kafka_fnapi::incoming(job_listener.into()));
     let expansion_addr = expansion_listener.local_addr()?;
     let expansion = tonic::transport::Server::builder()
         .add_service(expansion::expansion_service_server::ExpansionServiceServer::new(expansion_service::KafkaExpansion))
-        .serve_with_incoming(TcpListenerStream::new(expansion_listener));
+        .serve_with_incoming(beam_kafka_fnapi::incoming(expansion_listener));
     tracing::info!("artifact service listening on {artifact_url}");
     tracing::info!("expansion service listening on {expansion_addr}");
     tracing::info!("beam-kafka job server listening on {}:{}", args.bind, args.job_port);

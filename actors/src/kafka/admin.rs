@@ -146,26 +146,31 @@ impl Admin {
                 Err((name, code)) => return Err(format!("cannot create topic {name}: {code}")),
             }
         }
-        for t in missing {
-            self.await_leaders(t).await?;
-        }
+        self.await_leaders(&missing).await?;
         Ok(created)
     }
 
     /// A created topic is usable once every partition has a leader that
     /// answers for its offsets; metadata reaches clients a moment later.
-    async fn await_leaders(&self, t: &TopicSpec) -> Result<(), String> {
+    async fn await_leaders(&self, topics: &[&TopicSpec]) -> Result<(), String> {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        let mut waiting: Vec<&TopicSpec> = topics.to_vec();
         loop {
-            let ready = self.partitions(&t.name)? == Some(t.partitions)
-                && (0..t.partitions as i32).all(|p| self.probe.fetch_watermarks(&t.name, p, METADATA_TIMEOUT).is_ok());
-            if ready {
-                return Ok(());
+            let mut still = Vec::new();
+            for t in waiting {
+                let ready = self.partitions(&t.name)? == Some(t.partitions)
+                    && (0..t.partitions as i32).all(|p| self.probe.fetch_watermarks(&t.name, p, METADATA_TIMEOUT).is_ok());
+                if !ready {
+                    still.push(t);
+                }
             }
+            let Some(t) = still.first() else { return Ok(()) };
             if tokio::time::Instant::now() > deadline {
                 return Err(format!("topic {} was created but its partitions got no leader within 30 s", t.name));
             }
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            waiting = still;
+            // Leaders usually appear within tens of milliseconds.
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 

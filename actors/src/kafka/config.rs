@@ -35,6 +35,13 @@ pub fn consumer(opts: &RunnerOptions) -> ClientConfig {
                 ProcessingGuarantee::AtLeastOnce => "read_uncommitted",
             },
         );
+    // librdkafka keeps one fetch in flight per broker: a partition resumed
+    // while a long-poll for idle partitions waits (500 ms by default) is
+    // fetched only when that returns, so this bounds how soon a started task
+    // sees its input. A user's own value wins.
+    if !opts.kafka_properties.iter().any(|(k, _)| k == "fetch.wait.max.ms") {
+        c.set("fetch.wait.max.ms", "50");
+    }
     c
 }
 
@@ -42,5 +49,12 @@ pub fn consumer(opts: &RunnerOptions) -> ClientConfig {
 pub fn producer(opts: &RunnerOptions) -> ClientConfig {
     let mut c = base(opts, "producer");
     c.set("enable.idempotence", "true").set("message.timeout.ms", "30000");
+    // An idempotent or transactional producer gets its producer id only from
+    // a broker it learned from metadata; with sparse connections librdkafka
+    // connects to one lazily and retries on a 500 ms timer, which measured as
+    // ~0.5 s on most task starts. A user's own value wins.
+    if !opts.kafka_properties.iter().any(|(k, _)| k == "enable.sparse.connections") {
+        c.set("enable.sparse.connections", "false");
+    }
     c
 }

@@ -2,6 +2,7 @@
 //! for bootstrap records.
 pub mod admin;
 pub mod config;
+pub mod producer;
 pub mod rebalance;
 pub mod transaction;
 

@@ -13,7 +13,9 @@ use beam_kafka_config::RunnerOptions;
 use beam_kafka_runtime::topology::TaskId;
 use rdkafka::consumer::ConsumerGroupMetadata;
 use rdkafka::error::KafkaError;
-use rdkafka::producer::{FutureProducer, Producer};
+use rdkafka::producer::Producer;
+
+use crate::kafka::producer::{self, KafkaProducer};
 use rdkafka::TopicPartitionList;
 
 use crate::kafka::config;
@@ -55,7 +57,7 @@ pub fn is_fenced(error: &str) -> bool {
 
 /// Whether the producer is dead because a newer incarnation fenced it (its
 /// pending writes then fail as purged, whatever their own error says).
-pub fn producer_fenced(producer: &FutureProducer) -> bool {
+pub fn producer_fenced(producer: &KafkaProducer) -> bool {
     use rdkafka::types::RDKafkaErrorCode as Code;
     matches!(
         producer.client().fatal_error(),
@@ -78,11 +80,11 @@ pub fn transactional_id(application_id: &str, task: TaskId) -> String {
 
 /// Creates the task's producer, fences earlier incarnations and opens the
 /// first transaction. Blocks: call off the actor thread.
-pub fn start(opts: &RunnerOptions, task: TaskId) -> Result<Arc<FutureProducer>, String> {
+pub fn start(opts: &RunnerOptions, task: TaskId) -> Result<Arc<KafkaProducer>, String> {
     let id = transactional_id(&opts.application_id, task);
     let mut c = config::producer(opts);
     c.set("transactional.id", &id).set("transaction.timeout.ms", TXN_TIMEOUT.as_millis().to_string());
-    let producer: FutureProducer = c.create().map_err(|e| format!("task {task}: cannot create its transactional producer: {e}"))?;
+    let producer = producer::create(&c).map_err(|e| format!("task {task}: cannot create its transactional producer: {e}"))?;
     producer.init_transactions(TXN_TIMEOUT).map_err(|e| format!("task {task}: cannot initialise transactions ({id}): {e}"))?;
     producer.begin_transaction().map_err(|e| format!("task {task}: cannot begin a transaction: {e}"))?;
     Ok(Arc::new(producer))
@@ -90,7 +92,7 @@ pub fn start(opts: &RunnerOptions, task: TaskId) -> Result<Arc<FutureProducer>, 
 
 /// Commits the open transaction with `offsets` as the consumed input, then
 /// opens the next one. Runs on the blocking pool.
-pub async fn commit(producer: Arc<FutureProducer>, offsets: TopicPartitionList, group: Option<ConsumerGroupMetadata>) -> Result<(), TxnError> {
+pub async fn commit(producer: Arc<KafkaProducer>, offsets: TopicPartitionList, group: Option<ConsumerGroupMetadata>) -> Result<(), TxnError> {
     tokio::task::spawn_blocking(move || {
         if offsets.count() > 0 {
             let group = group.ok_or_else(|| TxnError::Retriable("the consumer has not joined its group yet".into()))?;
