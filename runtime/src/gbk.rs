@@ -19,6 +19,9 @@ pub(crate) struct Pane {
     pub(crate) fired_on_time_or_late: u64,
     pub(crate) on_time_done: bool,
     pub(crate) since_fire: u64,
+    /// Listed in `GroupByKey::dirty` (not stored): spares `add` a lookup
+    /// there per element.
+    pub(crate) in_changes: bool,
 }
 
 pub struct GroupByKey {
@@ -92,13 +95,14 @@ impl GroupByKey {
             // The key is copied only for a pane new to the map or to this
             // cycle's changes: this is the path of every shuffled element.
             let id = (key, window);
-            if !self.dirty.contains(&id) {
+            let pane = match self.panes.get_mut(&id) {
+                Some(p) => p,
+                None => self.panes.entry(id.clone()).or_default(),
+            };
+            if !pane.in_changes {
+                pane.in_changes = true;
                 self.dirty.insert(id.clone());
             }
-            if !self.panes.contains_key(&id) {
-                self.panes.insert(id.clone(), Pane::default());
-            }
-            let pane = self.panes.get_mut(&id).expect("inserted above");
             pane.values.push(if i + 1 == windows { std::mem::take(&mut value) } else { value.clone() });
             pane.min_ts = Some(pane.min_ts.map_or(h.timestamp, |m| m.min(h.timestamp)));
             pane.max_ts = Some(pane.max_ts.map_or(h.timestamp, |m| m.max(h.timestamp)));

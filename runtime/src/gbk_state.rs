@@ -61,7 +61,7 @@ fn decode_pane_state(buf: &[u8]) -> Result<Pane, String> {
     }
     let (fired, fired_on_time_or_late, since_fire) = (c.varint()?, c.varint()?, c.varint()?);
     let on_time_done = c.take(1)?[0] != 0;
-    Ok(Pane { values, min_ts: ts[0], max_ts: ts[1], fired, fired_on_time_or_late, on_time_done, since_fire })
+    Ok(Pane { values, min_ts: ts[0], max_ts: ts[1], fired, fired_on_time_or_late, on_time_done, since_fire, in_changes: false })
 }
 
 impl GroupByKey {
@@ -74,9 +74,12 @@ impl GroupByKey {
             encode_varint(self.dropped_late, &mut v);
             out.push((vec![META], Some(v)));
         }
-        for (key, window) in std::mem::take(&mut self.dirty) {
-            let value = self.panes.get(&(key.clone(), window)).map(encode_pane_state);
-            out.push((pane_key(&key, &window), value));
+        for id in std::mem::take(&mut self.dirty) {
+            let value = self.panes.get_mut(&id).map(|p| {
+                p.in_changes = false;
+                encode_pane_state(p)
+            });
+            out.push((pane_key(&id.0, &id.1), value));
         }
         out
     }
