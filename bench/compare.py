@@ -9,17 +9,22 @@ Peers started here (see bench/PEERS.md for how each is fetched and started):
                   (apache_beam.runners.portability.local_job_service_main)
   prism           Beam's Go runner, built from the Go module proxy at the
                   SDK's version (scripts/go-pipelines.sh)
+  flink           Beam's Flink job server with an in-process Flink mini
+                  cluster (--flink-master=[local]), fetched by
+                  bench/peers/flink.sh; not at the SDK's version when Maven
+                  Central lacks it, so its start-up line names the version
 Every runner gets the pipeline through the Job API with LOOPBACK, so the SDK
 harness runs in this process: its CPU is this process's CPU during the run.
 The runner's CPU and peak RSS are read from /proc for the runner's process.
 
-Not yet here (issue 7): Flink job server, the runner-native Kafka path
+Not yet here (issue 7): the runner-native Kafka path
 against a Kafka Streams app, streaming latency and the Kafka ceiling.
 """
 
 import argparse
 import csv
 import os
+import re
 import socket
 import statistics
 import subprocess
@@ -149,6 +154,49 @@ def prism(name, binary, workdir):
   return Runner(name, cmd, port, [], workdir)
 
 
+# Java 17 closes the JDK internals Flink reflects into; these are the opens
+# that Flink's own start scripts pass.
+FLINK_OPENS = ['--add-opens=java.base/%s=ALL-UNNAMED' % m for m in (
+    'java.lang', 'java.net', 'java.io', 'java.nio', 'sun.nio.ch', 'java.lang.reflect', 'java.text',
+    'java.time', 'java.util', 'java.util.concurrent', 'java.util.concurrent.atomic',
+    'java.util.concurrent.locks')]
+FLINK_HEAP = '-Xmx2g'  # else the JVM takes a quarter of RAM and RSS says little
+
+
+def _fetch_flink():
+  fetched = subprocess.run(['bash', str(REPO / 'bench' / 'peers' / 'flink.sh')],
+                           stdout=subprocess.PIPE, text=True, check=True)
+  return fetched.stdout.strip().splitlines()[-1].split(' ', 1)[1]
+
+
+def _flink_versions(libdir):
+  # Read from the jar names, so a libdir given by --flink is named too.
+  names = sorted(os.listdir(libdir))
+  beam_v, flink_v = '?', '?'
+  for jar in names:
+    m = re.fullmatch(r'beam-runners-flink-(\d+\.\d+)(?:-job-server)?-(\d[\w.]*)\.jar', jar)
+    if m:
+      flink_v, beam_v = m.groups()
+  for jar in names:  # the full Flink version, when its jars are unshaded
+    m = re.fullmatch(r'flink-runtime-(\d[\w.]*)\.jar', jar)
+    if m:
+      flink_v = m.group(1)
+  return beam_v, flink_v
+
+
+def flink(name, libdir, workdir):
+  beam_v, flink_v = _flink_versions(libdir)
+  print('%s: Beam %s job server, Flink %s, %s, local mini cluster, parallelism 1 (log: %s)' % (
+      name, beam_v, flink_v, FLINK_HEAP, workdir / (name + '.log')), flush=True)
+  port = _free_port()
+  cmd = ['java', FLINK_HEAP] + FLINK_OPENS + [
+      '-cp', os.path.join(libdir, '*'), 'org.apache.beam.runners.flink.FlinkJobServerDriver',
+      '--flink-master=[local]', '--job-port=%d' % port, '--artifact-port=%d' % _free_port(),
+      '--expansion-port=-1', '--artifacts-dir=%s' % (workdir / (name + '-artifacts'))]
+  # All subtasks share the one LOOPBACK SDK process, so more would only contend.
+  return Runner(name, cmd, port, ['--parallelism=1'], workdir)
+
+
 # -------------------------------------------------------------- measurement
 def run_once(runner, workload, n, keys):
   app = 'bench-%s-%s' % (workload, uuid.uuid4().hex[:8])
@@ -190,8 +238,10 @@ def main():
   ap.add_argument('--repeat', type=int, default=5, help='measured runs per (runner, workload)')
   ap.add_argument('--warmup', type=int, default=1, help='discarded runs first')
   ap.add_argument('--workloads', default=','.join(WORKLOADS))
-  ap.add_argument('--runners', default='beam-kafka-eo,beam-kafka-alo,python-ref,prism')
+  ap.add_argument('--runners', default='beam-kafka-eo,beam-kafka-alo,python-ref,prism,flink')
   ap.add_argument('--prism', default=None, help='a prism binary (default: built by scripts/go-pipelines.sh)')
+  ap.add_argument('--flink', default=None,
+                  help='a Flink job server libdir (default: fetched by bench/peers/flink.sh)')
   ap.add_argument('--out', default=str(REPO / 'bench' / 'results'))
   args = ap.parse_args()
   out = Path(args.out)
@@ -202,6 +252,7 @@ def main():
       'beam-kafka-alo': lambda: beam_kafka('beam-kafka-alo', 'at_least_once', args.binary, args.bootstrap_servers, workdir),
       'python-ref': lambda: python_reference('python-ref', workdir),
       'prism': lambda: prism('prism', args.prism or _build_prism(), workdir),
+      'flink': lambda: flink('flink', args.flink or _fetch_flink(), workdir),
   }
   runners = args.runners.split(',')
   workloads = args.workloads.split(',')
