@@ -17,8 +17,8 @@ Every runner gets the pipeline through the Job API with LOOPBACK, so the SDK
 harness runs in this process: its CPU is this process's CPU during the run.
 The runner's CPU and peak RSS are read from /proc for the runner's process.
 
-Not yet here (issue 7): the runner-native Kafka path
-against a Kafka Streams app, streaming latency and the Kafka ceiling.
+The runner-native Kafka path against a Kafka Streams app, streaming latency
+and the Kafka ceiling are bench/native.py; bench/run.sh runs both.
 """
 
 import argparse

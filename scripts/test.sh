@@ -43,12 +43,16 @@ for parallelism in 1 4; do
   grep -E '^(beam-suite|FAILED|ERROR) ' "$results/suite-$parallelism.log" || true
 done
 
-# The benchmark harness still works (tiny: the real comparison is bench/compare.sh).
-log "benchmark smoke run (bench/compare.py, tiny)"
+# The benchmark harness still works (tiny: the real comparison is bench/run.sh).
+log "benchmark smoke run (bench/compare.py and bench/native.py, tiny)"
 bench_rc=0; run bench "$PY" "$REPO_ROOT/bench/compare.py" --binary="$REPO_ROOT/bin/beam-kafka" \
   --bootstrap_servers="$BEAM_KAFKA_TEST_BOOTSTRAP" --elements=2000 --keys=10 --repeat=1 --warmup=0 \
-  --runners=beam-kafka-eo,python-ref,prism --out="$results/bench" >/dev/null || bench_rc=$?
+  --runners=beam-kafka-eo,python-ref,prism,flink --out="$results/bench" >/dev/null || bench_rc=$?
 grep -A20 '^SDK-bound' "$results/bench.log" || true
+run bench-native "$PY" "$REPO_ROOT/bench/native.py" --binary="$REPO_ROOT/bin/beam-kafka" \
+  --bootstrap_servers="$BEAM_KAFKA_TEST_BOOTSTRAP" --records=2000 --keys=10 --rate=100 --seconds=3 \
+  --timeout=120 --out="$results/bench" >/dev/null || bench_rc=$?
+tail -n 25 "$results/bench-native.log" || true
 if [[ -n "$started" ]]; then "$REPO_ROOT/scripts/kafka.sh" stop "$started"; started=""; fi
 
 # One closing line over every runner.
