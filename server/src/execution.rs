@@ -55,6 +55,18 @@ pub async fn execute(job: Arc<Job>, services: Services) {
         harness.stop().await;
         services.fn_api.release_worker(&worker_id);
     }
+    release_freed_memory();
+}
+
+/// Hands memory the finished job freed back to the OS. glibc keeps freed
+/// chunks in per-thread arenas, and every job has threads of its own: a job
+/// server's RSS grew by ~140 MB per GroupByKey job of 1M elements without it.
+fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks the allocator's own free lists.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }
 
 fn report(job: &Job, outcome: JobOutcome) {
