@@ -35,10 +35,10 @@ import uuid
 from pathlib import Path
 
 import apache_beam as beam
+import procstat
 from apache_beam.options.pipeline_options import PipelineOptions
 
 REPO = Path(__file__).resolve().parent.parent
-TICKS = os.sysconf('SC_CLK_TCK')
 SEEDS = 100  # elements are generated from this many seeds, after a Reshuffle
 
 
@@ -77,12 +77,6 @@ WORKLOADS = {'map_filter': map_filter, 'combine_per_key': combine_per_key,
 
 
 # ------------------------------------------------------------------ runners
-def _free_port():
-  with socket.socket() as s:
-    s.bind(('localhost', 0))
-    return s.getsockname()[1]
-
-
 def _wait_port(port, proc, what, timeout=120):
   deadline = time.monotonic() + timeout
   while time.monotonic() < deadline:
@@ -107,21 +101,13 @@ class Runner:
     _wait_port(port, self.proc, name)
 
   def cpu_seconds(self):
-    fields = Path('/proc/%d/stat' % self.proc.pid).read_text().rsplit(')', 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
+    return procstat.cpu_seconds(self.proc.pid)
 
   def reset_peak_rss(self):
-    # Makes VmHWM the current RSS, so each job's peak is its own.
-    try:
-      Path('/proc/%d/clear_refs' % self.proc.pid).write_text('5')
-    except OSError:
-      pass
+    procstat.reset_peak_rss(self.proc.pid)
 
   def peak_rss_mb(self):
-    for line in Path('/proc/%d/status' % self.proc.pid).read_text().splitlines():
-      if line.startswith('VmHWM:'):
-        return int(line.split()[1]) / 1024
-    return float('nan')
+    return procstat.peak_rss_mb(self.proc.pid)
 
   def stop(self):
     self.proc.terminate()
@@ -133,23 +119,23 @@ class Runner:
 
 
 def beam_kafka(name, guarantee, binary, bootstrap, workdir):
-  port = _free_port()
-  cmd = [binary, 'job-server', '--job-port', str(port), '--artifact-port', str(_free_port()),
-         '--expansion-port', str(_free_port()), '--artifacts-dir', str(workdir / (name + '-artifacts'))]
+  port = procstat.free_port()
+  cmd = [binary, 'job-server', '--job-port', str(port), '--artifact-port', str(procstat.free_port()),
+         '--expansion-port', str(procstat.free_port()), '--artifacts-dir', str(workdir / (name + '-artifacts'))]
   options = ['--bootstrap_servers=%s' % bootstrap, '--processing_guarantee=%s' % guarantee,
              '--state_dir=%s' % (workdir / (name + '-state'))]
   return Runner(name, cmd, port, options, workdir)
 
 
 def python_reference(name, workdir):
-  port = _free_port()
+  port = procstat.free_port()
   cmd = [sys.executable, '-m', 'apache_beam.runners.portability.local_job_service_main',
          '--port', str(port), '--staging_dir', str(workdir / (name + '-staging'))]
   return Runner(name, cmd, port, [], workdir)
 
 
 def prism(name, binary, workdir):
-  port = _free_port()
+  port = procstat.free_port()
   cmd = [binary, '--job_port=%d' % port, '--serve_http=false', '--log_level=warn']
   return Runner(name, cmd, port, [], workdir)
 
@@ -188,10 +174,10 @@ def flink(name, libdir, workdir):
   beam_v, flink_v = _flink_versions(libdir)
   print('%s: Beam %s job server, Flink %s, %s, local mini cluster, parallelism 1 (log: %s)' % (
       name, beam_v, flink_v, FLINK_HEAP, workdir / (name + '.log')), flush=True)
-  port = _free_port()
+  port = procstat.free_port()
   cmd = ['java', FLINK_HEAP] + FLINK_OPENS + [
       '-cp', os.path.join(libdir, '*'), 'org.apache.beam.runners.flink.FlinkJobServerDriver',
-      '--flink-master=[local]', '--job-port=%d' % port, '--artifact-port=%d' % _free_port(),
+      '--flink-master=[local]', '--job-port=%d' % port, '--artifact-port=%d' % procstat.free_port(),
       '--expansion-port=-1', '--artifacts-dir=%s' % (workdir / (name + '-artifacts'))]
   # All subtasks share the one LOOPBACK SDK process, so more would only contend.
   return Runner(name, cmd, port, ['--parallelism=1'], workdir)

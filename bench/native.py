@@ -49,8 +49,9 @@ import typing
 import uuid
 from pathlib import Path
 
+import procstat
+
 REPO = Path(__file__).resolve().parent.parent
-TICKS = os.sysconf('SC_CLK_TCK')
 CACHE = Path(os.environ.get('BEAM_KAFKA_CACHE', Path.home() / '.cache' / 'beam-kafka'))
 KAFKA_LIBS = CACHE / 'kafka-4.1.1' / 'libs'
 STREAMS_DIR = CACHE / 'kafka-streams-4.1.1'
@@ -215,14 +216,10 @@ class Proc:
                                  stdin=subprocess.DEVNULL)
 
   def cpu_seconds(self):
-    fields = Path('/proc/%d/stat' % self.proc.pid).read_text().rsplit(')', 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
+    return procstat.cpu_seconds(self.proc.pid)
 
   def peak_rss_mb(self):
-    for line in Path('/proc/%d/status' % self.proc.pid).read_text().splitlines():
-      if line.startswith('VmHWM:'):
-        return int(line.split()[1]) / 1024
-    return float('nan')
+    return procstat.peak_rss_mb(self.proc.pid)
 
   def tail(self, lines=15):
     self.log.flush()
@@ -237,12 +234,6 @@ class Proc:
         self.proc.kill()
         self.proc.wait()
     self.log.close()
-
-
-def _free_port():
-  with socket.socket() as s:
-    s.bind(('localhost', 0))
-    return s.getsockname()[1]
 
 
 def _wait_port(port, proc, timeout=60):
@@ -340,9 +331,9 @@ class BeamKafkaJob:
     import apache_beam as beam
     from apache_beam.io.kafka import ReadFromKafka, WriteToKafka
     from apache_beam.options.pipeline_options import PipelineOptions
-    port, exp = _free_port(), _free_port()
+    port, exp = procstat.free_port(), procstat.free_port()
     self.proc = Proc(name, [args.binary, 'job-server', '--job-port', str(port), '--artifact-port',
-                            str(_free_port()), '--expansion-port', str(exp),
+                            str(procstat.free_port()), '--expansion-port', str(exp),
                             '--artifacts-dir', str(workdir / (name + '-artifacts'))], workdir)
     _wait_port(port, self.proc)
     _wait_port(exp, self.proc)

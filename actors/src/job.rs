@@ -17,13 +17,13 @@ use beam_kafka_runtime::timestamp::Watermark;
 use beam_kafka_runtime::topology::{changelog_topic, TaskId, TopicKind, TopologyPlan};
 use dashmap::DashMap;
 use rdkafka::consumer::Consumer;
-use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+use rdkafka::producer::Producer;
 use tokio::sync::{mpsc, watch};
 
 use crate::envelope;
 use crate::kafka::admin::{Admin, TopicSpec};
 use crate::kafka::config;
-use crate::kafka::producer::{self as kafka_producer, KafkaProducer};
+use crate::kafka::producer::{self as kafka_producer, KafkaProducer, Writes};
 use crate::kafka::rebalance::{JobConsumer, JobContext, Membership};
 use crate::messages::Shutdown;
 use crate::poller::{poll_loop, PollSettings};
@@ -335,22 +335,21 @@ async fn bootstrap(admin: &Admin, input: &JobInput) -> Result<(), String> {
     // than a merely idempotent one: librdkafka retries that on a 500 ms timer.)
     let mut config = config::producer(opts);
     config.set("transactional.id", format!("{}-bootstrap", opts.application_id));
-    let producer: FutureProducer = config.create().map_err(|e| format!("cannot create a Kafka producer: {e}"))?;
+    let producer = kafka_producer::create(&config).map_err(|e| format!("cannot create a Kafka producer: {e}"))?;
     let producer = tokio::task::spawn_blocking(move || {
         producer.init_transactions(Duration::from_secs(30)).and_then(|_| producer.begin_transaction()).map(|_| producer)
     })
     .await
     .map_err(|e| format!("writing the impulse failed: {e}"))?
     .map_err(|e| format!("cannot start the impulse transaction: {e}"))?;
+    let writes = Writes::new();
     for topic in fresh {
         let records = [envelope::data(impulse_element()), envelope::watermark(Watermark::PosInf, &topic.upstream, 0, 1)];
         for payload in records {
-            producer
-                .send(FutureRecord::<[u8], _>::to(&topic.name).partition(0).payload(&payload), Duration::from_secs(30))
-                .await
-                .map_err(|(e, _)| format!("cannot write to {}: {e}", topic.name))?;
+            writes.send(&producer, &topic.name, 0, None, Some(&payload)).await?;
         }
     }
+    writes.wait().await?;
     tokio::task::spawn_blocking(move || producer.commit_transaction(Duration::from_secs(30)))
         .await
         .map_err(|e| format!("writing the impulse failed: {e}"))?

@@ -1,5 +1,5 @@
-//! Kafka clients: configuration, topic administration, and the producer used
-//! for bootstrap records.
+//! Kafka clients: configuration, topic administration, the producer every
+//! write goes through, transactions and group membership.
 pub mod admin;
 pub mod config;
 pub mod producer;

@@ -14,11 +14,10 @@ use beam_kafka_runtime::topology::TaskId;
 use rdkafka::consumer::ConsumerGroupMetadata;
 use rdkafka::error::KafkaError;
 use rdkafka::producer::Producer;
-
-use crate::kafka::producer::{self, KafkaProducer};
 use rdkafka::TopicPartitionList;
 
 use crate::kafka::config;
+use crate::kafka::producer::{self, KafkaProducer};
 
 const TXN_TIMEOUT: Duration = Duration::from_secs(60);
 

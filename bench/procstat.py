@@ -1,0 +1,36 @@
+"""What the benchmarks read about a process they started, from /proc (the
+same way for every runner and peer), and a free local port to start it on."""
+
+import os
+import socket
+from pathlib import Path
+
+TICKS = os.sysconf('SC_CLK_TCK')
+
+
+def cpu_seconds(pid):
+  """User + system CPU of every thread of `pid` so far."""
+  # Split after the last ')': the command name may contain spaces.
+  fields = Path('/proc/%d/stat' % pid).read_text().rsplit(')', 1)[1].split()
+  return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def peak_rss_mb(pid):
+  for line in Path('/proc/%d/status' % pid).read_text().splitlines():
+    if line.startswith('VmHWM:'):
+      return int(line.split()[1]) / 1024
+  return float('nan')
+
+
+def reset_peak_rss(pid):
+  """Makes VmHWM the current RSS, so the next peak read is the next job's own."""
+  try:
+    Path('/proc/%d/clear_refs' % pid).write_text('5')
+  except OSError:
+    pass
+
+
+def free_port():
+  with socket.socket() as s:
+    s.bind(('localhost', 0))
+    return s.getsockname()[1]
