@@ -12,7 +12,7 @@ PACKAGES=(
   g++ make pkg-config
   protobuf-compiler libprotobuf-dev  # protoc and the well-known types for tonic/prost
   unzip             # extracting Beam's protos from their jars
-  maven default-jre-headless  # fetching Kafka and Beam's model jars; running the test broker
+  maven default-jdk-headless  # fetching jars; running the test broker; javac for the Kafka Streams benchmark peer
   curl              # the Go toolchain from the Go module proxy when none is installed
 )
 missing=()
@@ -20,7 +20,7 @@ for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 # A JDK or Maven installed outside Debian's packages is fine.
-if command -v java >/dev/null; then missing=("${missing[@]/default-jre-headless}"); fi
+if command -v javac >/dev/null; then missing=("${missing[@]/default-jdk-headless}"); fi
 if command -v mvn >/dev/null; then missing=("${missing[@]/maven}"); fi
 read -r -a missing <<<"${missing[*]}"
 if ((${#missing[@]})); then
@@ -29,6 +29,6 @@ if ((${#missing[@]})); then
   $SUDO apt-get update -qq >&2
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
 fi
-for tool in cargo python3 java mvn; do
+for tool in cargo python3 java javac mvn; do
   command -v "$tool" >/dev/null || die "$tool is needed and not installed (Rust from rustup, Python 3.9+, Java 17+, Maven)"
 done
