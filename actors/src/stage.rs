@@ -45,9 +45,12 @@ pub struct StageActor {
     open: BTreeMap<String, Vec<u8>>,
     open_timers: HashMap<TimerFamily, Vec<u8>>,
     open_count: u64,
+    /// Data elements of the open bundle (`open_count` also counts timers).
+    open_elements: u64,
     /// Changes whenever the open bundle is sealed, so a stale timer is ignored.
     open_generation: u64,
-    queue: VecDeque<(u64, Vec<BundleInput>, HashMap<TimerFamily, Vec<u8>>)>,
+    /// Sealed bundles: sequence, inputs, timers to fire, data elements.
+    queue: VecDeque<(u64, Vec<BundleInput>, HashMap<TimerFamily, Vec<u8>>, u64)>,
     next_seq: u64,
     completed_through: u64,
     in_flight: bool,
@@ -66,6 +69,7 @@ impl StageActor {
             open: BTreeMap::new(),
             open_timers: HashMap::new(),
             open_count: 0,
+            open_elements: 0,
             open_generation: 0,
             queue: VecDeque::new(),
             next_seq: 1,
@@ -87,7 +91,7 @@ impl StageActor {
                 .map(|s| BundleInput { transform_id: s.clone(), data: open.remove(s).unwrap_or_default() })
                 .collect();
             let timers = std::mem::take(&mut self.open_timers);
-            self.queue.push_back((self.next_seq, inputs, timers));
+            self.queue.push_back((self.next_seq, inputs, timers, std::mem::take(&mut self.open_elements)));
             self.next_seq += 1;
             self.open_count = 0;
             self.open_generation += 1;
@@ -99,12 +103,12 @@ impl StageActor {
         if self.in_flight || self.failed {
             return;
         }
-        if let (Some(limit), Some((seq, _, _))) = (self.hold_after, self.queue.front()) {
+        if let (Some(limit), Some((seq, _, _, _))) = (self.hold_after, self.queue.front()) {
             if *seq > limit {
                 return;
             }
         }
-        let Some((seq, inputs, timers)) = self.queue.pop_front() else { return };
+        let Some((seq, inputs, timers, elements)) = self.queue.pop_front() else { return };
         let families = self.spec.timer_families.clone();
         self.in_flight = true;
         let worker = self.worker.clone();
@@ -134,8 +138,9 @@ impl StageActor {
             act.in_flight = false;
             match result {
                 Ok((monitoring_infos, timers)) => {
+                    let millis = started.elapsed().as_millis() as u64;
                     instruments().bundles.add(1, &[]);
-                    instruments().bundle_millis.record(started.elapsed().as_secs_f64() * 1e3, &[]);
+                    instruments().bundle_millis.record(millis as f64, &[]);
                     if !monitoring_infos.is_empty() {
                         act.supervisor.do_send(StageEvent::Metrics(monitoring_infos));
                     }
@@ -144,6 +149,7 @@ impl StageActor {
                         act.supervisor.do_send(StageEvent::TimersSet(timers));
                     }
                     act.completed_through = seq;
+                    act.supervisor.do_send(StageEvent::Processed { elements, millis });
                     act.answer_waiters();
                     act.start_next(ctx);
                 }
@@ -192,6 +198,7 @@ impl Handler<Elements> for StageActor {
             }
             self.open.entry(msg.source_transform.clone()).or_default().extend_from_slice(&element);
             self.open_count += 1;
+            self.open_elements += 1;
             if self.open_count >= self.spec.max_bundle_size {
                 self.seal(ctx);
             }

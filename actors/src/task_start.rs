@@ -27,6 +27,7 @@ use crate::stage::{StageActor, StageSpec};
 use crate::source::SourceRoute;
 use crate::state::restore_task;
 use crate::store::TaskStore;
+use beam_kafka_runtime::task::flow::FlowLimits;
 use crate::task::{upstream_key, InputRoute, RestoredState, TaskConfig, TaskEvent, TaskSupervisor, WatermarkTarget, SOURCE_UPSTREAM};
 use crate::user_io::KafkaIo;
 use crate::side_inputs::{read_side_topic, SideInputs};
@@ -214,6 +215,7 @@ fn start_tasks(
             inputs,
             targets,
             commit_interval: Duration::from_millis(opts.commit_interval_ms),
+            flow: FlowLimits::for_bundles(opts.max_bundle_size, opts.read_max_elements_per_poll),
             state_topic: changelog_topic(&opts.application_id, sub.id),
             transactional,
             starts: task_partitions(input, task).into_iter().filter_map(|k| starts.get(&k).map(|o| (k, *o))).collect(),

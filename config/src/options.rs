@@ -131,6 +131,15 @@ pub static OPTIONS: &[OptionSpec] = &[
                       milliseconds.",
     },
     OptionSpec {
+        name: "transaction_timeout_ms",
+        java_name: "transactionTimeoutMs",
+        kind: OptionKind::Integer,
+        default: Some("60000"),
+        description: "Under exactly_once: how long a task's transaction may stay open before the broker aborts it \
+                      (Kafka's transaction.timeout.ms; the broker caps it at transaction.max.timeout.ms). A cycle \
+                      commits every commit_interval_ms whatever the backlog, so a healthy job stays far below it.",
+    },
+    OptionSpec {
         name: "kafka_property",
         java_name: "kafkaProperties",
         kind: OptionKind::Array,

@@ -30,6 +30,7 @@ pub struct RunnerOptions {
     pub state_dir: PathBuf,
     pub processing_guarantee: ProcessingGuarantee,
     pub commit_interval_ms: u64,
+    pub transaction_timeout_ms: u64,
     /// Extra client properties, in the order given.
     pub kafka_properties: Vec<(String, String)>,
     pub keep_runner_topics: bool,
@@ -212,6 +213,7 @@ impl RunnerOptions {
         let read_checkpoint_num_bundles = r.int("read_checkpoint_num_bundles", 1, 1_000_000);
         let session_timeout_ms = r.int("session_timeout_ms", 1_000, 3_600_000);
         let commit_interval_ms = r.int("commit_interval_ms", 1, 3_600_000);
+        let transaction_timeout_ms = r.int("transaction_timeout_ms", 1_000, 3_600_000);
         let state_dir = match r.text("state_dir") {
             Some(d) if !d.trim().is_empty() => PathBuf::from(d),
             Some(_) => {
@@ -250,6 +252,7 @@ impl RunnerOptions {
             state_dir,
             processing_guarantee,
             commit_interval_ms,
+            transaction_timeout_ms,
             kafka_properties,
             keep_runner_topics,
             streaming,

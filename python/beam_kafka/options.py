@@ -151,6 +151,13 @@ class KafkaStreamsRunnerOptions(PipelineOptions):
         default=100,
         help='How often, in milliseconds, a task commits its progress '
         '(a transaction under exactly_once) (default: 100).')
+    _add(
+        parser,
+        '--transaction_timeout_ms',
+        type=int,
+        default=60000,
+        help='Under exactly_once, how long a task transaction may stay open '
+        'before the broker aborts it (transaction.timeout.ms; default: 60000).')
 
     # Local state.
     _add(

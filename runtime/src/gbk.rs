@@ -2,7 +2,13 @@
 //! session windows, and fires panes by trigger and watermark. Pure: the task
 //! owning a shuffle partition feeds it elements and watermarks and ships what
 //! it returns to the stage behind it.
-use std::collections::{BTreeMap, BTreeSet};
+//!
+//! Windows the watermark closes are fired lazily (`fire_closed`), as many as
+//! the stage has room for: one watermark step can close millions of panes,
+//! and handing them over at once would put the whole output in one commit
+//! cycle. A closed pane stays in the state until it fired, so a restart fires
+//! it again from the changelog, and it holds the output watermark meanwhile.
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::coder::Coder;
 use crate::timestamp::{Millis, Watermark};
@@ -22,6 +28,8 @@ pub(crate) struct Pane {
     /// Listed in `GroupByKey::dirty` (not stored): spares `add` a lookup
     /// there per element.
     pub(crate) in_changes: bool,
+    /// Listed in `GroupByKey::closed` (not stored).
+    pub(crate) queued: bool,
 }
 
 pub struct GroupByKey {
@@ -35,6 +43,9 @@ pub struct GroupByKey {
     /// Panes changed since the last `take_changes` (see `gbk_state`).
     pub(crate) dirty: BTreeSet<(Vec<u8>, Window)>,
     pub(crate) meta_dirty: bool,
+    /// Panes whose window the watermark closed, to fire on time, oldest
+    /// watermark step first.
+    closed: VecDeque<(Vec<u8>, Window)>,
 }
 
 impl GroupByKey {
@@ -55,6 +66,7 @@ impl GroupByKey {
             dropped_late: 0,
             dirty: BTreeSet::new(),
             meta_dirty: false,
+            closed: VecDeque::new(),
         })
     }
 
@@ -102,6 +114,13 @@ impl GroupByKey {
             if !pane.in_changes {
                 pane.in_changes = true;
                 self.dirty.insert(id.clone());
+            }
+            // A pane the watermark already closed (a merged session, or one
+            // created behind the watermark within allowed lateness) fires
+            // on time with the others.
+            if !pane.on_time_done && !pane.queued && Watermark::At(window.max_timestamp()) < self.input_watermark {
+                pane.queued = true;
+                self.closed.push_back(id.clone());
             }
             pane.values.push(if i + 1 == windows { std::mem::take(&mut value) } else { value.clone() });
             pane.min_ts = Some(pane.min_ts.map_or(h.timestamp, |m| m.min(h.timestamp)));
@@ -154,6 +173,9 @@ impl GroupByKey {
                 merged.fired = merged.fired.max(p.fired);
             }
             self.dirty.insert((key.to_vec(), Window::Interval { start, end }));
+            // Queue entries of the merged windows now find no pane; `add`
+            // queues the merged one if the watermark closed it.
+            merged.queued = false;
             self.panes.insert((key.to_vec(), Window::Interval { start, end }), merged);
         }
     }
@@ -195,32 +217,84 @@ impl GroupByKey {
         }
     }
 
-    /// Advances the input watermark: fires every window it closes and drops
-    /// the state of windows past their allowed lateness.
+    /// Advances the input watermark and fires every window it closes (all
+    /// of them: see `set_watermark` and `fire_closed` for doing it in steps).
     pub fn advance(&mut self, wm: Watermark, out: &mut Vec<Vec<u8>>) {
+        self.set_watermark(wm);
+        self.fire_closed(usize::MAX, out);
+    }
+
+    /// Advances the input watermark: queues every window it closes for its
+    /// on-time firing and drops the state of windows past their allowed
+    /// lateness that have fired.
+    pub fn set_watermark(&mut self, wm: Watermark) {
         if wm <= self.input_watermark {
             return;
         }
         self.input_watermark = wm;
         self.meta_dirty = true;
-        let closing: Vec<(Vec<u8>, Window)> = self
-            .panes
-            .iter()
-            .filter(|((_, w), p)| !p.on_time_done && Watermark::At(w.max_timestamp()) < wm)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for (key, window) in closing {
-            let expires = self.expired(&window);
-            self.fire(&key, window, Timing::OnTime, expires, out);
-            if let Some(p) = self.panes.get_mut(&(key.clone(), window)) {
-                p.on_time_done = true;
-                self.dirty.insert((key, window));
-            }
-        }
-        let expired: Vec<_> = self.panes.keys().filter(|(_, w)| self.expired(w)).cloned().collect();
+        self.queue_closed();
+        let expired: Vec<_> = self.panes.iter().filter(|((_, w), p)| !p.queued && self.expired(w)).map(|(k, _)| k.clone()).collect();
         for k in expired {
             self.panes.remove(&k);
             self.dirty.insert(k);
+        }
+    }
+
+    /// Queues the panes closed by the current watermark that are not yet
+    /// queued or fired (also after a restore).
+    pub(crate) fn queue_closed(&mut self) {
+        let wm = self.input_watermark;
+        for (id, p) in self.panes.iter_mut() {
+            if !p.on_time_done && !p.queued && Watermark::At(id.1.max_timestamp()) < wm {
+                p.queued = true;
+                self.closed.push_back(id.clone());
+            }
+        }
+    }
+
+    /// How many closed panes wait for their on-time firing.
+    pub fn closed_pending(&self) -> usize {
+        self.closed.len()
+    }
+
+    /// Fires up to `limit` closed panes on time (empty ones count nothing);
+    /// returns how many it fired. Expired panes are dropped once fired.
+    pub fn fire_closed(&mut self, limit: usize, out: &mut Vec<Vec<u8>>) -> usize {
+        let mut fired = 0;
+        while fired < limit {
+            let Some((key, window)) = self.closed.pop_front() else { break };
+            let expires = self.expired(&window);
+            let before = out.len();
+            self.fire(&key, window, Timing::OnTime, expires, out);
+            fired += out.len() - before;
+            let id = (key, window);
+            if let Some(p) = self.panes.get_mut(&id) {
+                p.on_time_done = true;
+                p.queued = false;
+                if expires {
+                    self.panes.remove(&id);
+                }
+                self.dirty.insert(id);
+            }
+        }
+        fired
+    }
+
+    /// The earliest output timestamp of closed panes not yet fired: what
+    /// the stage behind sees of the watermark may not pass it.
+    pub fn closed_hold(&self) -> Watermark {
+        self.closed
+            .iter()
+            .filter_map(|id| self.panes.get(id).filter(|p| !p.values.is_empty()).map(|p| self.output_timestamp(&id.1, p)))
+            .min()
+            .map_or(Watermark::PosInf, Watermark::At)
+    }
+
+    fn output_timestamp(&self, w: &Window, p: &Pane) -> Millis {
+        match self.spec.output_time {
+            OutputTime::EndOfWindow => w.max_timestamp(),
+            _ => p.min_ts.unwrap_or(w.max_timestamp()),
         }
     }
 
@@ -230,10 +304,7 @@ impl GroupByKey {
         self.panes
             .iter()
             .filter(|(_, p)| !p.values.is_empty())
-            .map(|((_, w), p)| match self.spec.output_time {
-                OutputTime::EndOfWindow => Watermark::At(w.max_timestamp()),
-                _ => Watermark::At(p.min_ts.unwrap_or(w.max_timestamp())),
-            })
+            .map(|((_, w), p)| Watermark::At(self.output_timestamp(w, p)))
             .min()
             .unwrap_or(Watermark::PosInf)
     }
@@ -407,5 +478,57 @@ mod tests {
         let (key, len) = g.key_of(&two).unwrap();
         assert_eq!(len, first_len);
         assert_eq!(key, &[2, b'a', b'b']);
+    }
+
+    #[test]
+    fn closed_windows_fire_in_steps_and_hold_the_watermark_until_fired() {
+        let wc = Coder::IntervalWindow;
+        // Lateness allowed: an element behind the watermark is not dropped.
+        let mut g = GroupByKey::new(WindowingSpec { allowed_lateness: 100, ..spec(Trigger::Default, wc.clone()) }, &kv_coder()).unwrap();
+        let mut out = Vec::new();
+        for k in 0..5 {
+            g.add(&element(1, Window::Interval { start: 0, end: 10 }, &format!("k{k}"), k), &mut out).unwrap();
+        }
+        g.add(&element(15, Window::Interval { start: 10, end: 20 }, "late-window", 9), &mut out).unwrap();
+        g.set_watermark(Watermark::At(12));
+        assert!(out.is_empty(), "closing a window fires nothing by itself");
+        assert_eq!(g.closed_pending(), 5);
+        assert_eq!(g.closed_hold(), Watermark::At(9));
+        assert_eq!(g.fire_closed(2, &mut out), 2);
+        assert_eq!(g.closed_pending(), 3);
+        assert_eq!(g.closed_hold(), Watermark::At(9), "three panes of the window still wait");
+        // An element for a closed but unfired window joins its on-time pane.
+        g.add(&element(2, Window::Interval { start: 0, end: 10 }, "k4", 40), &mut out).unwrap();
+        assert_eq!(out.len(), 2);
+        assert_eq!(g.fire_closed(usize::MAX, &mut out), 3);
+        assert_eq!(g.closed_hold(), Watermark::PosInf);
+        let got: Vec<_> = out.iter().map(|o| decode(o, &wc)).collect();
+        assert_eq!(got.iter().filter(|g| g.1 == Window::Interval { start: 0, end: 10 }).count(), 5, "each key fired once");
+        let k4 = got.iter().find(|g| g.2 == "k4").unwrap();
+        assert_eq!(k4.3, vec![4, 40]);
+        assert_eq!(g.hold(), Watermark::At(19), "the open window still holds");
+    }
+
+    #[test]
+    fn closed_windows_not_yet_fired_fire_after_a_restore_and_expired_ones_only_after_firing() {
+        let wc = Coder::IntervalWindow;
+        let mut g = GroupByKey::new(spec(Trigger::Default, wc.clone()), &kv_coder()).unwrap();
+        let mut out = Vec::new();
+        for k in 0..3 {
+            g.add(&element(1, Window::Interval { start: 0, end: 10 }, &format!("k{k}"), k), &mut out).unwrap();
+        }
+        // Past the end plus allowed lateness (0): expired, yet not dropped unfired.
+        g.set_watermark(Watermark::At(50));
+        assert_eq!(g.fire_closed(1, &mut out), 1);
+        let changes = g.take_changes();
+        let mut restored = GroupByKey::new(spec(Trigger::Default, wc.clone()), &kv_coder()).unwrap();
+        restored.restore(changes.iter().filter_map(|(k, v)| v.as_deref().map(|v| (k.as_slice(), v)))).unwrap();
+        assert_eq!(restored.closed_pending(), 2, "the unfired panes are queued again");
+        let mut again = Vec::new();
+        assert_eq!(restored.fire_closed(usize::MAX, &mut again), 2);
+        let mut keys: Vec<String> = out.iter().chain(again.iter()).map(|o| decode(o, &wc).2).collect();
+        keys.sort();
+        assert_eq!(keys, vec!["k0", "k1", "k2"]);
+        assert!(restored.is_empty(), "expired panes are dropped once they fired");
     }
 }

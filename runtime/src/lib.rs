@@ -15,6 +15,7 @@ pub mod kafka_sink;
 pub mod kafka_source;
 pub mod lift;
 pub mod partition;
+pub mod task;
 pub mod task_state;
 pub mod row;
 pub mod side_input;

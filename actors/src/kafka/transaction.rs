@@ -19,7 +19,9 @@ use rdkafka::TopicPartitionList;
 use crate::kafka::config;
 use crate::kafka::producer::{self, KafkaProducer};
 
-const TXN_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long one call of the transactional API may block (not the
+/// transaction's own timeout, which is `transaction_timeout_ms`).
+const API_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Why a commit failed, with Kafka Streams' recovery meanings.
 #[derive(Debug)]
@@ -82,9 +84,12 @@ pub fn transactional_id(application_id: &str, task: TaskId) -> String {
 pub fn start(opts: &RunnerOptions, task: TaskId) -> Result<Arc<KafkaProducer>, String> {
     let id = transactional_id(&opts.application_id, task);
     let mut c = config::producer(opts);
-    c.set("transactional.id", &id).set("transaction.timeout.ms", TXN_TIMEOUT.as_millis().to_string());
+    c.set("transactional.id", &id).set("transaction.timeout.ms", opts.transaction_timeout_ms.to_string());
+    // librdkafka refuses a delivery timeout longer than the transaction's.
+    let delivery: u64 = c.get("message.timeout.ms").and_then(|v| v.parse().ok()).unwrap_or(30_000);
+    c.set("message.timeout.ms", delivery.min(opts.transaction_timeout_ms).to_string());
     let producer = producer::create(&c).map_err(|e| format!("task {task}: cannot create its transactional producer: {e}"))?;
-    producer.init_transactions(TXN_TIMEOUT).map_err(|e| format!("task {task}: cannot initialise transactions ({id}): {e}"))?;
+    producer.init_transactions(API_TIMEOUT).map_err(|e| format!("task {task}: cannot initialise transactions ({id}): {e}"))?;
     producer.begin_transaction().map_err(|e| format!("task {task}: cannot begin a transaction: {e}"))?;
     Ok(Arc::new(producer))
 }
@@ -95,9 +100,9 @@ pub async fn commit(producer: Arc<KafkaProducer>, offsets: TopicPartitionList, g
     tokio::task::spawn_blocking(move || {
         if offsets.count() > 0 {
             let group = group.ok_or_else(|| TxnError::Retriable("the consumer has not joined its group yet".into()))?;
-            producer.send_offsets_to_transaction(&offsets, &group, TXN_TIMEOUT).map_err(classify)?;
+            producer.send_offsets_to_transaction(&offsets, &group, API_TIMEOUT).map_err(classify)?;
         }
-        producer.commit_transaction(TXN_TIMEOUT).map_err(classify)?;
+        producer.commit_transaction(API_TIMEOUT).map_err(classify)?;
         producer.begin_transaction().map_err(classify)
     })
     .await

@@ -1,0 +1,276 @@
+//! The commit cycle's I/O (its order is `runtime::task::cycle`): flush the
+//! stage, fire due timers in rounds, write watermark reports and the
+//! changelog, commit the offsets (the transaction under exactly_once), then
+//! apply the changes to the local store.
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use actix::prelude::*;
+use beam_kafka_proto::pipeline::MonitoringInfo;
+use beam_kafka_runtime::task::cycle::{Cycle, Phase, TIMER_ROUNDS};
+use beam_kafka_runtime::task::lifecycle::TaskState;
+use beam_kafka_runtime::task_state;
+use beam_kafka_runtime::timestamp::Watermark;
+use rdkafka::consumer::{CommitMode, Consumer};
+use rdkafka::{Offset, TopicPartitionList};
+
+use super::{TaskEvent, TaskSupervisor};
+use crate::kafka::transaction::{self, TxnError};
+use crate::messages::{Flush, Resume};
+use crate::output::report_watermark;
+use crate::state::write_changelog;
+use crate::telemetry::instruments;
+
+const RETRY_EVERY: Duration = Duration::from_millis(200);
+
+impl TaskSupervisor {
+    /// Opens a cycle unless one is open: snapshots what was handed over and
+    /// asks the stage to flush.
+    pub(super) fn request_flush(&mut self) {
+        if !self.lifecycle.is_running() || self.cycles.is_open() {
+            return;
+        }
+        let Some(id) = self.cycles.begin(now_millis()).map(|c| c.id) else { return };
+        self.snapshot();
+        // Which timers are due is decided when the flush completed, from the
+        // settings of every bundle before it and the input watermark of the
+        // snapshot; input arriving meanwhile waits, so the stage runs no
+        // bundle between the flush and the timers (a bundle of later data
+        // could re-set a timer about to fire, which would then fire twice).
+        if !self.cfg.timer_specs.is_empty() {
+            self.gated = true;
+        }
+        self.stage.do_send(Flush { id, hold: self.cfg.transactional });
+    }
+
+    /// What the open cycle covers: every offset handed over so far (what a
+    /// GroupByKey or the side-input gate still holds is committed with it, as
+    /// state changes in the task's changelog) and the output watermark now.
+    /// Taken again when timers fire within the cycle (a second flush then
+    /// covers what was handed meanwhile).
+    fn snapshot(&mut self) {
+        let watermark = self.output_watermark();
+        let Some(c) = self.cycles.open_mut() else { return };
+        c.offsets = self.handed.clone();
+        for route in self.cfg.inputs.values_mut() {
+            if let Some(src) = route.source.as_mut() {
+                src.mark_flush(c.id);
+            }
+        }
+        for (topic, route) in self.cfg.inputs.iter_mut() {
+            if let Some(gbk) = route.gbk.as_mut() {
+                c.changes.extend(gbk.take_changes().into_iter().map(|(k, v)| (task_state::group_by_key_key(topic, &k), v)));
+            }
+        }
+        c.changes.extend(self.held.take_changes().into_iter().map(|(seq, v)| (task_state::held_key(seq), v)));
+        let snapshot = self.input_watermark.snapshot();
+        if snapshot != self.written_watermark_state {
+            c.changes.push((task_state::watermark_key(), Some(snapshot.clone())));
+            self.written_watermark_state = snapshot;
+        }
+        c.watermark = watermark;
+    }
+
+    /// The stage finished every bundle before flush `id`.
+    pub(super) fn on_flushed(&mut self, id: u64, ctx: &mut Context<Self>) {
+        if self.cycles.flushed(id).is_none() {
+            return;
+        }
+        // Fire the timers now due inside this cycle, and flush again
+        // (bounded, in case timers keep setting due timers).
+        let rounds_left = self.cycles.open().is_some_and(|c| c.timer_rounds < TIMER_ROUNDS);
+        if rounds_left && self.fire_due_timers() {
+            self.cycles.next_timer_round();
+            self.snapshot();
+            self.stage.do_send(Flush { id, hold: self.cfg.transactional });
+            return;
+        }
+        let metrics = self.uncommitted_metrics.len();
+        // Every bundle before the flush made its user state changes by now
+        // (later ones wait for the commit under exactly_once).
+        let user_changes = self.cfg.user_state.as_ref().map(|u| u.lock().expect("user state lock").take_changes()).unwrap_or_default();
+        // Timers fired at the cycle's start and set by its bundles; a timer
+        // set meanwhile holds the reported watermark.
+        let timer_changes = self.timers.take_changes();
+        let timer_hold = self.timers.hold();
+        let Some(c) = self.cycles.open_mut() else { return };
+        c.metrics = metrics;
+        c.changes.extend(user_changes.into_iter().map(|(cell, v)| (task_state::user_state_key(&cell.encode()), v)));
+        c.changes.extend(timer_changes.into_iter().map(|(id, t)| (task_state::timer_key(&id.encode()), t.map(|t| t.encode()))));
+        c.watermark = c.watermark.min(timer_hold);
+        self.write(ctx);
+        self.ungate(ctx);
+    }
+
+    /// Reports the output watermark downstream and writes the changelog,
+    /// then commits.
+    fn write(&mut self, ctx: &mut Context<Self>) {
+        let c = match self.cycles.advance(Phase::Writing) {
+            Ok(c) => c,
+            Err(e) => return self.fail(ctx, format!("task {}: {e}", self.cfg.task)),
+        };
+        let wm = c.watermark;
+        let changes = c.changes.clone();
+        tracing::debug!(task = %self.cfg.task, "flushed; output watermark {wm:?}");
+        let reports: Vec<(String, u32)> =
+            if wm > self.reported { self.cfg.targets.iter().map(|t| (t.topic.clone(), t.partitions)).collect() } else { Vec::new() };
+        let producer = self.producer.clone();
+        let (source, partition, total) = (self.cfg.report_source.clone(), self.cfg.task.partition, self.cfg.total_partitions);
+        let state_topic = self.cfg.state_topic.clone();
+        let send = async move {
+            for (topic, partitions) in reports {
+                report_watermark(&producer, &topic, partitions, wm, &source, partition, total).await?;
+            }
+            write_changelog(&producer, &state_topic, partition, &changes).await
+        };
+        ctx.spawn(send.into_actor(self).map(move |result, act, ctx| {
+            if !act.lifecycle.is_running() {
+                return;
+            }
+            match result {
+                Err(e) if act.fenced(&e) => return act.stop_uncommitted(ctx, e),
+                Err(e) => return act.fail(ctx, e),
+                Ok(last) => {
+                    if let Some(c) = act.cycles.open_mut() {
+                        c.changelog_last = last;
+                    }
+                }
+            }
+            act.reported = act.reported.max(wm);
+            if let Err(e) = act.cycles.advance(Phase::Committing) {
+                return act.fail(ctx, format!("task {}: {e}", act.cfg.task));
+            }
+            act.commit_cycle(ctx);
+        }));
+    }
+
+    /// Commits the cycle's offsets. A failed commit (typically the group
+    /// coordinator moving) is retried for a while before it fails the job.
+    fn commit_cycle(&mut self, ctx: &mut Context<Self>) {
+        let Some(c) = self.cycles.open() else { return };
+        if self.cfg.transactional {
+            let mut tpl = TopicPartitionList::new();
+            for ((topic, partition), next) in &c.offsets {
+                if let Err(e) = tpl.add_partition_offset(topic, *partition, Offset::Offset(*next)) {
+                    return self.fail(ctx, format!("bad offset for {topic}[{partition}]: {e}"));
+                }
+            }
+            let commit = transaction::commit(self.producer.clone(), tpl, self.consumer.group_metadata());
+            ctx.spawn(commit.into_actor(self).map(move |result, act, ctx| {
+                if !act.lifecycle.is_running() {
+                    return;
+                }
+                match result {
+                    Ok(()) => {
+                        instruments().commits.add(1, &[]);
+                        if let Some(c) = act.cycles.open() {
+                            act.committed.extend(c.offsets.iter().map(|(k, v)| (k.clone(), *v)));
+                        }
+                        act.after_commit(ctx);
+                    }
+                    Err(TxnError::Retriable(e)) if act.cycles.retry() => {
+                        tracing::debug!(task = %act.cfg.task, "transaction commit failed, retrying: {e}");
+                        ctx.run_later(RETRY_EVERY, |act, ctx| act.commit_cycle(ctx));
+                    }
+                    // Fenced by a new owner, or aborted: this incarnation stops
+                    // and whoever owns the task next redoes what it did not commit.
+                    Err(e @ (TxnError::TaskMigrated(_) | TxnError::Aborted(_))) => act.stop_uncommitted(ctx, e.to_string()),
+                    Err(e) => act.fail(ctx, format!("task {}: {e}", act.cfg.task)),
+                }
+            }));
+            return;
+        }
+        let mode = if c.is_final() { CommitMode::Sync } else { CommitMode::Async };
+        let offsets = c.offsets.clone();
+        if let Err(e) = self.commit_offsets(&offsets, mode) {
+            if !self.cycles.retry() {
+                return self.fail(ctx, e);
+            }
+            tracing::debug!(task = %self.cfg.task, "commit failed, retrying: {e}");
+            ctx.run_later(RETRY_EVERY, |act, ctx| act.commit_cycle(ctx));
+            return;
+        }
+        self.after_commit(ctx);
+    }
+
+    /// Commits consumer offsets (at_least_once).
+    fn commit_offsets(&mut self, offsets: &BTreeMap<(String, i32), i64>, mode: CommitMode) -> Result<(), String> {
+        let changed: Vec<_> = offsets.iter().filter(|(k, v)| self.committed.get(*k) != Some(v)).collect();
+        if changed.is_empty() {
+            return Ok(());
+        }
+        let mut tpl = TopicPartitionList::new();
+        for ((topic, partition), next) in &changed {
+            tpl.add_partition_offset(topic, *partition, Offset::Offset(**next))
+                .map_err(|e| format!("bad offset for {topic}[{partition}]: {e}"))?;
+        }
+        self.consumer.commit(&tpl, mode).map_err(|e| format!("task {} could not commit offsets: {e}", self.cfg.task))?;
+        instruments().commits.add(1, &[]);
+        for (k, v) in changed {
+            self.committed.insert(k.clone(), *v);
+        }
+        Ok(())
+    }
+
+    /// Post-commit work: the local store, committed metrics, the user's
+    /// group, the end of the task or the next cycle.
+    fn after_commit(&mut self, ctx: &mut Context<Self>) {
+        let c: Cycle = match self.cycles.committed(now_millis()) {
+            Ok(c) => c,
+            Err(e) => return self.fail(ctx, format!("task {}: {e}", self.cfg.task)),
+        };
+        if self.cfg.transactional {
+            self.stage.do_send(Resume);
+        }
+        for route in self.cfg.inputs.values_mut() {
+            if let Some(src) = route.source.as_mut() {
+                src.committed_through(c.id);
+            }
+        }
+        // The changes are committed: the local store may have them now.
+        if let Err(e) = self.store.apply(&c.changes) {
+            return self.fail(ctx, format!("task {}: {e}", self.cfg.task));
+        }
+        if let Some(last) = c.changelog_last {
+            self.changelog_next = last + 1;
+        }
+        tracing::debug!(
+            task = %self.cfg.task, incarnation = self.cfg.incarnation,
+            "committed cycle {}: offsets {:?}, {} state change(s), changelog next {}, output watermark {:?}",
+            c.id, c.offsets, c.changes.len(), self.changelog_next, c.watermark
+        );
+        self.warn_dropped();
+        self.commit_to_user_groups(&c.offsets);
+        let covered: Vec<MonitoringInfo> = self.uncommitted_metrics.drain(..c.metrics.min(self.uncommitted_metrics.len())).collect();
+        if !covered.is_empty() {
+            let _ = self.events.send(TaskEvent::CommittedMetrics(covered));
+        }
+        if c.is_final() {
+            let _ = self.lifecycle.transition(TaskState::Finished);
+            self.report_dropped();
+            self.report_sources();
+            self.report_flow("finished");
+            let _ = self.events.send(TaskEvent::Finished(self.cfg.task));
+        } else if self.output_watermark() > self.reported || self.timers_due() {
+            // The watermark moved on while this cycle ran, or timers are due.
+            self.request_flush();
+        }
+    }
+
+    /// Advances GroupByKeys to the new input watermark (their closed windows
+    /// fire as the stage has room) and starts a cycle.
+    pub(super) fn on_input_watermark(&mut self, wm: Watermark) {
+        tracing::debug!(task = %self.cfg.task, "input watermark {wm:?}");
+        for route in self.cfg.inputs.values_mut() {
+            if let Some(gbk) = route.gbk.as_mut() {
+                gbk.set_watermark(wm);
+            }
+        }
+        self.expire_user_state(wm);
+        self.request_flush();
+    }
+}
+
+pub(super) fn now_millis() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}

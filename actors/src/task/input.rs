@@ -1,0 +1,319 @@
+//! A task's input: records queue in the task and reach the stage only as
+//! fast as its bundles finish (`runtime::task::flow`); past a high mark the
+//! task's partitions are paused. Side-input records and held elements are
+//! handled here too.
+use std::time::Duration;
+
+use actix::prelude::*;
+use beam_kafka_runtime::coder::Coder;
+use beam_kafka_runtime::held::Held;
+use beam_kafka_runtime::task::flow::FlowCommand;
+use beam_kafka_runtime::timestamp::Watermark;
+use beam_kafka_runtime::windowed::{self, Window};
+use rdkafka::consumer::Consumer;
+use rdkafka::TopicPartitionList;
+
+use super::{upstream_key, TaskSupervisor};
+use crate::envelope::{self, Record};
+use crate::messages::{Elements, InputRecord};
+use crate::side_inputs::SideRecord;
+use crate::telemetry::instruments;
+
+/// Elements for the stage, kept per data source in one message.
+#[derive(Default)]
+pub(super) struct ToStage {
+    message: Option<Elements>,
+}
+
+impl TaskSupervisor {
+    /// Takes records from the poll loop: drops copies of records already
+    /// received (or before the task's start), queues the rest and hands over
+    /// what the stage has room for.
+    pub(super) fn enqueue(&mut self, records: Vec<InputRecord>, ctx: &mut Context<Self>) {
+        if !self.lifecycle.is_running() {
+            return;
+        }
+        let mut fresh = Vec::with_capacity(records.len());
+        for r in records {
+            let next = self.received.entry((r.topic.clone(), r.partition)).or_insert(0);
+            if r.offset < *next {
+                tracing::debug!(task = %self.cfg.task, "skipping {}[{}] offset {}: before {next}", r.topic, r.partition, r.offset);
+                continue;
+            }
+            *next = r.offset + 1;
+            fresh.push(r);
+        }
+        if fresh.is_empty() {
+            return;
+        }
+        self.flow.enqueued(fresh.len() as u64);
+        self.queue.push_back(fresh);
+        self.pump(ctx);
+    }
+
+    /// Hands the stage work while it has room: windows closed by the
+    /// watermark first (older than any queued input), then queued records.
+    pub(super) fn pump(&mut self, ctx: &mut Context<Self>) {
+        while self.lifecycle.is_running() && !self.gated && self.flow.has_room() {
+            if self.fire_closed_windows() {
+                continue;
+            }
+            let Some(records) = self.queue.pop_front() else { break };
+            self.flow.dequeued(records.len() as u64);
+            self.handle_records(records, ctx);
+        }
+        self.apply_flow();
+    }
+
+    /// Fires closed GroupByKey windows, as many as the stage has room for;
+    /// whether any remain or fired.
+    fn fire_closed_windows(&mut self) -> bool {
+        let mut any = false;
+        let mut out = ToStage::default();
+        let mut drained = false;
+        let room = self.flow.room() as usize;
+        let mut fired = Vec::new();
+        for route in self.cfg.inputs.values_mut() {
+            let Some(gbk) = route.gbk.as_mut() else { continue };
+            if gbk.closed_pending() == 0 {
+                continue;
+            }
+            let mut panes = Vec::new();
+            gbk.fire_closed(room.max(1), &mut panes);
+            any = true;
+            drained |= gbk.closed_pending() == 0;
+            fired.push((route.source_transform.clone(), panes));
+        }
+        for (source, panes) in fired {
+            if let Err(e) = self.to_stage(&mut out, &source, panes) {
+                tracing::error!(task = %self.cfg.task, "{e}");
+            }
+        }
+        self.send(out);
+        if drained {
+            // The watermark the GroupByKey held may move on now.
+            self.request_flush();
+        }
+        any
+    }
+
+    /// Pauses or resumes the task's partitions as flow control decides.
+    fn apply_flow(&mut self) {
+        let Some(command) = self.flow.decide() else { return };
+        let mut tpl = TopicPartitionList::new();
+        let partition = self.cfg.task.partition as i32;
+        for topic in self.cfg.inputs.keys() {
+            tpl.add_partition(topic, partition);
+        }
+        match command {
+            FlowCommand::Pause => {
+                tracing::debug!(task = %self.cfg.task, "pausing input: {} record(s) queued, {} in the stage", self.flow.queued(), self.flow.in_flight());
+                if let Err(e) = self.consumer.pause(&tpl) {
+                    tracing::warn!(task = %self.cfg.task, "cannot pause its partitions: {e}");
+                }
+            }
+            FlowCommand::Resume => {
+                tracing::debug!(task = %self.cfg.task, "resuming input");
+                if let Err(e) = self.consumer.resume(&tpl) {
+                    tracing::warn!(task = %self.cfg.task, "cannot resume its partitions: {e}");
+                }
+                // A pause dropped what librdkafka had fetched; fetching
+                // restarts at the last record received, and only a seek
+                // wakes the fetcher at once (else it looks within a second).
+                for topic in self.cfg.inputs.keys() {
+                    if let Some(next) = self.received.get(&(topic.clone(), partition)) {
+                        let _ = self.consumer.seek(topic, partition, rdkafka::Offset::Offset(*next), Duration::ZERO);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Forgets queued input (the task stops; its next owner reads it again).
+    pub(super) fn drop_input(&mut self) {
+        let queued: u64 = self.queue.drain(..).map(|r| r.len() as u64).sum();
+        self.flow.dequeued(queued);
+        self.gated_side.clear();
+    }
+
+    /// Handles records in offset order: source records become elements,
+    /// runner records are data (to a GroupByKey or the stage) or watermarks.
+    fn handle_records(&mut self, records: Vec<InputRecord>, ctx: &mut Context<Self>) {
+        let mut out = ToStage::default();
+        let mut data_records = 0u64;
+        let mut from_sources = false;
+        for r in records {
+            let Some(route) = self.cfg.inputs.get_mut(&r.topic) else {
+                return self.fail(ctx, format!("task {} got a record of unexpected topic {}", self.cfg.task, r.topic));
+            };
+            if let Some(src) = route.source.as_mut() {
+                match src.element(&r) {
+                    Err(e) => return self.fail(ctx, e),
+                    // The bounded read is over: neither processed nor committed.
+                    Ok(None) => continue,
+                    Ok(Some(element)) => {
+                        data_records += 1;
+                        from_sources = true;
+                        let source = route.source_transform.clone();
+                        if let Err(e) = self.to_stage(&mut out, &source, vec![element]) {
+                            return self.fail(ctx, e);
+                        }
+                    }
+                }
+                self.handed.insert((r.topic, r.partition), r.offset + 1);
+                continue;
+            }
+            let record = match envelope::decode(r.payload.as_deref().unwrap_or_default()) {
+                Ok(rec) => rec,
+                Err(e) => return self.fail(ctx, format!("{e} ({}[{}] offset {})", r.topic, r.partition, r.offset)),
+            };
+            match record {
+                Record::Data(value) => {
+                    data_records += 1;
+                    let mut ready = Vec::new();
+                    match route.gbk.as_mut() {
+                        Some(gbk) => {
+                            if let Err(e) = gbk.add(&value, &mut ready) {
+                                return self.fail(ctx, format!("GroupByKey in task {}: {e}", self.cfg.task));
+                            }
+                        }
+                        None => ready.push(value),
+                    }
+                    let source = route.source_transform.clone();
+                    if let Err(e) = self.to_stage(&mut out, &source, ready) {
+                        return self.fail(ctx, e);
+                    }
+                }
+                Record::Watermark { wm, source, partition, total } => {
+                    self.send(std::mem::take(&mut out));
+                    self.handed.insert((r.topic.clone(), r.partition), r.offset + 1);
+                    // Upstreams are told apart per topic: one sub-topology may
+                    // write several topics this task reads.
+                    let upstream = upstream_key(&r.topic, &source);
+                    if let Some(new) = self.input_watermark.report(&upstream, partition, total, wm) {
+                        self.on_input_watermark(new);
+                    }
+                }
+            }
+            self.handed.insert((r.topic, r.partition), r.offset + 1);
+        }
+        self.send(out);
+        if from_sources {
+            self.update_source_watermarks();
+        }
+        instruments().elements_in.add(data_records, &[]);
+    }
+
+    /// Sends what was collected for the stage.
+    pub(super) fn send(&mut self, out: ToStage) {
+        if let Some(e) = out.message {
+            self.stage.do_send(e);
+        }
+    }
+
+    /// Adds elements for the stage: at once, or, for a stage with side
+    /// inputs, once the side windows each element needs are complete.
+    pub(super) fn to_stage(&mut self, out: &mut ToStage, source: &str, elements: Vec<Vec<u8>>) -> Result<(), String> {
+        if self.cfg.side_inputs.is_empty() {
+            self.push(out, source, elements);
+            return Ok(());
+        }
+        let coder = self.window_coders.get(source).ok_or_else(|| format!("no window coder for {source}"))?.clone();
+        let mut ready = Vec::new();
+        for element in elements {
+            let h = held_element(&coder, source.to_string(), element)?;
+            if h.windows.iter().all(|w| self.side_ready(w)) {
+                ready.push(h.element);
+            } else {
+                self.held.hold(h);
+            }
+        }
+        self.push(out, source, ready);
+        Ok(())
+    }
+
+    /// Appends elements, keeping consecutive elements of one data source in
+    /// one message; counts them as in flight.
+    fn push(&mut self, out: &mut ToStage, source: &str, ready: Vec<Vec<u8>>) {
+        if ready.is_empty() {
+            return;
+        }
+        self.flow.sent(ready.len() as u64);
+        match &mut out.message {
+            Some(e) if e.source_transform == source => e.elements.extend(ready),
+            _ => {
+                if let Some(e) = out.message.take() {
+                    self.stage.do_send(e);
+                }
+                out.message = Some(Elements { source_transform: source.to_string(), elements: ready });
+            }
+        }
+    }
+
+    /// Whether every side input is complete for main-input window `w`.
+    fn side_ready(&self, w: &Window) -> bool {
+        self.cfg.side_inputs.iter().all(|s| {
+            let wm = self.side_watermarks.get(&s.topic).map_or(Watermark::NegInf, |m| m.current());
+            s.windowing.ready(w, wm)
+        })
+    }
+
+    /// Sends the stage every held element whose side windows are now complete.
+    fn release_held(&mut self) {
+        let (specs, wms) = (&self.cfg.side_inputs, &self.side_watermarks);
+        let ready = |w: &Window| specs.iter().all(|s| s.windowing.ready(w, wms.get(&s.topic).map_or(Watermark::NegInf, |m| m.current())));
+        let released = self.held.release(ready);
+        let mut out = ToStage::default();
+        for h in released {
+            self.push(&mut out, &h.source, vec![h.element]);
+        }
+        self.send(out);
+    }
+
+    /// A record of a side topic: contents, or its watermark.
+    pub(super) fn side_record(&mut self, r: SideRecord, ctx: &mut Context<Self>) {
+        let record = match envelope::decode(&r.payload) {
+            Ok(rec) => rec,
+            Err(e) => return self.fail(ctx, format!("{e} (side input topic {})", r.topic)),
+        };
+        match record {
+            Record::Data(value) => {
+                if let Some(data) = &self.cfg.side_data {
+                    if let Err(e) = data.add(&r.topic, &value) {
+                        return self.fail(ctx, format!("task {}: {e}", self.cfg.task));
+                    }
+                }
+            }
+            Record::Watermark { wm, source, partition, total } => {
+                let advanced = self.side_watermarks.get_mut(&r.topic).and_then(|m| m.report(&source, partition, total, wm));
+                if advanced.is_some() {
+                    self.release_held();
+                }
+            }
+        }
+    }
+
+    /// Opens the input again once a cycle's timers fired: side records put
+    /// aside first, then queued records as room allows.
+    pub(super) fn ungate(&mut self, ctx: &mut Context<Self>) {
+        if !self.gated {
+            return;
+        }
+        self.gated = false;
+        while let Some(r) = self.gated_side.pop_front() {
+            if !self.lifecycle.is_running() {
+                return;
+            }
+            self.side_record(r, ctx);
+        }
+        self.pump(ctx);
+    }
+}
+
+/// A held element: its windows and timestamp read with `coder`.
+pub(super) fn held_element(coder: &Coder, source: String, element: Vec<u8>) -> Result<Held, String> {
+    let h = windowed::split(&element, coder)?;
+    let windows = h.windows.iter().map(|w| Window::decode(w, coder)).collect::<Result<Vec<_>, _>>()?;
+    let timestamp = h.timestamp;
+    Ok(Held { source, element, timestamp, windows })
+}

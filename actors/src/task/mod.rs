@@ -1,0 +1,377 @@
+//! The task supervisor: owns one partition of its sub-topology's input topics,
+//! runs the GroupByKeys in front of its stage, tracks the input watermark, and
+//! owns the commit: it asks the stage to flush, and only after every bundle
+//! before that point finished (its outputs acknowledged by Kafka) does it
+//! report its output watermark downstream and commit the offsets it had
+//! handed over.
+//!
+//! The decisions live in `beam_kafka_runtime::task` (lifecycle, commit
+//! cycle, flow control); this actor feeds them events and does the I/O.
+//! Its handlers are split by concern: `input` (records, flow control, side
+//! inputs), `cycle` (flush, write, commit), `timers` and `sources`.
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use actix::prelude::*;
+use beam_kafka_proto::pipeline::MonitoringInfo;
+use beam_kafka_runtime::coder::Coder;
+use beam_kafka_runtime::gbk::GroupByKey;
+use beam_kafka_runtime::held::HeldElements;
+use beam_kafka_runtime::task::cycle::Cycles;
+use beam_kafka_runtime::task::flow::{FlowControl, FlowLimits};
+use beam_kafka_runtime::task::lifecycle::{Lifecycle, TaskState};
+use beam_kafka_runtime::task::stats::DurationStats;
+use beam_kafka_runtime::timers::Timers;
+use beam_kafka_runtime::timestamp::Watermark;
+use beam_kafka_runtime::topology::TaskId;
+use beam_kafka_runtime::user_state::UserState;
+use beam_kafka_runtime::watermark::InputWatermark;
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::job::TimerFamilySpec;
+use crate::kafka::producer::KafkaProducer;
+use crate::kafka::rebalance::JobConsumer;
+use crate::kafka::transaction;
+use crate::messages::{InputRecord, RecordBatch, Shutdown, StageEvent};
+use crate::side_inputs::{SideInputSpec, SideInputs, SideRecord};
+use crate::source::SourceRoute;
+use crate::stage::StageActor;
+use crate::store::TaskStore;
+
+mod cycle;
+mod input;
+mod sources;
+mod timers;
+
+pub use sources::{upstream_key, SOURCE_UPSTREAM};
+
+/// What tasks report to the job.
+#[derive(Debug)]
+pub enum TaskEvent {
+    Finished(TaskId),
+    /// The task stopped without finishing: fenced by another owner, or its
+    /// transaction aborted. What it did not commit must be read again; the
+    /// job restarts it from its last commit if its partitions are still here.
+    Stopped { task: TaskId, incarnation: u64, reason: String },
+    /// The job cannot go on; the text is for the user.
+    Failed(String),
+    Metrics(Vec<MonitoringInfo>),
+    CommittedMetrics(Vec<MonitoringInfo>),
+    /// Something the user should hear about.
+    Info(String),
+}
+
+/// How records of one input topic reach the stage.
+pub struct InputRoute {
+    /// The stage's data source for this input.
+    pub source_transform: String,
+    /// The GroupByKey the records pass through first, if any.
+    pub gbk: Option<GroupByKey>,
+    /// Set for a user topic read by ReadFromKafka: its records are Kafka
+    /// records, not envelopes, and the task keeps their watermark itself.
+    pub source: Option<SourceRoute>,
+    /// How the windows of its elements (as they reach the stage) are encoded.
+    pub window_coder: Coder,
+    /// Its windowing's allowed lateness: state of a window is dropped once
+    /// the input watermark passed the window's end by this much.
+    pub allowed_lateness: i64,
+}
+
+/// A topic this task reports its output watermark to.
+pub struct WatermarkTarget {
+    pub topic: String,
+    pub partitions: u32,
+}
+
+/// A task's state as restored from its changelog before it starts.
+pub struct RestoredState {
+    pub input_watermark: InputWatermark,
+    /// The watermark entry as stored (empty if none).
+    pub watermark_snapshot: Vec<u8>,
+    /// The local copy of the task's state, current to `changelog_next`.
+    pub store: TaskStore,
+    pub changelog_next: i64,
+    /// Main-input elements that were waiting for side inputs: (sequence,
+    /// data source, element).
+    pub held: Vec<(u64, String, Vec<u8>)>,
+    /// Pending timers of its stateful ParDos.
+    pub timers: Timers,
+}
+
+pub struct TaskConfig {
+    pub task: TaskId,
+    /// Which start of the task this is in this process (a restarted or
+    /// reassigned task is a new incarnation; stale events are ignored).
+    pub incarnation: u64,
+    /// This task's identity in its watermark reports, and its sub-topology's size.
+    pub report_source: String,
+    pub total_partitions: u32,
+    pub inputs: HashMap<String, InputRoute>,
+    pub targets: Vec<WatermarkTarget>,
+    pub commit_interval: Duration,
+    /// How much work may wait in the stage and in the task.
+    pub flow: FlowLimits,
+    /// The changelog topic of the task's durable state (partition = task's).
+    pub state_topic: String,
+    /// exactly_once: the task's producer is transactional, and a cycle ends
+    /// with a transaction commit instead of a consumer offset commit.
+    pub transactional: bool,
+    /// Where the task starts reading each input partition (its last commit).
+    pub starts: BTreeMap<(String, i32), i64>,
+    /// The side inputs of its stage, and their contents (read by its own
+    /// side-topic readers, served to its bundles).
+    pub side_inputs: Vec<SideInputSpec>,
+    pub side_data: Option<Arc<SideInputs>>,
+    /// The user state of its stateful ParDos (changed by its bundles).
+    pub user_state: Option<Arc<Mutex<UserState>>>,
+    /// Their timer families.
+    pub timer_specs: Vec<TimerFamilySpec>,
+}
+
+pub struct TaskSupervisor {
+    cfg: TaskConfig,
+    stage: Addr<StageActor>,
+    lifecycle: Lifecycle,
+    cycles: Cycles,
+    flow: FlowControl,
+    input_watermark: InputWatermark,
+    reported: Watermark,
+    consumer: Arc<JobConsumer>,
+    producer: Arc<KafkaProducer>,
+    events: UnboundedSender<TaskEvent>,
+    /// Records taken from Kafka, waiting for room in the stage.
+    queue: VecDeque<Vec<InputRecord>>,
+    /// The offset after the last record received per partition: later
+    /// copies of a record (a pause can deliver one twice) are dropped, and a
+    /// resumed partition is sought here.
+    received: BTreeMap<(String, i32), i64>,
+    /// Next offset to commit per (topic, partition): handed to the stage or a GroupByKey.
+    handed: BTreeMap<(String, i32), i64>,
+    committed: BTreeMap<(String, i32), i64>,
+    /// Metrics of finished bundles not yet covered by a commit.
+    uncommitted_metrics: Vec<MonitoringInfo>,
+    /// The watermark state last written to the changelog.
+    written_watermark_state: Vec<u8>,
+    store: TaskStore,
+    /// The changelog offset after the last committed state change.
+    changelog_next: i64,
+    /// Late drops already warned about, per GroupByKey input topic.
+    dropped_warned: HashMap<String, u64>,
+    /// Main-input elements waiting for side-input windows.
+    held: HeldElements,
+    /// The watermark of each side topic.
+    side_watermarks: HashMap<String, InputWatermark>,
+    /// The window coder of each stage data source, to read element windows.
+    window_coders: HashMap<String, Coder>,
+    /// Pending timers; fired when a commit cycle's flush completed.
+    timers: Timers,
+    /// Input waits while a cycle of a stage with timers decides which fire
+    /// (side records are put aside meanwhile).
+    gated: bool,
+    gated_side: VecDeque<SideRecord>,
+    /// How long the stage's bundles took.
+    bundle_durations: DurationStats,
+}
+
+impl TaskSupervisor {
+    pub fn new(
+        cfg: TaskConfig,
+        stage: Addr<StageActor>,
+        consumer: Arc<JobConsumer>,
+        producer: Arc<KafkaProducer>,
+        events: UnboundedSender<TaskEvent>,
+        restored: RestoredState,
+    ) -> Self {
+        let dropped_warned = sources::cfg_dropped(&cfg);
+        let window_coders: HashMap<String, Coder> =
+            cfg.inputs.values().map(|r| (r.source_transform.clone(), r.window_coder.clone())).collect();
+        let mut side_watermarks = HashMap::new();
+        for s in &cfg.side_inputs {
+            side_watermarks.entry(s.topic.clone()).or_insert_with(|| InputWatermark::new([s.upstream.clone()]));
+        }
+        let mut held = HeldElements::default();
+        for (seq, source, element) in restored.held {
+            // Unreadable ones were refused when the task's state was restored.
+            if let Some(h) = window_coders.get(&source).and_then(|c| input::held_element(c, source.clone(), element).ok()) {
+                held.restore(seq, h);
+            }
+        }
+        // Its state was restored before it was created.
+        let mut lifecycle = Lifecycle::new();
+        let _ = lifecycle.transition(TaskState::Restoring);
+        let _ = lifecycle.transition(TaskState::Running);
+        TaskSupervisor {
+            timers: restored.timers,
+            gated: false,
+            gated_side: VecDeque::new(),
+            input_watermark: restored.input_watermark,
+            written_watermark_state: restored.watermark_snapshot,
+            store: restored.store,
+            changelog_next: restored.changelog_next,
+            flow: FlowControl::new(cfg.flow),
+            received: cfg.starts.clone(),
+            cfg,
+            stage,
+            lifecycle,
+            cycles: Cycles::new(),
+            reported: Watermark::NegInf,
+            consumer,
+            producer,
+            events,
+            queue: VecDeque::new(),
+            handed: BTreeMap::new(),
+            committed: BTreeMap::new(),
+            uncommitted_metrics: Vec::new(),
+            // Drops of earlier incarnations were warned about by them.
+            dropped_warned,
+            held,
+            side_watermarks,
+            window_coders,
+            bundle_durations: DurationStats::default(),
+        }
+    }
+
+    /// Stops without committing: aborts the open transaction, gives back
+    /// bounded-read budget taken since the last commit, and tells the job.
+    fn stop_uncommitted(&mut self, ctx: &mut Context<Self>, reason: String) {
+        if !self.lifecycle.stop(TaskState::Suspended) {
+            return;
+        }
+        self.drop_input();
+        self.refund_sources();
+        if self.cfg.transactional {
+            let producer = self.producer.clone();
+            tokio::task::spawn_blocking(move || {
+                use rdkafka::producer::Producer;
+                let _ = producer.abort_transaction(Duration::from_secs(10));
+            });
+        }
+        let _ = self.events.send(TaskEvent::Stopped { task: self.cfg.task, incarnation: self.cfg.incarnation, reason });
+        ctx.stop();
+    }
+
+    /// Whether an error comes from this task's producer having been fenced.
+    fn fenced(&self, error: &str) -> bool {
+        self.cfg.transactional && (transaction::is_fenced(error) || transaction::producer_fenced(&self.producer))
+    }
+
+    fn refund_sources(&mut self) {
+        for route in self.cfg.inputs.values_mut() {
+            if let Some(src) = route.source.as_mut() {
+                src.refund_uncommitted();
+            }
+        }
+    }
+
+    fn fail(&mut self, ctx: &mut Context<Self>, error: String) {
+        if self.lifecycle.stop(TaskState::Closed) {
+            self.drop_input();
+            let _ = self.events.send(TaskEvent::Failed(error));
+        }
+        ctx.stop();
+    }
+
+    /// The output watermark: the input watermark, held back by data buffered
+    /// in GroupByKeys, elements waiting for side inputs and pending timers.
+    fn output_watermark(&self) -> Watermark {
+        let hold = self.cfg.inputs.values().filter_map(|r| r.gbk.as_ref()).map(|g| g.hold()).min().unwrap_or(Watermark::PosInf);
+        self.input_watermark.current().min(hold).min(self.held.hold_watermark()).min(self.timers.hold())
+    }
+
+    /// What a task says about itself when it ends: how its cycles and
+    /// bundles went and how often its input was paused.
+    fn report_flow(&self, how: &str) {
+        let (c, b) = (&self.cycles.durations, &self.bundle_durations);
+        tracing::info!(
+            task = %self.cfg.task,
+            "task {how}: {} commit cycle(s), longest {} ms, median {} ms; {} bundle(s), longest {} ms, median {} ms; input paused {} time(s)",
+            c.count(), c.max(), c.median(), b.count(), b.max(), b.median(), self.flow.pauses
+        );
+    }
+}
+
+impl Actor for TaskSupervisor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        if self.cfg.inputs.values().any(|r| r.source.is_some()) {
+            ctx.run_interval(sources::SOURCE_TICK, |act, _| act.tick_sources());
+        }
+        ctx.run_interval(self.cfg.commit_interval, |act, _| {
+            if act.handed != act.committed || act.output_watermark() > act.reported || act.timers_due() {
+                act.request_flush();
+            }
+        });
+        // Closed windows of a restored GroupByKey fire as room allows.
+        self.pump(ctx);
+    }
+}
+
+impl Handler<RecordBatch> for TaskSupervisor {
+    type Result = ();
+
+    fn handle(&mut self, batch: RecordBatch, ctx: &mut Context<Self>) {
+        self.enqueue(batch.records, ctx);
+    }
+}
+
+impl Handler<SideRecord> for TaskSupervisor {
+    type Result = ();
+
+    fn handle(&mut self, r: SideRecord, ctx: &mut Context<Self>) {
+        if !self.lifecycle.is_running() {
+            return;
+        }
+        if self.gated {
+            return self.gated_side.push_back(r);
+        }
+        self.side_record(r, ctx);
+    }
+}
+
+impl Handler<StageEvent> for TaskSupervisor {
+    type Result = ();
+
+    fn handle(&mut self, ev: StageEvent, ctx: &mut Context<Self>) {
+        match ev {
+            StageEvent::Metrics(infos) => {
+                self.uncommitted_metrics.extend(infos.iter().cloned());
+                let _ = self.events.send(TaskEvent::Metrics(infos));
+            }
+            StageEvent::Processed { elements, millis } => {
+                self.bundle_durations.record(millis);
+                self.flow.processed(elements);
+                self.pump(ctx);
+            }
+            // A write refused because a newer owner fenced this task is a
+            // move, not a failure.
+            StageEvent::Failed { error } if self.fenced(&error) => self.stop_uncommitted(ctx, error),
+            StageEvent::Failed { error } => self.fail(ctx, error),
+            StageEvent::TimersSet(set) => {
+                if let Err(e) = self.apply_timers(set) {
+                    self.fail(ctx, format!("task {}: {e}", self.cfg.task));
+                }
+            }
+            StageEvent::Flushed { id } => self.on_flushed(id, ctx),
+        }
+    }
+}
+
+impl Handler<Shutdown> for TaskSupervisor {
+    type Result = ();
+
+    fn handle(&mut self, _: Shutdown, ctx: &mut Context<Self>) {
+        self.stage.do_send(Shutdown);
+        if self.lifecycle.is_running() {
+            self.refund_sources();
+            self.report_flow("shut down");
+        }
+        let _ = self.lifecycle.transition(TaskState::Closed);
+        // A clean close: the store holds exactly the committed changes.
+        if let Err(e) = self.store.write_checkpoint(self.changelog_next) {
+            tracing::warn!(task = %self.cfg.task, "{e}; the next start rebuilds the store from the changelog");
+        }
+        ctx.stop();
+    }
+}

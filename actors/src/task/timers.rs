@@ -1,0 +1,95 @@
+//! Timers of a task's stateful ParDos: which are due, firing them inside a
+//! commit cycle, applying what bundles set, and expiring user state.
+use std::collections::HashMap;
+
+use beam_kafka_fnapi::TimerFamily;
+use beam_kafka_runtime::timers::TimerCodec;
+use beam_kafka_runtime::timestamp::Watermark;
+use beam_kafka_runtime::windowed::Window;
+
+use super::cycle::now_millis;
+use super::TaskSupervisor;
+use crate::messages::FireTimers;
+
+impl TaskSupervisor {
+    /// The watermark the stage's timers see: the input watermark, held back
+    /// by closed GroupByKey windows not yet handed to the stage (their panes
+    /// would arrive behind it).
+    pub(super) fn stage_watermark(&self) -> Watermark {
+        let closed = self.cfg.inputs.values().filter_map(|r| r.gbk.as_ref()).map(|g| g.closed_hold()).min().unwrap_or(Watermark::PosInf);
+        self.input_watermark.current().min(closed)
+    }
+
+    /// Sends the stage every timer now due (in fire-time order). Called when
+    /// a flush completed, so every timer the bundles before it set or
+    /// cleared is known (a timer decided on earlier could fire twice); the
+    /// cycle then flushes again, and the timers' removal commits with what
+    /// their firing produced. At the end of input every timer fires.
+    pub(super) fn fire_due_timers(&mut self) -> bool {
+        if self.timers.is_empty() {
+            return false;
+        }
+        let input = self.stage_watermark();
+        let now = if input == Watermark::PosInf { i64::MAX } else { now_millis() };
+        let due = self.timers.take_due(input, now);
+        if due.is_empty() {
+            return false;
+        }
+        let mut per_family: Vec<(TimerFamily, Vec<u8>)> = Vec::new();
+        for (id, t) in due {
+            let family = (id.transform.clone(), id.family.clone());
+            let mut bytes = Vec::new();
+            TimerCodec::encode_firing(&id, &t.times, &mut bytes);
+            match per_family.last_mut() {
+                Some((f, b)) if *f == family => b.extend_from_slice(&bytes),
+                _ => per_family.push((family, bytes)),
+            }
+        }
+        tracing::debug!(task = %self.cfg.task, "firing timers at input watermark {input:?}: {:?}", per_family.iter().map(|(f, b)| (f, b.len())).collect::<Vec<_>>());
+        self.stage.do_send(FireTimers { timers: per_family });
+        true
+    }
+
+    /// Whether a timer is due now (to start a cycle that fires it).
+    pub(super) fn timers_due(&self) -> bool {
+        let input = self.stage_watermark();
+        let hold = self.timers.hold();
+        let event_due = match (input, hold) {
+            (Watermark::PosInf, _) => !self.timers.is_empty(),
+            (Watermark::At(w), Watermark::At(h)) => h < w,
+            _ => false,
+        };
+        event_due || self.timers.next_processing_time().is_some_and(|t| t <= now_millis())
+    }
+
+    /// Applies the timers a bundle set or cleared.
+    pub(super) fn apply_timers(&mut self, set: HashMap<TimerFamily, Vec<u8>>) -> Result<(), String> {
+        for ((transform, family), bytes) in set {
+            let spec = self
+                .cfg
+                .timer_specs
+                .iter()
+                .find(|t| t.transform == transform && t.family == family)
+                .ok_or_else(|| format!("the harness set timers of an unknown family {family} of {transform}"))?;
+            let settings = spec.codec.decode_all(&bytes).map_err(|e| format!("timers of {family} of {transform}: {e}"))?;
+            tracing::debug!(task = %self.cfg.task, "timers set: {:?}", settings.iter().map(|s| (&s.tag, s.set.as_ref().map(|t| (t.fire, t.hold)))).collect::<Vec<_>>());
+            self.timers.apply(&transform, &family, spec.domain, settings);
+        }
+        Ok(())
+    }
+
+    /// Drops user state of windows the watermark has passed (end of window
+    /// plus allowed lateness), except where a timer of the window is still
+    /// to fire and read it. At the end of input nothing is dropped: the last
+    /// timers fire after it.
+    pub(super) fn expire_user_state(&self, wm: Watermark) {
+        let (Some(user), Some(route)) = (&self.cfg.user_state, self.cfg.inputs.values().next()) else { return };
+        let Watermark::At(w) = wm.min(self.stage_watermark()) else { return };
+        let (coder, lateness) = (&route.window_coder, route.allowed_lateness);
+        let timers = &self.timers;
+        user.lock().expect("user state lock").expire(|cell| {
+            !timers.pending_in(&cell.transform, &cell.window)
+                && Window::decode(&cell.window, coder).is_ok_and(|win| win.max_timestamp().saturating_add(lateness) < w)
+        });
+    }
+}

@@ -1,0 +1,165 @@
+//! Flow control between a task's input and its stage: how much work may be
+//! in flight, and when the task's partitions must stop or start fetching.
+//!
+//! Two bounds, both counted in elements:
+//! - **in flight**: elements handed to the stage whose bundle has not
+//!   finished. Nothing more is handed over once it reaches its limit, so a
+//!   commit cycle's flush waits for at most that much work, never for a
+//!   backlog.
+//! - **queued**: records taken from Kafka that wait in the task because the
+//!   stage is full. Past a high mark the task's partitions are paused; below
+//!   the low mark they are resumed. What librdkafka had already fetched still
+//!   arrives and is queued, so memory is bounded by the high mark plus one
+//!   fetch.
+
+/// The limits of one task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlowLimits {
+    /// Elements in the stage (its open, queued and running bundles) at most.
+    pub max_in_flight: u64,
+    /// Queued input records at which the partitions are paused.
+    pub pause_at: u64,
+    /// Queued input records at or below which they are resumed.
+    pub resume_at: u64,
+}
+
+impl FlowLimits {
+    /// Two bundles in flight (one running, the next one filling, so the
+    /// harness never waits for the runner) and two polls' worth of queued
+    /// input before the partitions pause.
+    pub fn for_bundles(max_bundle_size: u64, records_per_poll: u64) -> FlowLimits {
+        let max_in_flight = max_bundle_size.saturating_mul(2).max(1);
+        let pause_at = records_per_poll.saturating_mul(2).max(1);
+        FlowLimits { max_in_flight, pause_at, resume_at: pause_at / 4 }
+    }
+}
+
+/// What the task must do to its partitions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlowCommand {
+    Pause,
+    Resume,
+}
+
+#[derive(Debug)]
+pub struct FlowControl {
+    limits: FlowLimits,
+    in_flight: u64,
+    queued: u64,
+    paused: bool,
+    /// Times the partitions were paused, for the task's report.
+    pub pauses: u64,
+}
+
+impl FlowControl {
+    pub fn new(limits: FlowLimits) -> FlowControl {
+        FlowControl { limits, in_flight: 0, queued: 0, paused: false, pauses: 0 }
+    }
+
+    /// How many more elements the stage may be given now.
+    pub fn room(&self) -> u64 {
+        self.limits.max_in_flight.saturating_sub(self.in_flight)
+    }
+
+    pub fn has_room(&self) -> bool {
+        self.room() > 0
+    }
+
+    pub fn in_flight(&self) -> u64 {
+        self.in_flight
+    }
+
+    pub fn queued(&self) -> u64 {
+        self.queued
+    }
+
+    pub fn is_paused(&self) -> bool {
+        self.paused
+    }
+
+    /// Elements were handed to the stage (may overshoot `room` by what one
+    /// input record produced: a record is never split).
+    pub fn sent(&mut self, elements: u64) {
+        self.in_flight += elements;
+    }
+
+    /// A bundle of the stage finished with this many of them.
+    pub fn processed(&mut self, elements: u64) {
+        self.in_flight = self.in_flight.saturating_sub(elements);
+    }
+
+    /// Records were put in the task's queue.
+    pub fn enqueued(&mut self, records: u64) {
+        self.queued += records;
+    }
+
+    /// Records left the queue (handled, or dropped when the task stops).
+    pub fn dequeued(&mut self, records: u64) {
+        self.queued = self.queued.saturating_sub(records);
+    }
+
+    /// Whether to pause or resume the partitions now. Called after every
+    /// change; says each transition once.
+    pub fn decide(&mut self) -> Option<FlowCommand> {
+        if !self.paused && self.queued >= self.limits.pause_at {
+            self.paused = true;
+            self.pauses += 1;
+            return Some(FlowCommand::Pause);
+        }
+        if self.paused && self.queued <= self.limits.resume_at {
+            self.paused = false;
+            return Some(FlowCommand::Resume);
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flow() -> FlowControl {
+        FlowControl::new(FlowLimits { max_in_flight: 10, pause_at: 8, resume_at: 2 })
+    }
+
+    #[test]
+    fn room_shrinks_with_elements_in_flight_and_returns_when_bundles_finish() {
+        let mut f = flow();
+        assert_eq!(f.room(), 10);
+        f.sent(7);
+        assert_eq!(f.room(), 3);
+        f.sent(5); // one record's output is never split
+        assert_eq!(f.room(), 0);
+        assert!(!f.has_room());
+        f.processed(7);
+        assert_eq!(f.room(), 5);
+        f.processed(100);
+        assert_eq!(f.in_flight(), 0);
+    }
+
+    #[test]
+    fn partitions_pause_at_the_high_mark_and_resume_at_the_low_mark_once_each() {
+        let mut f = flow();
+        f.enqueued(5);
+        assert_eq!(f.decide(), None);
+        f.enqueued(3);
+        assert_eq!(f.decide(), Some(FlowCommand::Pause));
+        assert_eq!(f.decide(), None, "said once");
+        f.enqueued(4); // fetched before the pause took effect
+        assert_eq!(f.decide(), None);
+        f.dequeued(9);
+        assert_eq!(f.decide(), None, "3 queued is above the low mark");
+        f.dequeued(1);
+        assert_eq!(f.decide(), Some(FlowCommand::Resume));
+        assert_eq!(f.decide(), None);
+        assert_eq!(f.pauses, 1);
+    }
+
+    #[test]
+    fn limits_follow_the_bundle_size_and_poll_size() {
+        let l = FlowLimits::for_bundles(1000, 500);
+        assert_eq!(l, FlowLimits { max_in_flight: 2000, pause_at: 1000, resume_at: 250 });
+        let tiny = FlowLimits::for_bundles(0, 0);
+        assert!(tiny.max_in_flight >= 1 && tiny.pause_at >= 1);
+    }
+}
