@@ -214,6 +214,25 @@ class Proc:
     # setpriv execs the command in place: the pid stays the measured one.
     self.proc = subprocess.Popen(_with_parent(cmd), stdout=self.log, stderr=subprocess.STDOUT,
                                  stdin=subprocess.DEVNULL)
+    # RSS over time (MB, one reading a second): a flat line under a backlog
+    # is the point of flow control, and a peak alone does not show it.
+    self.rss_series = []
+    threading.Thread(target=self._sample_rss, daemon=True).start()
+
+  def _sample_rss(self):
+    while self.proc.poll() is None:
+      try:
+        self.rss_series.append(round(procstat.rss_mb(self.proc.pid)))
+      except OSError:
+        return
+      time.sleep(1)
+
+  def rss_summary(self):
+    """Every 10th second's RSS and the largest, e.g. '45 120 130 131 (max 140)'."""
+    if not self.rss_series:
+      return ''
+    return '%s (max %d, %d s)' % (' '.join(str(x) for x in self.rss_series[::10]), max(self.rss_series),
+                                  len(self.rss_series))
 
   def cpu_seconds(self):
     return procstat.cpu_seconds(self.proc.pid)
@@ -382,7 +401,7 @@ class BeamKafkaJob:
   def stop(self):
     sdk = time.process_time() - self.sdk0
     m = {'runner_cpu_s': self.proc.cpu_seconds() - self.cpu0, 'runner_peak_rss_mb': self.proc.peak_rss_mb(),
-         'sdk_cpu_s': sdk}
+         'sdk_cpu_s': sdk, 'runner_rss_series_mb': self.proc.rss_summary()}
     if self.ended != 'DONE':
       try:
         self.result.cancel()

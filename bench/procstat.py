@@ -22,6 +22,14 @@ def peak_rss_mb(pid):
   return float('nan')
 
 
+def rss_mb(pid):
+  """The current resident set size."""
+  for line in Path('/proc/%d/status' % pid).read_text().splitlines():
+    if line.startswith('VmRSS:'):
+      return int(line.split()[1]) / 1024
+  return float('nan')
+
+
 def reset_peak_rss(pid):
   """Makes VmHWM the current RSS, so the next peak read is the next job's own."""
   try:

@@ -78,3 +78,38 @@ def test_session_windows_merge(job_server, broker, tmp_path, collector):
 class _WithWindow(beam.DoFn):
   def process(self, kv, w=beam.DoFn.WindowParam):
     yield '%s@%d-%d=%s' % (kv[0], int(w.start), int(w.end), kv[1])
+
+
+@pytest.mark.parametrize('streaming', [False, True])
+def test_combine_globally_with_fanout(job_server, broker, tmp_path, collector, streaming):
+  # The fanout's Flatten joins both sides of a GroupByKey: planned once as a
+  # sub-topology reading its own shuffle topic, it never finished.
+  def build(p):
+    _ = (
+        p
+        | beam.Create(list(range(50)))
+        | beam.CombineGlobally(sum).with_fanout(fanout=3)
+        | beam.Map(collector.recorder()))
+
+  _run(job_server, broker, tmp_path, build,
+       ['--internal_parallelism=2'] + (['--streaming'] if streaming else []))
+  assert collector.lines() == [str(sum(range(50)))]
+
+
+@pytest.mark.parametrize('streaming', [False, True])
+def test_combine_per_key_with_hot_key_fanout(job_server, broker, tmp_path, collector, streaming):
+  def build(p):
+    _ = (
+        p
+        | beam.Create([('hot' if i % 4 else 'k%d' % (i % 3), i) for i in range(120)])
+        | beam.CombinePerKey(sum).with_hot_key_fanout(lambda key: 4 if key == 'hot' else 0)
+        | beam.MapTuple(lambda k, s: '%s=%d' % (k, s))
+        | beam.Map(collector.recorder()))
+
+  _run(job_server, broker, tmp_path, build,
+       ['--internal_parallelism=2'] + (['--streaming'] if streaming else []))
+  sums = {}
+  for i in range(120):
+    k = 'hot' if i % 4 else 'k%d' % (i % 3)
+    sums[k] = sums.get(k, 0) + i
+  assert sorted(collector.lines()) == sorted('%s=%d' % kv for kv in sums.items())

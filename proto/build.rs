@@ -27,10 +27,7 @@ fn beam_proto_dir(manifest: &Path) -> PathBuf {
         return PathBuf::from(dir);
     }
     let script = manifest.join("../scripts/beam-protos.sh");
-    let out = Command::new("bash")
-        .arg(&script)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+    let out = Command::new("bash").arg(&script).output().unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
     if !out.status.success() {
         panic!(
             "{} failed; Beam's protos are fetched from Maven Central at build time:\n{}",

@@ -29,6 +29,11 @@ if ((${#missing[@]})); then
   $SUDO apt-get update -qq >&2
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
 fi
+# The tests check formatting and lints: rustup's minimal profile lacks both.
+if command -v rustup >/dev/null && ! { cargo fmt --version && cargo clippy --version; } >/dev/null 2>&1; then
+  log "adding the rustfmt and clippy components"
+  rustup component add rustfmt clippy >&2 || log "warning: could not add rustfmt and clippy; the lint step of scripts/test.sh will fail"
+fi
 for tool in cargo python3 java javac mvn; do
   command -v "$tool" >/dev/null || die "$tool is needed and not installed (Rust from rustup, Python 3.9+, Java 17+, Maven)"
 done

@@ -21,6 +21,10 @@ run() {
   return "$rc"
 }
 
+# House rules: formatted, and no clippy warning.
+log "cargo fmt --check and cargo clippy -D warnings"
+lint_rc=0; run lint bash -c "cd '$REPO_ROOT' && cargo fmt --all --check && cargo clippy --locked --workspace --all-targets -- -D warnings" || lint_rc=$?
+
 log "unit tests (cargo test)"
 cargo_rc=0; run cargo bash -c "cd '$REPO_ROOT' && cargo test --locked --workspace" || cargo_rc=$?
 
@@ -64,5 +68,6 @@ skipped=$(( $(sum ignored "$results/cargo.log") + $(sum skipped <(tail -n 1 "$re
 suite_lines | sed 's/^/  /'
 echo "all: $passed passed, $failed failed, $skipped skipped"
 if [[ $bench_rc -ne 0 ]]; then echo "the benchmark smoke run failed (see above)"; fi
-if [[ $cargo_rc -ne 0 || $pytest_rc -ne 0 || $suite_rc -ne 0 || $bench_rc -ne 0 ]]; then exit 1; fi
+if [[ $lint_rc -ne 0 ]]; then echo "cargo fmt or clippy found problems (see above)"; fi
+if [[ $lint_rc -ne 0 || $cargo_rc -ne 0 || $pytest_rc -ne 0 || $suite_rc -ne 0 || $bench_rc -ne 0 ]]; then exit 1; fi
 exit 0

@@ -7,14 +7,14 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use beam_kafka_config::{ProcessingGuarantee, RunnerOptions};
-use beam_kafka_runtime::kafka_io::same_cluster;
 use beam_kafka_fnapi::SdkWorker;
 use beam_kafka_proto::pipeline::MonitoringInfo;
 use beam_kafka_runtime::coder::Coder;
 use beam_kafka_runtime::coders::impulse_element;
-use beam_kafka_runtime::windowing::WindowingSpec;
+use beam_kafka_runtime::kafka_io::same_cluster;
 use beam_kafka_runtime::timestamp::Watermark;
 use beam_kafka_runtime::topology::{changelog_topic, TaskId, TopicKind, TopologyPlan};
+use beam_kafka_runtime::windowing::WindowingSpec;
 use dashmap::DashMap;
 use rdkafka::consumer::Consumer;
 use rdkafka::producer::Producer;
@@ -26,16 +26,16 @@ use crate::kafka::config;
 use crate::kafka::producer::{self as kafka_producer, KafkaProducer, Writes};
 use crate::kafka::rebalance::{JobConsumer, JobContext, Membership};
 use crate::messages::Shutdown;
-use crate::poller::{poll_loop, PollSettings};
 use crate::output::OutputSink;
+use crate::poller::{poll_loop, PollSettings};
 
-use crate::source::SourceInput;
-use beam_kafka_runtime::timers::{TimeDomain, TimerCodec};
 pub use crate::side_inputs::SideInputSpec;
+use crate::source::SourceInput;
 use crate::task::TaskEvent;
 use crate::task_start::{start_assigned, LiveTask};
 use crate::user_io::{resolve_sources, start_kafka_io, KafkaIo};
 use beam_kafka_runtime::kafka_sink::SinkCodec;
+use beam_kafka_runtime::timers::{TimeDomain, TimerCodec};
 
 /// One input topic of a sub-topology, ready to run.
 pub struct InputSpec {
@@ -191,11 +191,10 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
     };
     let (task_tx, mut task_rx) = mpsc::unbounded_channel();
     let routes: Routes = Arc::new(DashMap::new());
-    let settings = PollSettings {
-        max_records: opts.read_max_elements_per_poll as usize,
-        max_wait: Duration::from_millis(opts.read_max_poll_time_ms),
-    };
-    let (poll_consumer, poll_routes, poll_events, poll_generation) = (consumer.clone(), routes.clone(), task_tx.clone(), generation.clone());
+    let settings =
+        PollSettings { max_records: opts.read_max_elements_per_poll as usize, max_wait: Duration::from_millis(opts.read_max_poll_time_ms) };
+    let (poll_consumer, poll_routes, poll_events, poll_generation) =
+        (consumer.clone(), routes.clone(), task_tx.clone(), generation.clone());
     let poller = actix_rt::spawn(async move {
         let reason = poll_loop(poll_consumer, poll_routes, settings, poll_generation).await;
         let _ = poll_events.send(TaskEvent::Failed(reason));
@@ -305,19 +304,17 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
 /// impulse topic whose previous contents were fully consumed.
 async fn bootstrap(admin: &Admin, input: &JobInput) -> Result<(), String> {
     let opts = &input.options;
-    let specs: Vec<TopicSpec> =
-        input
-            .plan
-            .runner_topics()
-            .map(|t| TopicSpec { name: t.name.clone(), partitions: t.partitions, compacted: false, keep_forever: t.kind == TopicKind::Side })
-            .chain(
-            input.plan.sub_topologies.iter().map(|s| TopicSpec {
-                name: changelog_topic(&opts.application_id, s.id),
-                partitions: s.partitions,
-                compacted: true,
-                keep_forever: false,
-            }),
-        ).collect();
+    let specs: Vec<TopicSpec> = input
+        .plan
+        .runner_topics()
+        .map(|t| TopicSpec { name: t.name.clone(), partitions: t.partitions, compacted: false, keep_forever: t.kind == TopicKind::Side })
+        .chain(input.plan.sub_topologies.iter().map(|s| TopicSpec {
+            name: changelog_topic(&opts.application_id, s.id),
+            partitions: s.partitions,
+            compacted: true,
+            keep_forever: false,
+        }))
+        .collect();
     admin.ensure_topics(&specs, opts.topic_replication_factor).await?;
     let mut fresh = Vec::new();
     for topic in input.plan.topics.iter().filter(|t| t.kind == TopicKind::Impulse) {

@@ -5,22 +5,22 @@
 //! batches from Kafka partitions to the mailbox of the task supervisor that
 //! owns them; supervisors feed stage actors, which run bundles on the SDK
 //! harness over the Fn API.
+mod bundle_state;
 pub mod envelope;
 pub mod job;
 pub mod kafka;
 mod messages;
 pub mod output;
 mod poller;
+mod side_inputs;
 mod source;
+mod stage;
 mod state;
 mod store;
-mod stage;
 mod task;
-mod bundle_state;
-mod side_inputs;
 mod task_start;
 mod telemetry;
 mod user_io;
 
-pub use source::SourceInput;
 pub use job::{run_job, JobEvent, JobInput, JobOutcome};
+pub use source::SourceInput;

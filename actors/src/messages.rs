@@ -56,11 +56,18 @@ pub struct Resume;
 #[derive(Message)]
 #[rtype(result = "()")]
 pub enum StageEvent {
-    Flushed { id: u64 },
+    Flushed {
+        id: u64,
+    },
     /// A bundle finished (its outputs acknowledged): how many data elements
     /// it held and how long it took. Gives the task room to send more.
-    Processed { elements: u64, millis: u64 },
-    Failed { error: String },
+    Processed {
+        elements: u64,
+        millis: u64,
+    },
+    Failed {
+        error: String,
+    },
     Metrics(Vec<MonitoringInfo>),
     /// Timers a bundle set or cleared (sent before that bundle counts as
     /// flushed), encoded, per timer family.

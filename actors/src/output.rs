@@ -5,10 +5,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use beam_kafka_runtime::coder::Coder;
+use beam_kafka_runtime::kafka_sink::SinkCodec;
 use beam_kafka_runtime::partition::partition_for;
 use beam_kafka_runtime::timestamp::Watermark;
 use beam_kafka_runtime::windowed;
-use beam_kafka_runtime::kafka_sink::SinkCodec;
 
 use crate::envelope;
 use crate::kafka::producer::{self, KafkaProducer, Writes};
@@ -35,11 +35,7 @@ pub struct KafkaSink {
 
 /// Splits each sink's encoded elements and writes them; returns once Kafka
 /// acknowledged every record.
-pub async fn write_outputs(
-    producer: &KafkaProducer,
-    sinks: &[OutputSink],
-    outputs: HashMap<String, Vec<u8>>,
-) -> Result<(), String> {
+pub async fn write_outputs(producer: &KafkaProducer, sinks: &[OutputSink], outputs: HashMap<String, Vec<u8>>) -> Result<(), String> {
     let writes = Writes::new();
     let mut payload = Vec::new();
     let mut spread = rand_start();

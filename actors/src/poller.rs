@@ -104,10 +104,7 @@ pub async fn poll_loop(
 
 /// Copies a record out of librdkafka's buffer (once).
 fn input_record<M: Message>(m: &M) -> InputRecord {
-    let headers = m
-        .headers()
-        .map(|hs| hs.iter().map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec))).collect())
-        .unwrap_or_default();
+    let headers = m.headers().map(|hs| hs.iter().map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec))).collect()).unwrap_or_default();
     InputRecord {
         topic: m.topic().to_string(),
         partition: m.partition(),

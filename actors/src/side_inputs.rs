@@ -100,7 +100,7 @@ pub struct SideRecord {
 }
 
 /// Reads `topic` (one partition) from its start, committed records only,
-/// and sends every record to `to` until the task stops.
+/// and sends every record to `to` until the task stops, one at a time.
 pub fn read_side_topic(opts: &RunnerOptions, topic: &str, to: Recipient<SideRecord>) -> Result<(), String> {
     let consumer: StreamConsumer = config::base(opts, "side")
         .set("group.id", format!("{}-side", opts.application_id))
@@ -125,7 +125,11 @@ pub fn read_side_topic(opts: &RunnerOptions, topic: &str, to: Recipient<SideReco
                 }
                 Ok(Ok(m)) => {
                     let record = SideRecord { topic: topic.clone(), payload: m.payload().unwrap_or_default().to_vec() };
-                    to.do_send(record);
+                    // Waits until the task took it: a side topic is read no
+                    // faster than its task handles it (bounded memory).
+                    if to.send(record).await.is_err() {
+                        return;
+                    }
                 }
             }
         }

@@ -38,6 +38,13 @@ pub struct StageSpec {
     pub timer_families: Vec<TimerFamily>,
 }
 
+/// A sealed bundle waiting to run: sequence, inputs, timers to fire, and
+/// how many data elements it holds.
+type Sealed = (u64, Vec<BundleInput>, HashMap<TimerFamily, Vec<u8>>, u64);
+
+/// A stage to warm up: descriptor, data sources, sinks, timer families.
+pub type WarmUpStage = (String, Vec<String>, Vec<String>, Vec<TimerFamily>);
+
 pub struct StageActor {
     spec: StageSpec,
     worker: Arc<SdkWorker>,
@@ -49,8 +56,7 @@ pub struct StageActor {
     open_elements: u64,
     /// Changes whenever the open bundle is sealed, so a stale timer is ignored.
     open_generation: u64,
-    /// Sealed bundles: sequence, inputs, timers to fire, data elements.
-    queue: VecDeque<(u64, Vec<BundleInput>, HashMap<TimerFamily, Vec<u8>>, u64)>,
+    queue: VecDeque<Sealed>,
     next_seq: u64,
     completed_through: u64,
     in_flight: bool,
@@ -266,7 +272,7 @@ impl Handler<Shutdown> for StageActor {
 /// its bundle processors now: a task that later moves to this copy then runs
 /// its first bundle without paying for DoFn set-up. Results are discarded;
 /// a failure here is left for the real bundles to report.
-pub async fn warm_up(worker: Arc<SdkWorker>, stages: Vec<(String, Vec<String>, Vec<String>, Vec<TimerFamily>)>) {
+pub async fn warm_up(worker: Arc<SdkWorker>, stages: Vec<WarmUpStage>) {
     let runs = stages.into_iter().map(|(descriptor, sources, sinks, families)| {
         let worker = worker.clone();
         async move {
@@ -278,4 +284,3 @@ pub async fn warm_up(worker: Arc<SdkWorker>, stages: Vec<(String, Vec<String>, V
     });
     futures::future::join_all(runs).await;
 }
-

@@ -7,14 +7,14 @@ use std::time::{Duration, Instant};
 
 use beam_kafka_config::RunnerOptions;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
-use rdkafka::ClientContext;
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
+use rdkafka::ClientContext;
 use rdkafka::{Offset, TopicPartitionList};
 
 use crate::kafka::config;
 use crate::kafka::producer::{KafkaProducer, Writes};
-use crate::store::{task_dir, TaskStore};
+use crate::store::{task_dir, Entries, TaskStore};
 use beam_kafka_runtime::topology::{changelog_topic, TaskId};
 
 const RESTORE_TIMEOUT: Duration = Duration::from_secs(120);
@@ -99,7 +99,7 @@ pub async fn write_changelog(producer: &KafkaProducer, topic: &str, partition: u
 
 /// Opens a task's local store and brings it up to date with its changelog:
 /// returns the store, its entries, and the changelog offset it is current to.
-pub fn restore_task(opts: &RunnerOptions, task: TaskId) -> Result<(TaskStore, Vec<(Vec<u8>, Vec<u8>)>, i64), String> {
+pub fn restore_task(opts: &RunnerOptions, task: TaskId) -> Result<(TaskStore, Entries, i64), String> {
     let topic = changelog_topic(&opts.application_id, task.sub_topology);
     let dir = task_dir(&opts.state_dir, &opts.application_id, task);
     let (store, from) = TaskStore::open(dir.clone())?;

@@ -13,6 +13,9 @@ use rocksdb::{IteratorMode, Options, WriteBatch, DB};
 
 const CHECKPOINT: &str = "checkpoint";
 
+/// Stored entries: (key, value), in key order.
+pub type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
 pub struct TaskStore {
     db: DB,
     dir: PathBuf,
@@ -70,7 +73,7 @@ impl TaskStore {
     }
 
     /// Every entry, in key order.
-    pub fn entries(&self) -> Result<Vec<(Vec<u8>, Vec<u8>)>, String> {
+    pub fn entries(&self) -> Result<Entries, String> {
         self.db
             .iterator(IteratorMode::Start)
             .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())).map_err(|e| format!("cannot read the state store: {e}")))

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::kafka::producer::KafkaProducer;
 use actix::prelude::*;
 use beam_kafka_config::ProcessingGuarantee;
 use beam_kafka_runtime::gbk::GroupByKey;
@@ -15,26 +16,25 @@ use beam_kafka_runtime::task_state;
 use beam_kafka_runtime::topology::{changelog_topic, sub_topology_source, TaskId};
 use beam_kafka_runtime::watermark::InputWatermark;
 use rdkafka::consumer::Consumer;
-use crate::kafka::producer::KafkaProducer;
 use rdkafka::TopicPartitionList;
 use tokio::sync::mpsc;
 
+use crate::bundle_state::BundleState;
 use crate::job::JobInput;
 use crate::kafka::rebalance::JobConsumer;
 use crate::kafka::transaction;
 use crate::output::KafkaSink;
-use crate::stage::{StageActor, StageSpec};
+use crate::side_inputs::{read_side_topic, SideInputs};
 use crate::source::SourceRoute;
+use crate::stage::{StageActor, StageSpec};
 use crate::state::restore_task;
-use crate::store::TaskStore;
-use beam_kafka_runtime::task::flow::FlowLimits;
+use crate::store::{Entries, TaskStore};
 use crate::task::{upstream_key, InputRoute, RestoredState, TaskConfig, TaskEvent, TaskSupervisor, WatermarkTarget, SOURCE_UPSTREAM};
 use crate::user_io::KafkaIo;
-use crate::side_inputs::{read_side_topic, SideInputs};
 use beam_kafka_fnapi::StateHandler;
-use beam_kafka_runtime::user_state::{StateCell, UserState};
+use beam_kafka_runtime::task::flow::FlowLimits;
 use beam_kafka_runtime::timers::{PendingTimer, TimerId, Timers};
-use crate::bundle_state::BundleState;
+use beam_kafka_runtime::user_state::{StateCell, UserState};
 
 /// Every task's saved state: its local store brought up to date with its
 /// changelog partition.
@@ -54,10 +54,7 @@ fn in_parallel<T: Send>(tasks: &[TaskId], step: impl Fn(TaskId) -> Result<T, Str
     std::thread::scope(|scope| {
         let step = &step;
         let handles: Vec<_> = tasks.iter().map(|&t| (t, scope.spawn(move || step(t)))).collect();
-        handles
-            .into_iter()
-            .map(|(t, h)| h.join().map_err(|_| format!("preparing task {t} panicked"))?.map(|v| (t, v)))
-            .collect()
+        handles.into_iter().map(|(t, h)| h.join().map_err(|_| format!("preparing task {t} panicked"))?.map(|v| (t, v))).collect()
     })
 }
 
@@ -163,7 +160,7 @@ fn start_tasks(
         let mut held = Vec::new();
         let mut user = UserState::default();
         let mut timers = Timers::default();
-        let mut gbk_entries: HashMap<String, Vec<(Vec<u8>, Vec<u8>)>> = HashMap::new();
+        let mut gbk_entries: HashMap<String, Entries> = HashMap::new();
         for (k, v) in entries {
             match task_state::split(&k).map_err(|e| format!("task {task}: unreadable state: {e}"))? {
                 task_state::Store::Watermark => watermark_snapshot = v,
@@ -277,11 +274,11 @@ async fn seek_to_commits(
     }
     consumer.pause(&tpl).map_err(|e| format!("cannot pause {partitions:?}: {e}"))?;
     let consumer = consumer.clone();
-    let fallback: HashMap<(String, i32), i64> =
-        partitions.iter().filter_map(|k| fallback.get(k).map(|o| (k.clone(), *o))).collect();
+    let fallback: HashMap<(String, i32), i64> = partitions.iter().filter_map(|k| fallback.get(k).map(|o| (k.clone(), *o))).collect();
     let moved = move || generation.load(Ordering::Acquire) != seen;
     tokio::task::spawn_blocking(move || {
-        let committed = consumer.committed_offsets(tpl, Duration::from_secs(30)).map_err(|e| format!("cannot read committed offsets: {e}"))?;
+        let committed =
+            consumer.committed_offsets(tpl, Duration::from_secs(30)).map_err(|e| format!("cannot read committed offsets: {e}"))?;
         let mut starts = HashMap::new();
         let deadline = Instant::now() + PATIENCE;
         for e in committed.elements() {
@@ -388,7 +385,15 @@ pub(crate) async fn start_assigned(
     let first_offsets: HashMap<(String, i32), i64> =
         starts.iter().map(|(k, o)| (k.clone(), if let rdkafka::Offset::Offset(n) = o { *n } else { 0 })).collect();
     let started = start_tasks(
-        input, io, &to_start, &txn_producers, &mut restored, &first_offsets, consumer.clone(), producer.clone(), events.clone(),
+        input,
+        io,
+        &to_start,
+        &txn_producers,
+        &mut restored,
+        &first_offsets,
+        consumer.clone(),
+        producer.clone(),
+        events.clone(),
     )?;
     let mut resume = TopicPartitionList::new();
     for t in &started {

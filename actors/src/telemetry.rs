@@ -19,7 +19,11 @@ pub fn instruments() -> &'static Instruments {
         Instruments {
             elements_in: meter.u64_counter("beam_kafka.task.elements_in").with_description("Elements a task fed to its stage").build(),
             bundles: meter.u64_counter("beam_kafka.stage.bundles").with_description("Bundles completed on SDK harnesses").build(),
-            bundle_millis: meter.f64_histogram("beam_kafka.stage.bundle_duration").with_unit("ms").with_description("Bundle duration").build(),
+            bundle_millis: meter
+                .f64_histogram("beam_kafka.stage.bundle_duration")
+                .with_unit("ms")
+                .with_description("Bundle duration")
+                .build(),
             commits: meter.u64_counter("beam_kafka.task.commits").with_description("Offset commits of tasks").build(),
             late_dropped: meter
                 .u64_counter("beam_kafka.group_by_key.late_dropped")

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rdkafka::consumer::BaseConsumer;
 use crate::kafka::producer::{self, KafkaProducer};
+use rdkafka::consumer::BaseConsumer;
 use rdkafka::ClientConfig;
 
 use crate::job::JobInput;
@@ -123,7 +123,10 @@ pub fn start_kafka_io(input: &JobInput) -> Result<KafkaIo, String> {
                     ));
                 }
                 if opts.kafka_properties.iter().any(|(pk, pv)| pk == k && pv != v) {
-                    return Err(format!("ReadFromKafka '{}' sets consumer_config '{k}'='{v}', which --kafka_property sets differently", src.name));
+                    return Err(format!(
+                        "ReadFromKafka '{}' sets consumer_config '{k}'='{v}', which --kafka_property sets differently",
+                        src.name
+                    ));
                 }
                 set_by.insert(k.clone(), (src.name.clone(), v.clone()));
                 io.consumer_properties.push((k.clone(), v.clone()));
@@ -145,7 +148,12 @@ pub fn start_kafka_io(input: &JobInput) -> Result<KafkaIo, String> {
         for k in &sub.kafka_sinks {
             let producer = sink_producer(opts, k)?;
             check_sink_topic(&producer, &k.name, &k.codec.spec.topic)?;
-            sinks.push(KafkaSink { sink_transform: k.sink_transform.clone(), name: k.name.clone(), codec: k.codec.clone(), producer: Arc::new(producer) });
+            sinks.push(KafkaSink {
+                sink_transform: k.sink_transform.clone(),
+                name: k.name.clone(),
+                codec: k.codec.clone(),
+                producer: Arc::new(producer),
+            });
         }
         io.sinks.insert(sub.id, sinks);
     }

@@ -53,14 +53,8 @@ impl fmt::Display for OptionError {
 
 /// Client properties the runner sets itself; a user value would break the
 /// runner's guarantees, so it is refused rather than silently overridden.
-const RUNNER_OWNED_PROPERTIES: &[&str] = &[
-    "bootstrap.servers",
-    "group.id",
-    "transactional.id",
-    "enable.auto.commit",
-    "isolation.level",
-    "enable.idempotence",
-];
+const RUNNER_OWNED_PROPERTIES: &[&str] =
+    &["bootstrap.servers", "group.id", "transactional.id", "enable.auto.commit", "isolation.level", "enable.idempotence"];
 
 struct Reader<'a> {
     values: &'a BTreeMap<String, OptionValue>,
@@ -150,9 +144,7 @@ fn check_bootstrap_servers(r: &mut Reader, servers: &str) {
         return;
     }
     for entry in servers.split(',').map(str::trim) {
-        let ok = entry
-            .rsplit_once(':')
-            .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0));
+        let ok = entry.rsplit_once(':').is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0));
         if !ok {
             r.fail("bootstrap_servers", format!("'{entry}' is not host:port"));
         }
@@ -321,10 +313,7 @@ mod tests {
             ("processing_guarantee", s("maybe")),
         ]);
         let names: Vec<_> = errs.iter().map(|e| e.option.as_str()).collect();
-        assert_eq!(
-            names,
-            ["bootstrap_servers", "application_id", "internal_parallelism", "max_bundle_size", "processing_guarantee"]
-        );
+        assert_eq!(names, ["bootstrap_servers", "application_id", "internal_parallelism", "max_bundle_size", "processing_guarantee"]);
         assert!(errs[0].message.contains("broker-without-port"));
         assert!(errs[2].message.contains("zero"));
         assert!(errs[3].message.contains("out of range"));
@@ -340,10 +329,7 @@ mod tests {
 
     #[test]
     fn several_bootstrap_servers_are_checked_one_by_one() {
-        let ok = RunnerOptions::parse(&opts(&[
-            ("application_id", s("a")),
-            ("bootstrap_servers", s("k1:9092, k2:9093")),
-        ]));
+        let ok = RunnerOptions::parse(&opts(&[("application_id", s("a")), ("bootstrap_servers", s("k1:9092, k2:9093"))]));
         assert!(ok.is_ok());
         let errs = errors_for(&[("application_id", s("a")), ("bootstrap_servers", s("k1:9092,k2:x"))]);
         assert_eq!(errs.len(), 1);
@@ -354,23 +340,14 @@ mod tests {
     fn kafka_properties_pass_through_but_runner_owned_ones_are_refused() {
         let o = RunnerOptions::parse(&opts(&[
             ("application_id", s("a")),
-            (
-                "kafka_property",
-                OptionValue::List(vec![s("security.protocol=SASL_SSL"), s("sasl.jaas.config=a=b")]),
-            ),
+            ("kafka_property", OptionValue::List(vec![s("security.protocol=SASL_SSL"), s("sasl.jaas.config=a=b")])),
         ]))
         .unwrap();
         assert_eq!(
             o.kafka_properties,
-            vec![
-                ("security.protocol".to_string(), "SASL_SSL".to_string()),
-                ("sasl.jaas.config".to_string(), "a=b".to_string())
-            ]
+            vec![("security.protocol".to_string(), "SASL_SSL".to_string()), ("sasl.jaas.config".to_string(), "a=b".to_string())]
         );
-        let errs = errors_for(&[
-            ("application_id", s("a")),
-            ("kafka_property", OptionValue::List(vec![s("group.id=x"), s("novalue")])),
-        ]);
+        let errs = errors_for(&[("application_id", s("a")), ("kafka_property", OptionValue::List(vec![s("group.id=x"), s("novalue")]))]);
         assert_eq!(errs.len(), 2);
         assert!(errs[0].message.contains("group.id"));
         assert!(errs[1].message.contains("novalue"));

@@ -27,16 +27,10 @@ type InstructionStream = Pin<Box<dyn Stream<Item = Result<fn_pb::InstructionRequ
 impl fn_pb::beam_fn_control_server::BeamFnControl for ControlService {
     type ControlStream = InstructionStream;
 
-    async fn control(
-        &self,
-        request: Request<Streaming<fn_pb::InstructionResponse>>,
-    ) -> Result<Response<Self::ControlStream>, Status> {
+    async fn control(&self, request: Request<Streaming<fn_pb::InstructionResponse>>) -> Result<Response<Self::ControlStream>, Status> {
         let id = crate::worker_id(&request)?;
-        let mut expected = self
-            .registry
-            .expected
-            .get_mut(&id)
-            .ok_or_else(|| Status::permission_denied(format!("unknown worker id '{id}'")))?;
+        let mut expected =
+            self.registry.expected.get_mut(&id).ok_or_else(|| Status::permission_denied(format!("unknown worker id '{id}'")))?;
         let (tx, rx) = mpsc::unbounded_channel();
         let worker = Arc::new(SdkWorker::new(id.clone(), tx));
         let on_connect = expected.on_connect.take();
@@ -70,9 +64,6 @@ impl fn_pb::beam_fn_control_server::BeamFnControl for ControlService {
         let id = crate::worker_id(&request)?;
         let worker = self.registry.worker(&id).ok_or_else(|| Status::not_found(format!("worker '{id}' is not connected")))?;
         let pbd_id = &request.get_ref().process_bundle_descriptor_id;
-        worker
-            .descriptor(pbd_id)
-            .map(Response::new)
-            .ok_or_else(|| Status::not_found(format!("no process bundle descriptor '{pbd_id}'")))
+        worker.descriptor(pbd_id).map(Response::new).ok_or_else(|| Status::not_found(format!("no process bundle descriptor '{pbd_id}'")))
     }
 }

@@ -45,9 +45,11 @@ pub async fn start(env: &pb::Environment, worker_id: &str, ep: &Endpoints) -> Re
         ENV_EXTERNAL => {
             let payload = pb::ExternalPayload::decode(env.payload.as_slice())
                 .map_err(|e| format!("the EXTERNAL environment's payload cannot be decoded: {e}"))?;
-            let pool = payload.endpoint.map(|e| e.url).filter(|u| !u.is_empty()).ok_or(
-                "the EXTERNAL environment names no worker pool address (--environment_config)",
-            )?;
+            let pool = payload
+                .endpoint
+                .map(|e| e.url)
+                .filter(|u| !u.is_empty())
+                .ok_or("the EXTERNAL environment names no worker pool address (--environment_config)")?;
             let uri = if pool.contains("://") { pool.clone() } else { format!("http://{pool}") };
             let mut client = fn_pb::beam_fn_external_worker_pool_client::BeamFnExternalWorkerPoolClient::connect(uri)
                 .await
@@ -119,11 +121,7 @@ pub async fn start(env: &pb::Environment, worker_id: &str, ep: &Endpoints) -> Re
                 .await
                 .map_err(|e| format!("cannot run docker: {e}"))?;
             if !out.status.success() {
-                return Err(format!(
-                    "docker could not start {}: {}",
-                    payload.container_image,
-                    String::from_utf8_lossy(&out.stderr).trim()
-                ));
+                return Err(format!("docker could not start {}: {}", payload.container_image, String::from_utf8_lossy(&out.stderr).trim()));
             }
             Ok(Harness::Docker { container: String::from_utf8_lossy(&out.stdout).trim().to_string() })
         }

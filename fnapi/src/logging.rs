@@ -25,10 +25,7 @@ type LogControlStream = Pin<Box<dyn Stream<Item = Result<fn_pb::LogControl, Stat
 impl fn_pb::beam_fn_logging_server::BeamFnLogging for LoggingService {
     type LoggingStream = LogControlStream;
 
-    async fn logging(
-        &self,
-        request: Request<Streaming<fn_pb::log_entry::List>>,
-    ) -> Result<Response<Self::LoggingStream>, Status> {
+    async fn logging(&self, request: Request<Streaming<fn_pb::log_entry::List>>) -> Result<Response<Self::LoggingStream>, Status> {
         let id = crate::worker_id(&request).unwrap_or_else(|_| "unknown".into());
         let sink = self.registry.spec(&id).map(|s| s.logs.clone());
         let mut inbound = request.into_inner();

@@ -22,9 +22,7 @@ pub struct FnApiServer {
 /// algorithm off. Small messages (a bundle request, its last data frame, a
 /// response) otherwise wait for the peer's delayed ACK: ~40 ms per bundle.
 /// (tonic's `tcp_nodelay` covers only listeners it binds itself.)
-pub fn incoming(
-    listener: tokio::net::TcpListener,
-) -> impl tokio_stream::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
+pub fn incoming(listener: tokio::net::TcpListener) -> impl tokio_stream::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
     use tokio_stream::StreamExt;
     TcpListenerStream::new(listener).map(|conn| {
         let conn = conn?;
@@ -54,12 +52,8 @@ impl FnApiServer {
                     .max_encoding_message_size(MAX_MESSAGE_BYTES),
             )
             .add_service(fn_pb::beam_fn_state_server::BeamFnStateServer::new(state::StateService::new(registry.clone())))
-            .add_service(fn_pb::beam_fn_logging_server::BeamFnLoggingServer::new(logging::LoggingService::new(
-                registry.clone(),
-            )))
-            .add_service(fn_pb::provision_service_server::ProvisionServiceServer::new(provision::ProvisionSvc::new(
-                registry.clone(),
-            )));
+            .add_service(fn_pb::beam_fn_logging_server::BeamFnLoggingServer::new(logging::LoggingService::new(registry.clone())))
+            .add_service(fn_pb::provision_service_server::ProvisionServiceServer::new(provision::ProvisionSvc::new(registry.clone())));
         tokio::spawn(async move {
             if let Err(e) = router.serve_with_incoming(incoming(listener)).await {
                 tracing::error!("Fn API server stopped: {e}");
@@ -84,10 +78,7 @@ impl FnApiServer {
     }
 
     /// Waits for a registered worker to connect, up to `timeout`.
-    pub async fn await_worker(
-        rx: oneshot::Receiver<Arc<SdkWorker>>,
-        timeout: Duration,
-    ) -> Result<Arc<SdkWorker>, String> {
+    pub async fn await_worker(rx: oneshot::Receiver<Arc<SdkWorker>>, timeout: Duration) -> Result<Arc<SdkWorker>, String> {
         match tokio::time::timeout(timeout, rx).await {
             Ok(Ok(w)) => Ok(w),
             Ok(Err(_)) => Err("the worker registration was dropped".into()),

@@ -15,7 +15,6 @@ use tonic::Status;
 
 use crate::state::StateHandler;
 
-
 /// Largest data chunk sent in one `Elements` message.
 const CHUNK_BYTES: usize = 4 << 20;
 /// How long a bundle waits for the harness to open its data stream.
@@ -177,9 +176,7 @@ impl SdkWorker {
             },
             _ => None,
         };
-        found.ok_or_else(|| {
-            BundleError::Worker(self.closed_reason().unwrap_or_else(|| "the harness did not open its data stream".into()))
-        })
+        found.ok_or_else(|| BundleError::Worker(self.closed_reason().unwrap_or_else(|| "the harness did not open its data stream".into())))
     }
 
     /// Runs one bundle of `descriptor_id` over `inputs` (and `timers` to

@@ -39,11 +39,11 @@ pub mod beam_kafka {
     }
 }
 
+pub use beam_kafka::v1 as envelope;
 pub use org::apache::beam::model::expansion::v1 as expansion;
 pub use org::apache::beam::model::fn_execution::v1 as fn_execution;
 pub use org::apache::beam::model::job_management::v1 as job_management;
 pub use org::apache::beam::model::pipeline::v1 as pipeline;
-pub use beam_kafka::v1 as envelope;
 
 pub use prost;
 pub use prost_types;

@@ -39,9 +39,11 @@ impl Coder {
         let Some(c) = components.coders.get(id) else { return Coder::Opaque(format!("missing coder {id}")) };
         let urn = c.spec.as_ref().map(|s| s.urn.as_str()).unwrap_or("");
         let comp = |i: usize| -> Box<Coder> {
-            Box::new(c.component_coder_ids.get(i).map_or(Coder::Opaque("missing component".into()), |cid| {
-                Coder::from_components(components, cid)
-            }))
+            Box::new(
+                c.component_coder_ids
+                    .get(i)
+                    .map_or(Coder::Opaque("missing component".into()), |cid| Coder::from_components(components, cid)),
+            )
         };
         match (urn, c.component_coder_ids.len()) {
             (urns::CODER_BYTES, _) => Coder::Bytes,
@@ -213,18 +215,18 @@ mod tests {
 
     #[test]
     fn unreadable_parts_get_length_prefixes() {
-        let mut c = components(&[
-            ("pickle", "beam:coder:pickled_python:v1", &[]),
-            ("str", STRING_UTF8, &[]),
-            ("kv", KV, &["pickle", "str"]),
-        ]);
+        let mut c =
+            components(&[("pickle", "beam:coder:pickled_python:v1", &[]), ("str", STRING_UTF8, &[]), ("kv", KV, &["pickle", "str"])]);
         assert!(!Coder::from_components(&c, "kv").is_readable());
         let id = length_prefixed(&mut c, "kv");
         assert_eq!(id, "kv/lp");
         let coder = Coder::from_components(&c, &id);
         assert_eq!(
             coder,
-            Coder::Kv(Box::new(Coder::LengthPrefix(Box::new(Coder::Opaque("beam:coder:pickled_python:v1".into())))), Box::new(Coder::StringUtf8))
+            Coder::Kv(
+                Box::new(Coder::LengthPrefix(Box::new(Coder::Opaque("beam:coder:pickled_python:v1".into())))),
+                Box::new(Coder::StringUtf8)
+            )
         );
         assert!(coder.is_readable());
         // Readable coders are used as they are.

@@ -62,6 +62,33 @@ pub fn impulse_element() -> Vec<u8> {
     out
 }
 
+/// Reads fixed-size and varint fields off a buffer, failing (not panicking)
+/// when it ends early.
+pub struct ByteReader<'a> {
+    pub buf: &'a [u8],
+    pub at: usize,
+}
+
+impl<'a> ByteReader<'a> {
+    pub fn new(buf: &'a [u8]) -> Self {
+        ByteReader { buf, at: 0 }
+    }
+    pub fn varint(&mut self) -> Result<u64, String> {
+        let (v, n) = decode_varint(&self.buf[self.at..]).ok_or("data ends early")?;
+        self.at += n;
+        Ok(v)
+    }
+    pub fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        let end = self.at.checked_add(n).filter(|&e| e <= self.buf.len()).ok_or("data ends early")?;
+        let s = &self.buf[self.at..end];
+        self.at = end;
+        Ok(s)
+    }
+    pub fn i64(&mut self) -> Result<i64, String> {
+        Ok(i64::from_be_bytes(self.take(8)?.try_into().expect("8 bytes")))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,32 +125,5 @@ mod tests {
         assert_eq!(&e[8..12], &[0, 0, 0, 1]);
         assert_eq!(e[12], PANE_NO_FIRING);
         assert_eq!(e[13], 0, "empty bytes, length-prefixed");
-    }
-}
-
-/// Reads fixed-size and varint fields off a buffer, failing (not panicking)
-/// when it ends early.
-pub struct ByteReader<'a> {
-    pub buf: &'a [u8],
-    pub at: usize,
-}
-
-impl<'a> ByteReader<'a> {
-    pub fn new(buf: &'a [u8]) -> Self {
-        ByteReader { buf, at: 0 }
-    }
-    pub fn varint(&mut self) -> Result<u64, String> {
-        let (v, n) = decode_varint(&self.buf[self.at..]).ok_or("data ends early")?;
-        self.at += n;
-        Ok(v)
-    }
-    pub fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
-        let end = self.at.checked_add(n).filter(|&e| e <= self.buf.len()).ok_or("data ends early")?;
-        let s = &self.buf[self.at..end];
-        self.at = end;
-        Ok(s)
-    }
-    pub fn i64(&mut self) -> Result<i64, String> {
-        Ok(i64::from_be_bytes(self.take(8)?.try_into().expect("8 bytes")))
     }
 }

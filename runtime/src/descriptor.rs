@@ -41,11 +41,8 @@ fn wire_coder(components: &pb::Components, coders: &mut HashMap<String, pb::Code
     let mut scratch = pb::Components { coders: components.coders.clone(), ..Default::default() };
     let element = crate::coder::length_prefixed(&mut scratch, &pc.coder_id);
     add_coder(&scratch, coders, &element);
-    let window_coder = components
-        .windowing_strategies
-        .get(&pc.windowing_strategy_id)
-        .map(|w| w.window_coder_id.clone())
-        .unwrap_or_default();
+    let window_coder =
+        components.windowing_strategies.get(&pc.windowing_strategy_id).map(|w| w.window_coder_id.clone()).unwrap_or_default();
     let id = format!("wire/{pcollection}");
     coders.insert(
         id.clone(),
@@ -167,9 +164,13 @@ mod tests {
     #[test]
     fn the_descriptor_wires_sources_and_sinks_with_wire_coders() {
         let mut b = Builder::new();
-        b.leaf("impulse", IMPULSE, &[], &["a"], false)
-            .leaf("map", PAR_DO, &["a"], &["b"], true)
-            .leaf("gbk", GROUP_BY_KEY, &["b"], &["c"], false);
+        b.leaf("impulse", IMPULSE, &[], &["a"], false).leaf("map", PAR_DO, &["a"], &["b"], true).leaf(
+            "gbk",
+            GROUP_BY_KEY,
+            &["b"],
+            &["c"],
+            false,
+        );
         let p = b.build();
         let g = PipelineGraph::new(&p).unwrap();
         let stage = &fuse(&g)[0];

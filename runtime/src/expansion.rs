@@ -80,7 +80,8 @@ pub fn record_schema(key: KafkaFormat, value: KafkaFormat) -> pb::Schema {
         KafkaFormat::Long | KafkaFormat::Integer => A::Int64,
         _ => A::Bytes,
     };
-    let header = schema::new("beam-kafka-header-v1", vec![("key", schema::atomic(A::String, false)), ("value", schema::atomic(A::Bytes, true))]);
+    let header =
+        schema::new("beam-kafka-header-v1", vec![("key", schema::atomic(A::String, false)), ("value", schema::atomic(A::Bytes, true))]);
     schema::new(
         "beam-kafka-record-v1",
         vec![
@@ -167,7 +168,8 @@ fn matches_format(coder: &Coder, format: KafkaFormat) -> bool {
 /// The sink reads its input's elements itself, so their coder must be one it
 /// can turn into Kafka bytes.
 pub fn check_write_input(components: &pb::Components, pcollection: &str, write: &KafkaWriteSpec) -> Result<(), String> {
-    let pc = components.pcollections.get(pcollection).ok_or_else(|| format!("WriteToKafka's input '{pcollection}' is not in the pipeline"))?;
+    let pc =
+        components.pcollections.get(pcollection).ok_or_else(|| format!("WriteToKafka's input '{pcollection}' is not in the pipeline"))?;
     if write.with_headers {
         let c = components.coders.get(&pc.coder_id);
         let schema = c
@@ -209,7 +211,12 @@ mod tests {
     use crate::row::Value;
     use pb::AtomicType as A;
 
-    fn request(urn: &str, fields: Vec<(&str, pb::FieldType, Value)>, inputs: &[(&str, &str)], components: pb::Components) -> ExpansionRequest {
+    fn request(
+        urn: &str,
+        fields: Vec<(&str, pb::FieldType, Value)>,
+        inputs: &[(&str, &str)],
+        components: pb::Components,
+    ) -> ExpansionRequest {
         let schema = schema::new("cfg", fields.iter().map(|(n, t, _)| (*n, t.clone())).collect());
         let values: Vec<Value> = fields.into_iter().map(|(_, _, v)| v).collect();
         let mut payload = Vec::new();
@@ -270,7 +277,12 @@ mod tests {
         for (id, coder) in [("good", "kv"), ("bad", "pickled")] {
             components.pcollections.insert(id.into(), pb::PCollection { coder_id: coder.into(), ..Default::default() });
         }
-        let fields = || vec![("producer_config", strings(), config("bootstrap.servers")), ("topic", schema::atomic(A::String, false), Value::String("out".into()))];
+        let fields = || {
+            vec![
+                ("producer_config", strings(), config("bootstrap.servers")),
+                ("topic", schema::atomic(A::String, false), Value::String("out".into())),
+            ]
+        };
         let resp = expand(&request(JAVA_WRITE, fields(), &[("input", "good")], components.clone())).unwrap();
         let t = resp.transform.unwrap();
         assert_eq!(t.spec.unwrap().urn, urns::KAFKA_WRITE);

@@ -30,7 +30,7 @@ pub struct SideInputRef {
     pub pcollection: String,
 }
 
-fn find(parent: &mut Vec<usize>, i: usize) -> usize {
+fn find(parent: &mut [usize], i: usize) -> usize {
     let mut root = i;
     while parent[root] != root {
         root = parent[root];
@@ -48,13 +48,91 @@ pub fn is_sdk_executed(graph: &PipelineGraph, id: &str) -> bool {
     urns::SDK_EXECUTED.contains(&graph.urn(id)) && !graph.transform(id).environment_id.is_empty()
 }
 
+/// The fusion groups being built, over every leaf (runner-executed leaves
+/// stay alone), with the leaf graph that keeps them acyclic.
+struct Groups {
+    parent: Vec<usize>,
+    /// Leaf → the leaves reading one of its outputs (as a main or side input).
+    readers: Vec<Vec<usize>>,
+}
+
+impl Groups {
+    fn new(graph: &PipelineGraph, index: &BTreeMap<&str, usize>) -> Self {
+        let mut readers = vec![Vec::new(); graph.leaves.len()];
+        for (i, id) in graph.leaves.iter().enumerate() {
+            for pc in graph.inputs_of(id) {
+                if let Some(&p) = graph.producer.get(&pc).and_then(|p| index.get(p.as_str())) {
+                    readers[p].push(i);
+                }
+            }
+        }
+        Groups { parent: (0..graph.leaves.len()).collect(), readers }
+    }
+
+    /// Merges the groups of leaves `i` and `j` unless that would make a path
+    /// leave the merged group and come back (e.g. through a GroupByKey): the
+    /// stage would then read a topic it writes and wait on its own watermark.
+    fn union(&mut self, i: usize, j: usize) {
+        let (a, b) = (find(&mut self.parent, i), find(&mut self.parent, j));
+        if a != b && !self.cycles_through(a, b) {
+            self.parent[a] = b;
+        }
+    }
+
+    /// Whether the group graph, with groups `a` and `b` as one, has a cycle
+    /// through them. The graph without the merge is acyclic (the leaf graph
+    /// is, and every merge was checked), so any new cycle passes through it.
+    fn cycles_through(&mut self, a: usize, b: usize) -> bool {
+        let n = self.parent.len();
+        let group: Vec<usize> = (0..n).map(|i| find(&mut self.parent, i)).map(|r| if r == b { a } else { r }).collect();
+        let mut members = vec![Vec::new(); n];
+        for (i, &g) in group.iter().enumerate() {
+            members[g].push(i);
+        }
+        let next = |g: usize| members[g].iter().flat_map(|&i| self.readers[i].iter().map(|&r| group[r])).filter(move |&h| h != g);
+        let mut stack: Vec<usize> = next(a).collect();
+        let mut seen = vec![false; n];
+        while let Some(g) = stack.pop() {
+            if g == a {
+                return true;
+            }
+            if !std::mem::replace(&mut seen[g], true) {
+                stack.extend(next(g));
+            }
+        }
+        false
+    }
+}
+
 /// Fuses the graph's SDK-executed leaves into stages, in topological order.
+/// No stage reaches itself through another stage or a runner transform.
 pub fn fuse(graph: &PipelineGraph) -> Vec<Stage> {
-    let sdk: Vec<&String> = graph.leaves.iter().filter(|id| is_sdk_executed(graph, id)).collect();
-    let index: BTreeMap<&str, usize> = sdk.iter().enumerate().map(|(i, id)| (id.as_str(), i)).collect();
-    let mut parent: Vec<usize> = (0..sdk.len()).collect();
-    for (i, id) in sdk.iter().enumerate() {
-        let env = &graph.transform(id).environment_id;
+    let index: BTreeMap<&str, usize> = graph.leaves.iter().enumerate().map(|(i, id)| (id.as_str(), i)).collect();
+    let sdk: Vec<usize> = (0..graph.leaves.len()).filter(|&i| is_sdk_executed(graph, &graph.leaves[i])).collect();
+    let env = |i: usize| &graph.transform(&graph.leaves[i]).environment_id;
+    let mut groups = Groups::new(graph, &index);
+    // Siblings reading the same runner-produced PCollection (a GroupByKey's
+    // or Impulse's output, a Kafka read) share a stage: a topic partition
+    // feeds one task, so two stages could not both read it. Merged first, as
+    // the plan needs them; a refused one is reported by the topology plan.
+    let mut readers: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for &i in &sdk {
+        for pc in graph.main_inputs_of(&graph.leaves[i]) {
+            let from_sdk = graph.producer.get(&pc).is_some_and(|p| is_sdk_executed(graph, p));
+            if !from_sdk {
+                readers.entry(pc).or_default().push(i);
+            }
+        }
+    }
+    for group in readers.values() {
+        for pair in group.windows(2) {
+            if env(pair[0]) == env(pair[1]) {
+                groups.union(pair[0], pair[1]);
+            }
+        }
+    }
+    for &i in &sdk {
+        let id = &graph.leaves[i];
         // A ParDo with side inputs starts a stage: the runner holds its main
         // input until the side windows it needs are complete, which it can
         // only do where elements enter a stage. So does a stateful ParDo: its
@@ -64,50 +142,27 @@ pub fn fuse(graph: &PipelineGraph) -> Vec<Stage> {
         }
         for pc in graph.main_inputs_of(id) {
             let Some(prod) = graph.producer.get(&pc) else { continue };
-            if let Some(&j) = index.get(prod.as_str()) {
-                if &graph.transform(prod).environment_id == env {
-                    let (a, b) = (find(&mut parent, i), find(&mut parent, j));
-                    parent[a] = b;
-                }
-            }
-        }
-    }
-    // Siblings reading the same runner-produced PCollection (a GroupByKey's
-    // or Impulse's output, a Kafka read) share a stage: a topic partition
-    // feeds one task, so two stages could not both read it.
-    let mut readers: BTreeMap<String, Vec<usize>> = BTreeMap::new();
-    for (i, id) in sdk.iter().enumerate() {
-        for pc in graph.main_inputs_of(id) {
-            let from_sdk = graph.producer.get(&pc).is_some_and(|p| index.contains_key(p.as_str()));
-            if !from_sdk {
-                readers.entry(pc).or_default().push(i);
-            }
-        }
-    }
-    for group in readers.values() {
-        for pair in group.windows(2) {
-            let (i, j) = (pair[0], pair[1]);
-            if graph.transform(sdk[i]).environment_id == graph.transform(sdk[j]).environment_id {
-                let (a, b) = (find(&mut parent, i), find(&mut parent, j));
-                parent[a] = b;
+            if is_sdk_executed(graph, prod) && env(index[prod.as_str()]) == env(i) {
+                // A refused merge leaves `pc` on an edge topic between stages.
+                groups.union(i, index[prod.as_str()]);
             }
         }
     }
     // Group in topological order; a stage is numbered by its first transform.
-    let mut groups: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+    let mut stages: BTreeMap<usize, Vec<String>> = BTreeMap::new();
     let mut order: Vec<usize> = Vec::new();
-    for (i, id) in sdk.iter().enumerate() {
-        let root = find(&mut parent, i);
-        if !groups.contains_key(&root) {
+    for &i in &sdk {
+        let root = find(&mut groups.parent, i);
+        if !stages.contains_key(&root) {
             order.push(root);
         }
-        groups.entry(root).or_default().push((*id).clone());
+        stages.entry(root).or_default().push(graph.leaves[i].clone());
     }
     order
         .into_iter()
         .enumerate()
         .map(|(n, root)| {
-            let transforms = groups.remove(&root).expect("group exists");
+            let transforms = stages.remove(&root).expect("group exists");
             let members: BTreeSet<&String> = transforms.iter().collect();
             let mut inputs = Vec::new();
             let mut outputs = Vec::new();
@@ -124,9 +179,10 @@ pub fn fuse(graph: &PipelineGraph) -> Vec<Stage> {
                 }
                 for pc in graph.transform(id).outputs.values() {
                     // A side input always leaves its stage: the runner serves it.
-                    let read_aside = graph.consumers.get(pc).is_some_and(|cs| {
-                        cs.iter().any(|c| graph.side_inputs_of(c).iter().any(|(_, side)| side == pc))
-                    });
+                    let read_aside = graph
+                        .consumers
+                        .get(pc)
+                        .is_some_and(|cs| cs.iter().any(|c| graph.side_inputs_of(c).iter().any(|(_, side)| side == pc)));
                     let outside = read_aside || graph.consumers.get(pc).is_some_and(|cs| cs.iter().any(|c| !members.contains(c)));
                     if outside && !outputs.contains(pc) {
                         outputs.push(pc.clone());
@@ -214,5 +270,70 @@ mod tests {
         let mut inputs = stages[0].inputs.clone();
         inputs.sort();
         assert_eq!(inputs, ["a", "b"]);
+    }
+
+    /// The shape of Python's `CombinePerKey(...).with_hot_key_fanout(n)`,
+    /// lifted: the cold output of SplitHotCold meets the hot one, combined
+    /// through a first GroupByKey, in a Flatten before the second one.
+    fn hot_key_fanout() -> crate::pb::Pipeline {
+        let mut b = Builder::new();
+        b.leaf("impulse", IMPULSE, &[], &["a"], false)
+            .leaf("split", PAR_DO, &["a"], &["cold", "hot"], true)
+            .leaf("pre1", COMBINE_PER_KEY_PRECOMBINE, &["hot"], &["p1"], true)
+            .leaf("gbk1", GROUP_BY_KEY, &["p1"], &["g1"], false)
+            .leaf("merge1", COMBINE_PER_KEY_MERGE_ACCUMULATORS, &["g1"], &["m1"], true)
+            .leaf("extract1", COMBINE_PER_KEY_EXTRACT_OUTPUTS, &["m1"], &["e1"], true)
+            .leaf("strip", PAR_DO, &["e1"], &["s1"], true)
+            .leaf("flatten", FLATTEN, &["cold", "s1"], &["f"], true)
+            .leaf("pre2", COMBINE_PER_KEY_PRECOMBINE, &["f"], &["p2"], true)
+            .leaf("gbk2", GROUP_BY_KEY, &["p2"], &["g2"], false)
+            .leaf("merge2", COMBINE_PER_KEY_MERGE_ACCUMULATORS, &["g2"], &["m2"], true)
+            .leaf("extract2", COMBINE_PER_KEY_EXTRACT_OUTPUTS, &["m2"], &["out"], true);
+        b.build()
+    }
+
+    #[test]
+    fn a_flatten_is_not_fused_across_a_group_by_key_into_a_cycle() {
+        let p = hot_key_fanout();
+        let g = PipelineGraph::new(&p).unwrap();
+        let stages = fuse(&g);
+        let transforms: Vec<_> = stages.iter().map(|s| s.transforms.clone()).collect();
+        // Fusing the Flatten with `split` too would make one stage write
+        // gbk1's input and read its output.
+        assert_eq!(transforms, [vec!["split", "pre1"], vec!["merge1", "extract1", "strip", "flatten", "pre2"], vec!["merge2", "extract2"]]);
+        let mut outputs = stages[0].outputs.clone();
+        outputs.sort();
+        assert_eq!(outputs, ["cold", "p1"], "the cold values leave through an edge");
+        assert_eq!(stages[1].inputs, ["g1", "cold"]);
+        assert_eq!(stages[1].outputs, ["p2"]);
+    }
+
+    #[test]
+    fn fusion_is_the_same_whichever_flatten_input_comes_first() {
+        let mut p = hot_key_fanout();
+        let flatten = p.components.as_mut().unwrap().transforms.get_mut("flatten").unwrap();
+        flatten.inputs = [("i0".to_string(), "s1".to_string()), ("i1".to_string(), "cold".to_string())].into();
+        let g = PipelineGraph::new(&p).unwrap();
+        let stages = fuse(&g);
+        assert_eq!(stages[1].transforms, ["merge1", "extract1", "strip", "flatten", "pre2"]);
+        assert_eq!(stages[1].inputs, ["g1", "cold"]);
+    }
+
+    #[test]
+    fn siblings_of_a_runner_output_are_not_fused_into_a_cycle() {
+        // `left` and `flatten` both read gbk1's output, but `flatten` also
+        // reads what `left` sends through gbk2: one stage would read its own
+        // shuffle, so they stay apart (the plan then reports the two readers).
+        let mut b = Builder::new();
+        b.leaf("impulse", IMPULSE, &[], &["a"], false)
+            .leaf("pair", PAR_DO, &["a"], &["b"], true)
+            .leaf("gbk1", GROUP_BY_KEY, &["b"], &["g1"], false)
+            .leaf("left", PAR_DO, &["g1"], &["l"], true)
+            .leaf("gbk2", GROUP_BY_KEY, &["l"], &["g2"], false)
+            .leaf("flatten", FLATTEN, &["g1", "g2"], &["f"], true);
+        let p = b.build();
+        let g = PipelineGraph::new(&p).unwrap();
+        let transforms: Vec<_> = fuse(&g).into_iter().map(|s| s.transforms).collect();
+        assert_eq!(transforms, [vec!["pair"], vec!["left"], vec!["flatten"]]);
     }
 }

@@ -61,7 +61,17 @@ fn decode_pane_state(buf: &[u8]) -> Result<Pane, String> {
     }
     let (fired, fired_on_time_or_late, since_fire) = (c.varint()?, c.varint()?, c.varint()?);
     let on_time_done = c.take(1)?[0] != 0;
-    Ok(Pane { values, min_ts: ts[0], max_ts: ts[1], fired, fired_on_time_or_late, on_time_done, since_fire, in_changes: false, queued: false })
+    Ok(Pane {
+        values,
+        min_ts: ts[0],
+        max_ts: ts[1],
+        fired,
+        fired_on_time_or_late,
+        on_time_done,
+        since_fire,
+        in_changes: false,
+        queued: false,
+    })
 }
 
 impl GroupByKey {

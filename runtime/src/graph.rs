@@ -53,7 +53,7 @@ impl<'p> PipelineGraph<'p> {
         let mut producer = HashMap::new();
         for id in &leaves {
             for pc in transforms[id].outputs.values() {
-                if components.pcollections.get(pc).is_none() {
+                if !components.pcollections.contains_key(pc) {
                     return Err(format!("transform '{id}' outputs a missing PCollection '{pc}'"));
                 }
                 producer.insert(pc.clone(), id.clone());
@@ -108,15 +108,13 @@ impl<'p> PipelineGraph<'p> {
         pb::ParDoPayload::decode(spec.payload.as_slice()).is_ok_and(|p| !p.state_specs.is_empty() || !p.timer_family_specs.is_empty())
     }
 
-    /// The main inputs of a leaf (every input but its side inputs), traced.
+    /// The main inputs of a leaf (every input but its side inputs), traced,
+    /// in local-name order (so fusion and stage inputs are deterministic).
     pub fn main_inputs_of(&self, id: &str) -> Vec<String> {
         let sides: BTreeSet<String> = self.side_inputs_of(id).into_iter().map(|(local, _)| local).collect();
-        self.transform(id)
-            .inputs
-            .iter()
-            .filter(|(local, _)| !sides.contains(*local))
-            .map(|(_, pc)| trace(pc, &self.identity_alias, &self.producer))
-            .collect()
+        let mut mains: Vec<(&String, &String)> = self.transform(id).inputs.iter().filter(|(local, _)| !sides.contains(*local)).collect();
+        mains.sort();
+        mains.into_iter().map(|(_, pc)| trace(pc, &self.identity_alias, &self.producer)).collect()
     }
 
     /// The input PCollections of a leaf, traced through skipped identity leaves.
@@ -126,8 +124,8 @@ impl<'p> PipelineGraph<'p> {
 }
 
 /// Follows identity aliases from `pc` until a PCollection with a producer.
-fn trace(pc: &String, alias: &BTreeMap<String, String>, producer: &HashMap<String, String>) -> String {
-    let mut cur = pc.clone();
+fn trace(pc: &str, alias: &BTreeMap<String, String>, producer: &HashMap<String, String>) -> String {
+    let mut cur = pc.to_string();
     while !producer.contains_key(&cur) {
         match alias.get(&cur) {
             Some(next) if next != &cur => cur = next.clone(),
@@ -206,11 +204,17 @@ pub(crate) mod test_pipelines {
             c.environments.insert("py".into(), pb::Environment { urn: crate::urns::ENV_EXTERNAL.into(), ..Default::default() });
             c.coders.insert(
                 "bytes".into(),
-                pb::Coder { spec: Some(pb::FunctionSpec { urn: crate::urns::CODER_BYTES.into(), payload: vec![] }), component_coder_ids: vec![] },
+                pb::Coder {
+                    spec: Some(pb::FunctionSpec { urn: crate::urns::CODER_BYTES.into(), payload: vec![] }),
+                    component_coder_ids: vec![],
+                },
             );
             c.coders.insert(
                 "gw".into(),
-                pb::Coder { spec: Some(pb::FunctionSpec { urn: crate::urns::CODER_GLOBAL_WINDOW.into(), payload: vec![] }), component_coder_ids: vec![] },
+                pb::Coder {
+                    spec: Some(pb::FunctionSpec { urn: crate::urns::CODER_GLOBAL_WINDOW.into(), payload: vec![] }),
+                    component_coder_ids: vec![],
+                },
             );
             c.windowing_strategies.insert("global".into(), pb::WindowingStrategy { window_coder_id: "gw".into(), ..Default::default() });
             Builder { p: pb::Pipeline { components: Some(c), ..Default::default() } }
@@ -222,13 +226,17 @@ pub(crate) mod test_pipelines {
 
         /// Adds a leaf; `env` marks it SDK-executed.
         pub fn leaf(&mut self, id: &str, urn: &str, inputs: &[&str], outputs: &[&str], env: bool) -> &mut Self {
-            let named = |v: &[&str]| -> HashMap<String, String> {
-                v.iter().enumerate().map(|(i, pc)| (format!("i{i}"), pc.to_string())).collect()
-            };
+            let named =
+                |v: &[&str]| -> HashMap<String, String> { v.iter().enumerate().map(|(i, pc)| (format!("i{i}"), pc.to_string())).collect() };
             for pc in outputs {
                 self.comps().pcollections.insert(
                     pc.to_string(),
-                    pb::PCollection { unique_name: pc.to_string(), coder_id: "bytes".into(), windowing_strategy_id: "global".into(), ..Default::default() },
+                    pb::PCollection {
+                        unique_name: pc.to_string(),
+                        coder_id: "bytes".into(),
+                        windowing_strategy_id: "global".into(),
+                        ..Default::default()
+                    },
                 );
             }
             let t = pb::PTransform {

@@ -155,9 +155,12 @@ mod tests {
                 ("partition", schema::atomic(A::Int32, true)),
             ],
         );
-        let h = Value::Row(row::Row { fields: vec![("key".into(), Value::String("trace".into())), ("value".into(), Value::Bytes(b"1".to_vec()))] });
+        let h = Value::Row(row::Row {
+            fields: vec![("key".into(), Value::String("trace".into())), ("value".into(), Value::Bytes(b"1".to_vec()))],
+        });
         let mut body = Vec::new();
-        row::encode(&s, &[Value::Bytes(b"k".to_vec()), Value::Bytes(b"v".to_vec()), Value::List(vec![h]), Value::Int(3)], &mut body).unwrap();
+        row::encode(&s, &[Value::Bytes(b"k".to_vec()), Value::Bytes(b"v".to_vec()), Value::List(vec![h]), Value::Int(3)], &mut body)
+            .unwrap();
         let mut lp = vec![body.len() as u8];
         lp.extend_from_slice(&body);
         let mut buf = Vec::new();

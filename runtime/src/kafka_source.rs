@@ -61,7 +61,10 @@ impl PartitionClock {
             TimestampPolicy::ProcessingTime | TimestampPolicy::Unspecified => now,
             TimestampPolicy::CreateTime => {
                 if r.timestamp_kind == TimestampKind::NotAvailable || r.timestamp < 0 {
-                    return Err(format!("record {}[{}]@{} has no timestamp, and timestamp_policy is CreateTime", r.topic, r.partition, r.offset));
+                    return Err(format!(
+                        "record {}[{}]@{} has no timestamp, and timestamp_policy is CreateTime",
+                        r.topic, r.partition, r.offset
+                    ));
                 }
                 r.timestamp
             }
@@ -145,7 +148,10 @@ impl ElementEncoder {
                 .iter()
                 .map(|(k, v)| {
                     Value::Row(Row {
-                        fields: vec![("key".into(), Value::String(k.clone())), ("value".into(), v.clone().map_or(Value::Null, Value::Bytes))],
+                        fields: vec![
+                            ("key".into(), Value::String(k.clone())),
+                            ("value".into(), v.clone().map_or(Value::Null, Value::Bytes)),
+                        ],
                     })
                 })
                 .collect();
@@ -167,7 +173,8 @@ impl ElementEncoder {
             ];
             row::encode(schema, &values, &mut value)?;
         } else {
-            to_beam_nullable(spec.key_format(), r.key, &mut value).map_err(|e| format!("key of {}[{}]@{}: {e}", r.topic, r.partition, r.offset))?;
+            to_beam_nullable(spec.key_format(), r.key, &mut value)
+                .map_err(|e| format!("key of {}[{}]@{}: {e}", r.topic, r.partition, r.offset))?;
             to_beam_nullable(spec.value_format(), r.value, &mut value)
                 .map_err(|e| format!("value of {}[{}]@{}: {e}", r.topic, r.partition, r.offset))?;
         }

@@ -17,7 +17,9 @@ fn liftable_trigger(t: &Option<pb::Trigger>) -> bool {
     match t.as_ref().and_then(|t| t.trigger.as_ref()) {
         None | Some(T::Default(_)) | Some(T::Always(_)) | Some(T::Never(_)) => true,
         Some(T::ElementCount(c)) => c.element_count == 1,
-        Some(T::AfterEndOfWindow(a)) => liftable_trigger(&a.early_firings.as_deref().cloned()) && liftable_trigger(&a.late_firings.as_deref().cloned()),
+        Some(T::AfterEndOfWindow(a)) => {
+            liftable_trigger(&a.early_firings.as_deref().cloned()) && liftable_trigger(&a.late_firings.as_deref().cloned())
+        }
         _ => false,
     }
 }
@@ -68,7 +70,10 @@ fn lift_one(c: &mut pb::Components, id: &str) -> Option<()> {
         return None;
     }
     let env = if t.environment_id.is_empty() { env_of(c, &t)? } else { t.environment_id.clone() };
-    let coder = |urn: &str, parts: Vec<String>| pb::Coder { spec: Some(pb::FunctionSpec { urn: urn.into(), payload: vec![] }), component_coder_ids: parts };
+    let coder = |urn: &str, parts: Vec<String>| pb::Coder {
+        spec: Some(pb::FunctionSpec { urn: urn.into(), payload: vec![] }),
+        component_coder_ids: parts,
+    };
     let kv_acc = format!("{id}/lifted/kv_acc");
     let iter_acc = format!("{id}/lifted/iter_acc");
     let kv_iter_acc = format!("{id}/lifted/kv_iter_acc");
@@ -100,7 +105,10 @@ fn lift_one(c: &mut pb::Components, id: &str) -> Option<()> {
             step("Group", Some(pb::FunctionSpec { urn: urns::GROUP_BY_KEY.into(), payload: vec![] }), &pre_out, &gbk_out, ""),
         ),
         (format!("{id}/lifted/Merge"), step("Merge", combine_spec(urns::COMBINE_PER_KEY_MERGE_ACCUMULATORS), &gbk_out, &merge_out, &env)),
-        (format!("{id}/lifted/ExtractOutputs"), step("ExtractOutputs", combine_spec(urns::COMBINE_PER_KEY_EXTRACT_OUTPUTS), &merge_out, &output_id, &env)),
+        (
+            format!("{id}/lifted/ExtractOutputs"),
+            step("ExtractOutputs", combine_spec(urns::COMBINE_PER_KEY_EXTRACT_OUTPUTS), &merge_out, &output_id, &env),
+        ),
     ];
     let ids: Vec<String> = steps.iter().map(|(sid, _)| sid.clone()).collect();
     for (sid, s) in steps {
@@ -171,7 +179,14 @@ mod tests {
         let urns: Vec<&str> = g.leaves.iter().map(|l| g.urn(l)).collect();
         assert_eq!(
             urns,
-            [IMPULSE, PAR_DO, COMBINE_PER_KEY_PRECOMBINE, GROUP_BY_KEY, COMBINE_PER_KEY_MERGE_ACCUMULATORS, COMBINE_PER_KEY_EXTRACT_OUTPUTS]
+            [
+                IMPULSE,
+                PAR_DO,
+                COMBINE_PER_KEY_PRECOMBINE,
+                GROUP_BY_KEY,
+                COMBINE_PER_KEY_MERGE_ACCUMULATORS,
+                COMBINE_PER_KEY_EXTRACT_OUTPUTS
+            ]
         );
         let c = p.components.as_ref().unwrap();
         let pre = &c.transforms["combine/lifted/Precombine"];
@@ -186,7 +201,8 @@ mod tests {
     #[test]
     fn triggers_that_count_elements_are_not_lifted() {
         let count = pb::Trigger { trigger: Some(pb::trigger::Trigger::ElementCount(pb::trigger::ElementCount { element_count: 2 })) };
-        let mut p = combine_pipeline(Some(pb::trigger::Trigger::Repeat(Box::new(pb::trigger::Repeat { subtrigger: Some(Box::new(count)) }))));
+        let mut p =
+            combine_pipeline(Some(pb::trigger::Trigger::Repeat(Box::new(pb::trigger::Repeat { subtrigger: Some(Box::new(count)) }))));
         assert_eq!(lift_combiners(&mut p), 0);
     }
 }

@@ -369,14 +369,22 @@ mod tests {
         );
         let row = decode(&s, &buf).unwrap();
         assert_eq!(row.get("topic"), Some(&Value::String("out".into())));
-        assert_eq!(row.get("producer_config"), Some(&Value::Map(vec![(Value::String("bootstrap.servers".into()), Value::String("b".into()))])));
+        assert_eq!(
+            row.get("producer_config"),
+            Some(&Value::Map(vec![(Value::String("bootstrap.servers".into()), Value::String("b".into()))]))
+        );
     }
 
     #[test]
     fn a_truncated_row_is_an_error_not_a_panic() {
         let s = config_schema();
         let mut buf = Vec::new();
-        encode(&s, &[Value::Map(vec![]), Value::List(vec![Value::String("t".into())]), Value::Int(1), Value::Bool(false), Value::Null], &mut buf).unwrap();
+        encode(
+            &s,
+            &[Value::Map(vec![]), Value::List(vec![Value::String("t".into())]), Value::Int(1), Value::Bool(false), Value::Null],
+            &mut buf,
+        )
+        .unwrap();
         for cut in 0..buf.len() {
             assert!(decode(&s, &buf[..cut]).is_err(), "cut at {cut}");
         }

@@ -44,8 +44,15 @@ impl Access {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SideWindowing {
     Global,
-    Fixed { size: Millis, offset: Millis },
-    Sliding { size: Millis, period: Millis, offset: Millis },
+    Fixed {
+        size: Millis,
+        offset: Millis,
+    },
+    Sliding {
+        size: Millis,
+        period: Millis,
+        offset: Millis,
+    },
     /// A WindowFn the runner cannot evaluate: wait for the whole side input.
     Other,
 }

@@ -14,7 +14,10 @@ const TIMER: u64 = 4;
 pub enum Store<'a> {
     Watermark,
     /// The GroupByKey reading `topic`, and the entry's key inside it.
-    GroupByKey { topic: &'a str, key: &'a [u8] },
+    GroupByKey {
+        topic: &'a str,
+        key: &'a [u8],
+    },
     /// A main-input element waiting for side inputs (`held`), by sequence.
     Held(u64),
     /// A cell of a stateful ParDo's user state (`user_state::StateCell`).

@@ -263,10 +263,13 @@ impl Timers {
 
     /// What changed since the last call (`None`: the timer is gone).
     pub fn take_changes(&mut self) -> Vec<(TimerId, Option<PendingTimer>)> {
-        std::mem::take(&mut self.dirty).into_iter().map(|id| {
-            let t = self.pending.get(&id).cloned();
-            (id, t)
-        }).collect()
+        std::mem::take(&mut self.dirty)
+            .into_iter()
+            .map(|id| {
+                let t = self.pending.get(&id).cloned();
+                (id, t)
+            })
+            .collect()
     }
 
     pub fn restore(&mut self, id: TimerId, t: PendingTimer) {

@@ -1,4 +1,4 @@
-//! The topology plan (DESIGN.md §3): which runner-owned topics exist, which
+//! The topology plan: which runner-owned topics exist, which
 //! sub-topologies read and write them, and so which tasks (sub-topology,
 //! partition) run.
 //!
@@ -7,6 +7,8 @@
 //! feed a GroupByKey are written to that GroupByKey's shuffle topic.
 use std::collections::HashMap;
 use std::fmt::Write as _;
+
+mod check;
 
 use crate::fusion::{fuse, Stage};
 use crate::graph::PipelineGraph;
@@ -134,7 +136,11 @@ pub fn sub_topology_source(id: u32) -> String {
 
 fn name_of(graph: &PipelineGraph, id: &str) -> String {
     let n = &graph.transform(id).unique_name;
-    if n.is_empty() { id.to_string() } else { n.clone() }
+    if n.is_empty() {
+        id.to_string()
+    } else {
+        n.clone()
+    }
 }
 
 impl TopologyPlan {
@@ -163,7 +169,11 @@ impl TopologyPlan {
                     impulses += 1;
                 }
                 urns::GROUP_BY_KEY => {
-                    let input = graph.inputs_of(id).into_iter().next().ok_or_else(|| format!("GroupByKey '{}' has no input", name_of(graph, id)))?;
+                    let input = graph
+                        .inputs_of(id)
+                        .into_iter()
+                        .next()
+                        .ok_or_else(|| format!("GroupByKey '{}' has no input", name_of(graph, id)))?;
                     let out = t.outputs.values().next().ok_or_else(|| format!("GroupByKey '{}' has no output", name_of(graph, id)))?;
                     fed_by.entry(out.clone()).or_default().push((topics.len(), InputKind::GroupByKey { transform: id.clone() }));
                     topics.push(TopicPlan {
@@ -236,7 +246,14 @@ impl TopologyPlan {
         let env = stages.first().map(|st| st.environment_id.clone()).unwrap_or_default();
         for (n, pc) in relays.into_iter().enumerate() {
             let id = format!("relay-{n}");
-            stages.push(Stage { id, environment_id: env.clone(), transforms: Vec::new(), inputs: vec![pc.clone()], outputs: vec![pc], side_inputs: Vec::new() });
+            stages.push(Stage {
+                id,
+                environment_id: env.clone(),
+                transforms: Vec::new(),
+                inputs: vec![pc.clone()],
+                outputs: vec![pc],
+                side_inputs: Vec::new(),
+            });
         }
         let mut edges = 0;
         let mut sub_topologies = Vec::new();
@@ -288,7 +305,8 @@ impl TopologyPlan {
             for si in &stage.side_inputs {
                 let member = stage.transforms.iter().position(|t| t == &si.transform);
                 let produced_here = graph.producer.get(&si.pcollection).is_some_and(|p| stage.transforms.contains(p));
-                let main_here = graph.main_inputs_of(&si.transform).iter().any(|m| graph.producer.get(m).is_some_and(|p| stage.transforms.contains(p)));
+                let main_here =
+                    graph.main_inputs_of(&si.transform).iter().any(|m| graph.producer.get(m).is_some_and(|p| stage.transforms.contains(p)));
                 if member.is_some() && (produced_here || main_here) {
                     return Err(format!(
                         "'{}' reads a side input in the middle of a fused stage ({}), which this runner cannot plan yet",
@@ -308,7 +326,15 @@ impl TopologyPlan {
                 })
                 .collect();
             let partitions = inputs.iter().map(|i| topics[i.topic].partitions).max().unwrap_or(1).max(1);
-            sub_topologies.push(SubTopology { id, stage: stage.clone(), inputs, side_inputs, outputs: Vec::new(), sinks: Vec::new(), partitions });
+            sub_topologies.push(SubTopology {
+                id,
+                stage: stage.clone(),
+                inputs,
+                side_inputs,
+                outputs: Vec::new(),
+                sinks: Vec::new(),
+                partitions,
+            });
         }
         // Outputs: what each stage writes to shuffle, edge and side topics,
         // and to WriteToKafka sinks.
@@ -356,7 +382,9 @@ impl TopologyPlan {
                 topics[o.topic].upstream_partitions = s.partitions;
             }
         }
-        if let Some(t) = topics.iter().find(|t| matches!(t.kind, TopicKind::Shuffle | TopicKind::Edge | TopicKind::Side) && t.upstream.is_empty()) {
+        if let Some(t) =
+            topics.iter().find(|t| matches!(t.kind, TopicKind::Shuffle | TopicKind::Edge | TopicKind::Side) && t.upstream.is_empty())
+        {
             let producer = graph.producer.get(&t.pcollection).map(|p| name_of(graph, p)).unwrap_or_default();
             return Err(format!("a GroupByKey reads '{}' from '{producer}', which this runner cannot connect yet", t.pcollection));
         }
@@ -375,12 +403,16 @@ impl TopologyPlan {
         }
         // A shuffle nobody reads is not created (its GroupByKey's output is unused).
         let read: Vec<bool> = (0..topics.len())
-            .map(|i| sub_topologies.iter().any(|s| s.inputs.iter().any(|inp| inp.topic == i) || s.side_inputs.iter().any(|si| si.topic == i)))
+            .map(|i| {
+                sub_topologies.iter().any(|s| s.inputs.iter().any(|inp| inp.topic == i) || s.side_inputs.iter().any(|si| si.topic == i))
+            })
             .collect();
         for s in &mut sub_topologies {
             s.outputs.retain(|o| read[o.topic]);
         }
-        Ok(TopologyPlan { application_id: application_id.to_string(), topics, sub_topologies }.without_unread_topics(&read))
+        let plan = TopologyPlan { application_id: application_id.to_string(), topics, sub_topologies }.without_unread_topics(&read);
+        plan.check_acyclic(graph)?;
+        Ok(plan)
     }
 
     fn without_unread_topics(mut self, read: &[bool]) -> TopologyPlan {
@@ -432,10 +464,7 @@ impl TopologyPlan {
     }
 
     pub fn tasks(&self) -> Vec<TaskId> {
-        self.sub_topologies
-            .iter()
-            .flat_map(|s| (0..s.partitions).map(move |p| TaskId { sub_topology: s.id, partition: p }))
-            .collect()
+        self.sub_topologies.iter().flat_map(|s| (0..s.partitions).map(move |p| TaskId { sub_topology: s.id, partition: p })).collect()
     }
 
     /// Tasks whose output reaches no topic: the job is done when all of them
@@ -449,7 +478,11 @@ impl TopologyPlan {
         let mut out = String::new();
         let _ = writeln!(out, "application {}", self.application_id);
         for t in &self.topics {
-            let _ = writeln!(out, "topic {} ({:?}, {} partition(s)) carries {} from {}", t.name, t.kind, t.partitions, t.pcollection, t.upstream);
+            let _ = writeln!(
+                out,
+                "topic {} ({:?}, {} partition(s)) carries {} from {}",
+                t.name, t.kind, t.partitions, t.pcollection, t.upstream
+            );
         }
         for s in &self.sub_topologies {
             let inputs: Vec<String> = s
@@ -510,201 +543,4 @@ impl TopologyPlan {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::graph::test_pipelines::Builder;
-    use crate::urns::*;
-
-    #[test]
-    fn impulse_feeds_a_one_partition_topic_read_by_one_task() {
-        let mut b = Builder::new();
-        b.leaf("impulse", IMPULSE, &[], &["a"], false).leaf("map", PAR_DO, &["a"], &["b"], true);
-        let p = b.build();
-        let g = PipelineGraph::new(&p).unwrap();
-        let plan = TopologyPlan::plan(&g, "app", 4).unwrap();
-        assert_eq!(plan.topics.len(), 1);
-        assert_eq!(plan.topics[0].name, "__beam_app_impulse_0");
-        assert_eq!(plan.topics[0].partitions, 1);
-        assert_eq!(plan.topics[0].upstream, "impulse");
-        assert_eq!(plan.sub_topologies[0].inputs, [SubInput { topic: 0, kind: InputKind::Direct, pcollection: "a".into() }]);
-        assert_eq!(plan.tasks(), [TaskId { sub_topology: 0, partition: 0 }]);
-        assert_eq!(plan.terminal_tasks(), plan.tasks());
-        let text = plan.describe(&g);
-        assert!(text.contains("__beam_app_impulse_0") && text.contains("map"), "{text}");
-    }
-
-    #[test]
-    fn a_side_input_travels_on_a_side_topic_and_its_reader_starts_a_stage() {
-        let mut b = Builder::new();
-        b.leaf("impulse", IMPULSE, &[], &["a"], false)
-            .leaf("make", PAR_DO, &["a"], &["b"], true)
-            .leaf("use", PAR_DO, &["b"], &["c"], true)
-            .side_input("use", "side0", "b");
-        let p = b.build();
-        let g = PipelineGraph::new(&p).unwrap();
-        let plan = TopologyPlan::plan(&g, "s", 3).unwrap();
-        let topics: Vec<_> = plan.topics.iter().map(|t| (t.name.as_str(), t.kind, t.partitions, t.upstream.as_str())).collect();
-        assert_eq!(
-            topics,
-            [
-                ("__beam_s_impulse_0", TopicKind::Impulse, 1, "impulse"),
-                ("__beam_s_side_0", TopicKind::Side, 1, "sub-0"),
-                ("__beam_s_edge_0", TopicKind::Edge, 3, "sub-0"),
-            ]
-        );
-        let (make, reader) = (&plan.sub_topologies[0], &plan.sub_topologies[1]);
-        assert_eq!(make.stage.transforms, ["make"]);
-        assert_eq!(make.outputs.iter().map(|o| o.topic).collect::<Vec<_>>(), [1, 2]);
-        assert_eq!(reader.stage.transforms, ["use"]);
-        assert_eq!(reader.inputs, [SubInput { topic: 2, kind: InputKind::Direct, pcollection: "b".into() }]);
-        assert_eq!(
-            reader.side_inputs,
-            [SubSideInput { topic: 1, transform: "use".into(), local_name: "side0".into(), pcollection: "b".into() }]
-        );
-        assert_eq!(reader.partitions, 3);
-    }
-
-    #[test]
-    fn a_group_by_key_output_read_only_as_a_side_input_is_copied_out_by_a_relay_stage() {
-        let mut b = Builder::new();
-        b.leaf("impulse", IMPULSE, &[], &["a"], false)
-            .leaf("pair", PAR_DO, &["a"], &["b"], true)
-            .leaf("gbk", GROUP_BY_KEY, &["b"], &["g"], false)
-            .leaf("use", PAR_DO, &["b"], &["c"], true)
-            .side_input("use", "side0", "g");
-        let p = b.build();
-        let g = PipelineGraph::new(&p).unwrap();
-        let plan = TopologyPlan::plan(&g, "r", 1).unwrap();
-        let relay = plan.sub_topologies.iter().find(|s| s.stage.id == "relay-0").expect("a relay stage");
-        assert!(relay.stage.transforms.is_empty());
-        assert!(matches!(relay.inputs[0].kind, InputKind::GroupByKey { .. }));
-        assert_eq!(plan.topics[relay.outputs[0].topic].kind, TopicKind::Side);
-        let reader = plan.sub_topologies.iter().find(|s| s.stage.transforms == ["use"]).unwrap();
-        assert_eq!(reader.side_inputs[0].topic, relay.outputs[0].topic);
-    }
-
-    #[test]
-    fn a_group_by_key_splits_the_pipeline_at_a_shuffle_topic() {
-        let mut b = Builder::new();
-        b.leaf("impulse", IMPULSE, &[], &["a"], false)
-            .leaf("pair", PAR_DO, &["a"], &["b"], true)
-            .leaf("gbk", GROUP_BY_KEY, &["b"], &["c"], false)
-            .leaf("post", PAR_DO, &["c"], &["d"], true);
-        let p = b.build();
-        let g = PipelineGraph::new(&p).unwrap();
-        let plan = TopologyPlan::plan(&g, "x", 3).unwrap();
-        let names: Vec<_> = plan.topics.iter().map(|t| (t.name.as_str(), t.partitions)).collect();
-        assert_eq!(names, [("__beam_x_impulse_0", 1), ("__beam_x_shuffle_0", 3)]);
-        assert_eq!(plan.topics[1].upstream, "sub-0");
-        assert_eq!(plan.topics[1].upstream_partitions, 1);
-        assert_eq!(plan.sub_topologies[0].outputs, [SubOutput { pcollection: "b".into(), topic: 1 }]);
-        let second = &plan.sub_topologies[1];
-        assert_eq!(second.inputs[0].kind, InputKind::GroupByKey { transform: "gbk".into() });
-        assert_eq!(second.inputs[0].pcollection, "c");
-        assert_eq!(second.partitions, 3);
-        assert_eq!(plan.tasks().len(), 4);
-        assert_eq!(plan.terminal_tasks().len(), 3);
-        assert!(plan.describe(&g).contains("via gbk"));
-        let dot = plan.to_dot(&g);
-        assert!(dot.starts_with("digraph"), "{dot}");
-        assert!(dot.contains("t1 -> s1 [label=\"gbk\"]"), "{dot}");
-        assert!(dot.contains("s0 -> t1;"), "{dot}");
-    }
-
-    #[test]
-    fn an_unread_shuffle_is_not_planned() {
-        let mut b = Builder::new();
-        b.leaf("impulse", IMPULSE, &[], &["a"], false)
-            .leaf("pair", PAR_DO, &["a"], &["b"], true)
-            .leaf("gbk", GROUP_BY_KEY, &["b"], &["c"], false);
-        let p = b.build();
-        let g = PipelineGraph::new(&p).unwrap();
-        let plan = TopologyPlan::plan(&g, "x", 2).unwrap();
-        assert_eq!(plan.topics.len(), 1);
-        assert!(plan.sub_topologies[0].outputs.is_empty());
-        assert_eq!(plan.terminal_tasks().len(), 1);
-    }
-
-    #[test]
-    fn each_impulse_gets_its_own_topic() {
-        let mut b = Builder::new();
-        b.leaf("i1", IMPULSE, &[], &["a"], false)
-            .leaf("i2", IMPULSE, &[], &["b"], false)
-            .leaf("flatten", FLATTEN, &["a", "b"], &["c"], true);
-        let p = b.build();
-        let g = PipelineGraph::new(&p).unwrap();
-        let plan = TopologyPlan::plan(&g, "x", 1).unwrap();
-        let names: Vec<_> = plan.topics.iter().map(|t| t.name.as_str()).collect();
-        assert_eq!(names, ["__beam_x_impulse_0", "__beam_x_impulse_1"]);
-        assert_eq!(plan.sub_topologies[0].inputs.len(), 2);
-    }
-
-    #[test]
-    fn a_group_by_key_fed_by_a_runner_transform_is_an_error() {
-        let mut b = Builder::new();
-        b.leaf("impulse", IMPULSE, &[], &["a"], false)
-            .leaf("gbk", GROUP_BY_KEY, &["a"], &["c"], false)
-            .leaf("post", PAR_DO, &["c"], &["d"], true);
-        let p = b.build();
-        let g = PipelineGraph::new(&p).unwrap();
-        let err = TopologyPlan::plan(&g, "x", 1).unwrap_err();
-        assert!(err.contains("impulse"), "{err}");
-    }
-
-    fn with_read_spec(p: &mut crate::pb::Pipeline, id: &str, topics: &[&str]) {
-        use prost::Message;
-        let spec = beam_kafka_proto::envelope::KafkaReadSpec { topics: topics.iter().map(|t| t.to_string()).collect(), ..Default::default() };
-        let t = p.components.as_mut().unwrap().transforms.get_mut(id).unwrap();
-        t.spec.as_mut().unwrap().payload = spec.encode_to_vec();
-    }
-
-    #[test]
-    fn a_kafka_read_feeds_its_stage_from_every_topic_and_a_write_is_a_sink() {
-        let mut b = Builder::new();
-        b.leaf("read", KAFKA_READ, &[], &["a"], false)
-            .leaf("map", PAR_DO, &["a"], &["b"], true)
-            .leaf("gbk", GROUP_BY_KEY, &["b"], &["c"], false)
-            .leaf("post", PAR_DO, &["c"], &["d"], true)
-            .leaf("write", KAFKA_WRITE, &["d"], &["w"], false);
-        let mut p = b.build();
-        with_read_spec(&mut p, "read", &["in1", "in2"]);
-        let g = PipelineGraph::new(&p).unwrap();
-        let mut plan = TopologyPlan::plan(&g, "x", 2).unwrap();
-        let first = &plan.sub_topologies[0];
-        let sources: Vec<_> = first.inputs.iter().map(|i| (plan.topics[i.topic].name.as_str(), i.kind.clone())).collect();
-        let read = InputKind::Source { transform: "read".into() };
-        assert_eq!(sources, [("in1", read.clone()), ("in2", read)]);
-        assert_eq!(plan.sub_topologies[1].sinks, [SubSink { pcollection: "d".into(), transform: "write".into() }]);
-        // User topics are neither created nor deleted.
-        let runner: Vec<_> = plan.runner_topics().map(|t| t.name.as_str()).collect();
-        assert_eq!(runner, ["__beam_x_shuffle_0"]);
-        // The broker's partition counts size the reading sub-topology.
-        plan.resolve_source_partitions(&|t| Some(if t == "in1" { 4 } else { 3 })).unwrap();
-        assert_eq!(plan.sub_topologies[0].partitions, 4);
-        assert_eq!(plan.topics.iter().find(|t| t.kind == TopicKind::Shuffle).unwrap().upstream_partitions, 4);
-        assert_eq!(plan.sub_topologies[1].partitions, 2);
-        assert!(plan.describe(&g).contains("topic in2 via read"), "{}", plan.describe(&g));
-    }
-
-    #[test]
-    fn a_topic_read_twice_or_a_write_fed_by_a_runner_transform_is_an_error() {
-        let mut b = Builder::new();
-        b.leaf("r1", KAFKA_READ, &[], &["a"], false)
-            .leaf("r2", KAFKA_READ, &[], &["b"], false)
-            .leaf("flatten", FLATTEN, &["a", "b"], &["c"], true);
-        let mut p = b.build();
-        with_read_spec(&mut p, "r1", &["t"]);
-        with_read_spec(&mut p, "r2", &["t"]);
-        let g = PipelineGraph::new(&p).unwrap();
-        let err = TopologyPlan::plan(&g, "x", 1).unwrap_err();
-        assert!(err.contains("'t' is read by both"), "{err}");
-
-        let mut b = Builder::new();
-        b.leaf("read", KAFKA_READ, &[], &["a"], false).leaf("write", KAFKA_WRITE, &["a"], &["w"], false);
-        let mut p = b.build();
-        with_read_spec(&mut p, "read", &["t"]);
-        let g = PipelineGraph::new(&p).unwrap();
-        let err = TopologyPlan::plan(&g, "x", 1).unwrap_err();
-        assert!(err.contains("put a step between"), "{err}");
-    }
-}
+mod tests;

@@ -107,7 +107,8 @@ impl UserState {
 
     /// Removes the entries with sort keys in `[start, end)`.
     pub fn ordered_clear(&mut self, cell: StateCell, start: i64, end: i64) -> Result<(), String> {
-        let kept: Vec<u8> = entries(self.get(&cell))?.into_iter().filter(|(k, _)| !(start..end).contains(k)).flat_map(|(_, e)| e.to_vec()).collect();
+        let kept: Vec<u8> =
+            entries(self.get(&cell))?.into_iter().filter(|(k, _)| !(start..end).contains(k)).flat_map(|(_, e)| e.to_vec()).collect();
         if kept.is_empty() {
             self.bags.remove(&cell);
         } else {
@@ -157,10 +158,13 @@ impl UserState {
 
     /// What changed since the last call: (cell, contents; `None` deletes).
     pub fn take_changes(&mut self) -> Vec<(StateCell, Option<Vec<u8>>)> {
-        std::mem::take(&mut self.dirty).into_iter().map(|c| {
-            let v = self.bags.get(&c).cloned();
-            (c, v)
-        }).collect()
+        std::mem::take(&mut self.dirty)
+            .into_iter()
+            .map(|c| {
+                let v = self.bags.get(&c).cloned();
+                (c, v)
+            })
+            .collect()
     }
 
     /// Restores a cell from the task's store.
@@ -249,7 +253,10 @@ mod tests {
         let c = cell(b"a", b"");
         s.ordered_append(c.clone(), &[entry(30, b"c"), entry(-5, b"neg")].concat()).unwrap();
         s.ordered_append(c.clone(), &[entry(10, b"a"), entry(30, b"c2")].concat()).unwrap();
-        assert_eq!(s.ordered_get(&c, i64::MIN, i64::MAX).unwrap(), [entry(-5, b"neg"), entry(10, b"a"), entry(30, b"c"), entry(30, b"c2")].concat());
+        assert_eq!(
+            s.ordered_get(&c, i64::MIN, i64::MAX).unwrap(),
+            [entry(-5, b"neg"), entry(10, b"a"), entry(30, b"c"), entry(30, b"c2")].concat()
+        );
         assert_eq!(s.ordered_get(&c, 0, 30).unwrap(), entry(10, b"a"));
         s.ordered_clear(c.clone(), 10, 31).unwrap();
         assert_eq!(s.ordered_get(&c, i64::MIN, i64::MAX).unwrap(), entry(-5, b"neg"));

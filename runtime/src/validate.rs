@@ -5,9 +5,9 @@ use prost::Message;
 
 use crate::coder::{self, Coder};
 use crate::graph::PipelineGraph;
-use crate::windowing::WindowingSpec;
 use crate::pb;
 use crate::urns::{self, friendly_name};
+use crate::windowing::WindowingSpec;
 
 /// One thing the runner cannot run.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -230,7 +230,9 @@ fn pardo_problems(t: &pb::PTransform) -> Vec<String> {
     for (name, si) in &p.side_inputs {
         let urn = si.access_pattern.as_ref().map(|a| a.urn.as_str()).unwrap_or_default();
         if crate::side_input::Access::from_urn(urn).is_none() {
-            out.push(format!("reads side input '{name}' with access pattern '{urn}', which this runner does not serve (iterable and multimap only)"));
+            out.push(format!(
+                "reads side input '{name}' with access pattern '{urn}', which this runner does not serve (iterable and multimap only)"
+            ));
         }
     }
     for (name, spec) in &p.state_specs {
@@ -239,7 +241,10 @@ fn pardo_problems(t: &pb::PTransform) -> Vec<String> {
         }
     }
     for (name, tf) in &p.timer_family_specs {
-        if !matches!(pb::time_domain::Enum::try_from(tf.time_domain), Ok(pb::time_domain::Enum::EventTime | pb::time_domain::Enum::ProcessingTime)) {
+        if !matches!(
+            pb::time_domain::Enum::try_from(tf.time_domain),
+            Ok(pb::time_domain::Enum::EventTime | pb::time_domain::Enum::ProcessingTime)
+        ) {
             out.push(format!("uses timer family '{name}' in a time domain this runner does not serve (event and processing time only)"));
         }
     }
@@ -298,8 +303,7 @@ mod tests {
             restriction_coder_id: "r".into(),
             ..Default::default()
         };
-        p.components.as_mut().unwrap().transforms.get_mut("stateful").unwrap().spec.as_mut().unwrap().payload =
-            payload.encode_to_vec();
+        p.components.as_mut().unwrap().transforms.get_mut("stateful").unwrap().spec.as_mut().unwrap().payload = payload.encode_to_vec();
         p.requirements.push(REQUIREMENT_STATEFUL.into());
         let text: Vec<_> = validate(&p).iter().map(|u| u.to_string()).collect();
         // Stateful ParDos run; a state spec of unknown kind does not.

@@ -1,4 +1,4 @@
-//! Input-watermark aggregation of one task (DESIGN.md §5): the watermark holds
+//! Input-watermark aggregation of one task: the watermark holds
 //! at −∞ until every partition of every upstream has reported, each partition
 //! is monotonic, idle partitions do not hold it back, and the result never
 //! goes backwards.

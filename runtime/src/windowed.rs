@@ -51,7 +51,10 @@ pub fn split<'a>(buf: &'a [u8], window: &Coder) -> Result<Header<'a>, String> {
 pub enum Window {
     Global,
     /// `[start, end)` in millis.
-    Interval { start: Millis, end: Millis },
+    Interval {
+        start: Millis,
+        end: Millis,
+    },
 }
 
 impl Window {

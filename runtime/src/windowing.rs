@@ -103,8 +103,13 @@ mod tests {
 
     fn components() -> pb::Components {
         let mut c = pb::Components::default();
-        for (id, urn) in [("gw", crate::urns::CODER_GLOBAL_WINDOW), ("iw", crate::coder::INTERVAL_WINDOW), ("pw", "beam:coder:pickled_python:v1")] {
-            c.coders.insert(id.into(), pb::Coder { spec: Some(pb::FunctionSpec { urn: urn.into(), payload: vec![] }), component_coder_ids: vec![] });
+        for (id, urn) in
+            [("gw", crate::urns::CODER_GLOBAL_WINDOW), ("iw", crate::coder::INTERVAL_WINDOW), ("pw", "beam:coder:pickled_python:v1")]
+        {
+            c.coders.insert(
+                id.into(),
+                pb::Coder { spec: Some(pb::FunctionSpec { urn: urn.into(), payload: vec![] }), component_coder_ids: vec![] },
+            );
         }
         c
     }

@@ -21,12 +21,8 @@ const STAGING_TO_ROLE: &str = "beam:artifact:role:staging_to:v1";
 
 /// A name safe to use as one file name inside a directory we own.
 pub fn check_name(name: &str) -> Result<&str, String> {
-    let bad = name.is_empty()
-        || name == "."
-        || name == ".."
-        || name.len() > 255
-        || name.contains(['/', '\\', '\0'])
-        || name.starts_with('~');
+    let bad =
+        name.is_empty() || name == "." || name == ".." || name.len() > 255 || name.contains(['/', '\\', '\0']) || name.starts_with('~');
     if bad {
         Err(format!("artifact name '{name}' is not a plain file name; refusing to stage it"))
     } else {
@@ -103,12 +99,8 @@ impl Staging {
                 _ => return Err(Status::invalid_argument("expected a resolve_artifact_response")),
             };
             // Check every name before anything is written.
-            let names: Vec<String> = resolved
-                .iter()
-                .enumerate()
-                .map(|(i, a)| staged_name(a, i))
-                .collect::<Result<_, _>>()
-                .map_err(Status::invalid_argument)?;
+            let names: Vec<String> =
+                resolved.iter().enumerate().map(|(i, a)| staged_name(a, i)).collect::<Result<_, _>>().map_err(Status::invalid_argument)?;
             let env_dir = dir.join(safe_dir_name(&env_id));
             let mut staged = Vec::new();
             for (artifact, name) in resolved.into_iter().zip(names) {

@@ -29,8 +29,8 @@ pub struct DescribeArgs {
 
 pub fn describe(args: DescribeArgs) -> anyhow::Result<()> {
     let bytes = std::fs::read(&args.pipeline).with_context(|| format!("cannot read {}", args.pipeline.display()))?;
-    let mut pipeline = Pipeline::decode(bytes.as_slice())
-        .with_context(|| format!("{} is not a binary Beam Pipeline proto", args.pipeline.display()))?;
+    let mut pipeline =
+        Pipeline::decode(bytes.as_slice()).with_context(|| format!("{} is not a binary Beam Pipeline proto", args.pipeline.display()))?;
     lift_combiners(&mut pipeline);
     let problems = validate_topology(&pipeline);
     if !problems.is_empty() {

@@ -4,26 +4,26 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use beam_kafka_actors::job::{InputSpec, KafkaSinkSpec, SideInputSpec, SubTopologySpec, TimerFamilySpec};
-use beam_kafka_runtime::timers::{TimeDomain, TimerCodec};
-use beam_kafka_proto::pipeline::ParDoPayload;
-use beam_kafka_runtime::side_input::{Access, SideWindowing};
-use beam_kafka_actors::SourceInput;
-use beam_kafka_proto::pipeline::Schema;
-use beam_kafka_proto::prost::Message;
-use beam_kafka_runtime::coder::Coder;
-use beam_kafka_runtime::kafka_sink::SinkCodec;
-use beam_kafka_runtime::kafka_source::ElementEncoder;
-use beam_kafka_runtime::validate::{read_spec, write_spec};
 use beam_kafka_actors::output::OutputSink;
+use beam_kafka_actors::SourceInput;
 use beam_kafka_actors::{run_job, JobEvent, JobInput, JobOutcome};
 use beam_kafka_fnapi::environment::{self, Endpoints, Harness};
 use beam_kafka_fnapi::{FnApiServer, SdkLog, WorkerSpec};
 use beam_kafka_proto::fn_execution as fn_pb;
 use beam_kafka_proto::job_management as jm;
+use beam_kafka_proto::pipeline::ParDoPayload;
+use beam_kafka_proto::pipeline::Schema;
+use beam_kafka_proto::prost::Message;
+use beam_kafka_runtime::coder::wire_coders;
+use beam_kafka_runtime::coder::Coder;
 use beam_kafka_runtime::descriptor;
 use beam_kafka_runtime::graph::PipelineGraph;
-use beam_kafka_runtime::coder::wire_coders;
+use beam_kafka_runtime::kafka_sink::SinkCodec;
+use beam_kafka_runtime::kafka_source::ElementEncoder;
+use beam_kafka_runtime::side_input::{Access, SideWindowing};
+use beam_kafka_runtime::timers::{TimeDomain, TimerCodec};
 use beam_kafka_runtime::topology::{InputKind, TopologyPlan};
+use beam_kafka_runtime::validate::{read_spec, write_spec};
 use beam_kafka_runtime::windowing::WindowingSpec;
 use jm::job_message::MessageImportance as Importance;
 use jm::job_state::Enum as State;
@@ -169,11 +169,17 @@ async fn prepare_and_run(job: &Arc<Job>, services: &Services, started: &mut Opti
             let t = graph.transform(&si.transform);
             let payload = ParDoPayload::decode(t.spec.as_ref().map(|s| s.payload.as_slice()).unwrap_or_default())
                 .map_err(|e| format!("'{}' has an unreadable ParDo payload: {e}", t.unique_name))?;
-            let urn = payload.side_inputs.get(&si.local_name).and_then(|p| p.access_pattern.as_ref()).map(|a| a.urn.clone()).unwrap_or_default();
-            let access = Access::from_urn(&urn)
-                .ok_or_else(|| format!("'{}' reads side input '{}' with access pattern '{urn}', which this runner does not serve", t.unique_name, si.local_name))?;
+            let urn =
+                payload.side_inputs.get(&si.local_name).and_then(|p| p.access_pattern.as_ref()).map(|a| a.urn.clone()).unwrap_or_default();
+            let access = Access::from_urn(&urn).ok_or_else(|| {
+                format!(
+                    "'{}' reads side input '{}' with access pattern '{urn}', which this runner does not serve",
+                    t.unique_name, si.local_name
+                )
+            })?;
             let pc = &components.pcollections[&si.pcollection];
-            let window_fn = components.windowing_strategies.get(&pc.windowing_strategy_id).and_then(|w| w.window_fn.clone()).unwrap_or_default();
+            let window_fn =
+                components.windowing_strategies.get(&pc.windowing_strategy_id).and_then(|w| w.window_fn.clone()).unwrap_or_default();
             let (element_coder, window_coder) = wire_coders(components, &si.pcollection)?;
             side_inputs.push(SideInputSpec {
                 topic: topic.name.clone(),
@@ -207,7 +213,10 @@ async fn prepare_and_run(job: &Arc<Job>, services: &Services, started: &mut Opti
             let row_schema = if spec.with_headers {
                 let coder = &components.coders[&pc.coder_id];
                 let payload = coder.spec.as_ref().map(|s| s.payload.as_slice()).unwrap_or_default();
-                Some(Schema::decode(payload).map_err(|e| format!("WriteToKafka '{}': its input's row schema is malformed: {e}", t.unique_name))?)
+                Some(
+                    Schema::decode(payload)
+                        .map_err(|e| format!("WriteToKafka '{}': its input's row schema is malformed: {e}", t.unique_name))?,
+                )
             } else {
                 None
             };
@@ -300,7 +309,8 @@ fn timer_families(graph: &PipelineGraph, transforms: &[String]) -> Result<Vec<Ti
     for id in transforms {
         let t = graph.transform(id);
         let Some(spec) = t.spec.as_ref().filter(|s| s.urn == beam_kafka_runtime::urns::PAR_DO) else { continue };
-        let payload = ParDoPayload::decode(spec.payload.as_slice()).map_err(|e| format!("'{}': unreadable ParDo payload: {e}", t.unique_name))?;
+        let payload =
+            ParDoPayload::decode(spec.payload.as_slice()).map_err(|e| format!("'{}': unreadable ParDo payload: {e}", t.unique_name))?;
         for (family, tf) in &payload.timer_family_specs {
             let domain = match Domain::try_from(tf.time_domain) {
                 Ok(Domain::ProcessingTime) => TimeDomain::ProcessingTime,
@@ -322,4 +332,3 @@ fn timer_families(graph: &PipelineGraph, transforms: &[String]) -> Result<Vec<Ti
     }
     Ok(out)
 }
-

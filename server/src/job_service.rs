@@ -89,10 +89,7 @@ impl jm::job_service_server::JobService for JobService {
         Ok(Response::new(self.jobs.get(&request.into_inner().job_id)?.state()))
     }
 
-    async fn get_pipeline(
-        &self,
-        request: Request<jm::GetJobPipelineRequest>,
-    ) -> Result<Response<jm::GetJobPipelineResponse>, Status> {
+    async fn get_pipeline(&self, request: Request<jm::GetJobPipelineRequest>) -> Result<Response<jm::GetJobPipelineResponse>, Status> {
         let job = self.jobs.get(&request.into_inner().job_id)?;
         let pipeline = Some(job.pipeline.lock().expect("lock").clone());
         Ok(Response::new(jm::GetJobPipelineResponse { pipeline }))
@@ -111,10 +108,7 @@ impl jm::job_service_server::JobService for JobService {
         Err(Status::unimplemented("drain is not supported by beam-kafka yet"))
     }
 
-    async fn get_state_stream(
-        &self,
-        request: Request<jm::GetJobStateRequest>,
-    ) -> Result<Response<Self::GetStateStreamStream>, Status> {
+    async fn get_state_stream(&self, request: Request<jm::GetJobStateRequest>) -> Result<Response<Self::GetStateStreamStream>, Status> {
         // A preparation id is not a job yet: answering NOT_FOUND makes the
         // Python client open its streams after Run, without a deadline.
         let job = self.jobs.get(&request.into_inner().job_id).and_then(not_prepared)?;
@@ -122,10 +116,7 @@ impl jm::job_service_server::JobService for JobService {
         Ok(Response::new(Box::pin(stream)))
     }
 
-    async fn get_message_stream(
-        &self,
-        request: Request<jm::JobMessagesRequest>,
-    ) -> Result<Response<Self::GetMessageStreamStream>, Status> {
+    async fn get_message_stream(&self, request: Request<jm::JobMessagesRequest>) -> Result<Response<Self::GetMessageStreamStream>, Status> {
         let job = self.jobs.get(&request.into_inner().job_id).and_then(not_prepared)?;
         let (history, live) = job.messages();
         let live = BroadcastStream::new(live).filter_map(|r| futures::future::ready(r.ok()));
@@ -133,10 +124,7 @@ impl jm::job_service_server::JobService for JobService {
         Ok(Response::new(Box::pin(stream)))
     }
 
-    async fn get_job_metrics(
-        &self,
-        request: Request<jm::GetJobMetricsRequest>,
-    ) -> Result<Response<jm::GetJobMetricsResponse>, Status> {
+    async fn get_job_metrics(&self, request: Request<jm::GetJobMetricsRequest>) -> Result<Response<jm::GetJobMetricsResponse>, Status> {
         let job = self.jobs.get(&request.into_inner().job_id)?;
         let metrics = job.metrics.lock().expect("lock");
         let results = jm::MetricResults { attempted: metrics.attempted.all(), committed: metrics.committed.all() };
@@ -180,5 +168,9 @@ fn is_terminal_message(m: &jm::JobMessagesResponse) -> bool {
 
 fn sanitize(name: &str) -> String {
     let s: String = name.chars().take(40).map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '-' }).collect();
-    if s.is_empty() { "job".into() } else { s }
+    if s.is_empty() {
+        "job".into()
+    } else {
+        s
+    }
 }

@@ -61,7 +61,7 @@ impl Job {
     }
 
     pub fn state(&self) -> jm::JobStateEvent {
-        self.state.borrow().clone()
+        *self.state.borrow()
     }
 
     pub fn subscribe_state(&self) -> watch::Receiver<jm::JobStateEvent> {
@@ -75,7 +75,7 @@ impl Job {
             if is_terminal(cur.state) || cur.state == s as i32 {
                 false
             } else {
-                *cur = ev.clone();
+                *cur = ev;
                 true
             }
         });

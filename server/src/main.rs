@@ -65,8 +65,8 @@ fn main() {
 }
 
 fn run() -> anyhow::Result<()> {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("BEAM_KAFKA_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_env("BEAM_KAFKA_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).init();
     let cli = Cli::parse();
     if let Command::Describe(args) = cli.command {
@@ -109,15 +109,11 @@ async fn job_server(args: JobServerArgs) -> anyhow::Result<()> {
         .serve_with_incoming(beam_kafka_fnapi::incoming(artifact_listener));
     let job_api = tonic::transport::Server::builder()
         .add_service(
-            jm::job_service_server::JobServiceServer::new(job_service::JobService {
-                jobs,
-                services,
-                staging_url: artifact_url.clone(),
-            })
-            .max_decoding_message_size(256 << 20)
-            .max_encoding_message_size(256 << 20),
+            jm::job_service_server::JobServiceServer::new(job_service::JobService { jobs, services, staging_url: artifact_url.clone() })
+                .max_decoding_message_size(256 << 20)
+                .max_encoding_message_size(256 << 20),
         )
-        .serve_with_incoming(beam_kafka_fnapi::incoming(job_listener.into()));
+        .serve_with_incoming(beam_kafka_fnapi::incoming(job_listener));
     let expansion_addr = expansion_listener.local_addr()?;
     let expansion = tonic::transport::Server::builder()
         .add_service(expansion::expansion_service_server::ExpansionServiceServer::new(expansion_service::KafkaExpansion))

@@ -64,6 +64,34 @@ pub fn descriptors() -> Vec<jm::PipelineOptionDescriptor> {
         .collect()
 }
 
+/// Everything Prepare checks, in one place for the Job API and `run`: the
+/// options parse, and the pipeline (combiners lifted first) can run here.
+/// Every problem is returned at once.
+pub fn check_submission(
+    pipeline: &mut beam_kafka_proto::pipeline::Pipeline,
+    opts: &Struct,
+) -> Result<beam_kafka_config::RunnerOptions, Vec<String>> {
+    use beam_kafka_runtime::validate::{validate, validate_kafka_clusters};
+    // Combine before the shuffle where the client did not (streaming).
+    beam_kafka_runtime::lift::lift_combiners(pipeline);
+    let mut problems = Vec::new();
+    let runner_options = match beam_kafka_config::RunnerOptions::parse(&from_struct(opts)) {
+        Ok(o) => Some(o),
+        Err(errors) => {
+            problems.extend(errors.iter().map(|e| e.to_string()));
+            None
+        }
+    };
+    problems.extend(validate(pipeline).iter().map(|u| u.to_string()));
+    if let Some(o) = &runner_options {
+        problems.extend(validate_kafka_clusters(pipeline, &o.bootstrap_servers).iter().map(|u| u.to_string()));
+    }
+    match runner_options {
+        Some(o) if problems.is_empty() => Ok(o),
+        _ => Err(problems),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -104,33 +132,5 @@ mod tests {
         let par = d.iter().find(|o| o.name == "internal_parallelism").unwrap();
         assert_eq!(par.r#type, jm::pipeline_option_type::Enum::Integer as i32);
         assert_eq!(par.default_value, "1");
-    }
-}
-
-/// Everything Prepare checks, in one place for the Job API and `run`: the
-/// options parse, and the pipeline (combiners lifted first) can run here.
-/// Every problem is returned at once.
-pub fn check_submission(
-    pipeline: &mut beam_kafka_proto::pipeline::Pipeline,
-    opts: &Struct,
-) -> Result<beam_kafka_config::RunnerOptions, Vec<String>> {
-    use beam_kafka_runtime::validate::{validate, validate_kafka_clusters};
-    // Combine before the shuffle where the client did not (streaming).
-    beam_kafka_runtime::lift::lift_combiners(pipeline);
-    let mut problems = Vec::new();
-    let runner_options = match beam_kafka_config::RunnerOptions::parse(&from_struct(opts)) {
-        Ok(o) => Some(o),
-        Err(errors) => {
-            problems.extend(errors.iter().map(|e| e.to_string()));
-            None
-        }
-    };
-    problems.extend(validate(pipeline).iter().map(|u| u.to_string()));
-    if let Some(o) = &runner_options {
-        problems.extend(validate_kafka_clusters(pipeline, &o.bootstrap_servers).iter().map(|u| u.to_string()));
-    }
-    match runner_options {
-        Some(o) if problems.is_empty() => Ok(o),
-        _ => Err(problems),
     }
 }

@@ -21,8 +21,16 @@ fn is_transient(e: &KafkaError) -> bool {
     use RDKafkaErrorCode::*;
     matches!(
         e.rdkafka_error_code(),
-        Some(NotCoordinator | CoordinatorLoadInProgress | CoordinatorNotAvailable | LeaderNotAvailable | NotLeaderForPartition
-            | RequestTimedOut | OperationTimedOut | UnknownTopicOrPartition)
+        Some(
+            NotCoordinator
+                | CoordinatorLoadInProgress
+                | CoordinatorNotAvailable
+                | LeaderNotAvailable
+                | NotLeaderForPartition
+                | RequestTimedOut
+                | OperationTimedOut
+                | UnknownTopicOrPartition
+        )
     )
 }
 
@@ -78,8 +86,7 @@ impl Admin {
     pub fn connect(opts: &RunnerOptions) -> Result<Admin, String> {
         let client: AdminClient<DefaultClientContext> =
             config::base(opts, "admin").create().map_err(|e| format!("cannot create a Kafka admin client: {e}"))?;
-        let probe: BaseConsumer =
-            config::consumer(opts).create().map_err(|e| format!("cannot create a Kafka consumer: {e}"))?;
+        let probe: BaseConsumer = config::consumer(opts).create().map_err(|e| format!("cannot create a Kafka consumer: {e}"))?;
         let offsets_probe: BaseConsumer = config::consumer(opts)
             .set("isolation.level", "read_uncommitted")
             .create()
@@ -133,7 +140,11 @@ impl Admin {
             .map(|t| {
                 let topic = NewTopic::new(&t.name, t.partitions as i32, TopicReplication::Fixed(replication as i32));
                 let topic = if t.compacted { topic.set("cleanup.policy", "compact") } else { topic };
-                if t.keep_forever { topic.set("retention.ms", "-1") } else { topic }
+                if t.keep_forever {
+                    topic.set("retention.ms", "-1")
+                } else {
+                    topic
+                }
             })
             .collect();
         let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
@@ -180,7 +191,11 @@ impl Admin {
         let md = retry_transient(|| self.probe.fetch_metadata(Some(topic), METADATA_TIMEOUT))
             .await
             .map_err(|e| format!("cannot read metadata of topic {topic}: {e}"))?;
-        Ok(md.topics().iter().find(|t| t.name() == topic && t.error().is_none() && !t.partitions().is_empty()).map(|t| t.partitions().len() as u32))
+        Ok(md
+            .topics()
+            .iter()
+            .find(|t| t.name() == topic && t.error().is_none() && !t.partitions().is_empty())
+            .map(|t| t.partitions().len() as u32))
     }
 
     /// Gives every partition of `topic` that the job's group has no committed

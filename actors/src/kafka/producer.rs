@@ -77,13 +77,25 @@ impl Default for Writes {
 impl Writes {
     pub fn new() -> Writes {
         Writes {
-            group: Arc::new(Group { pending: AtomicUsize::new(0), error: Mutex::new(None), last_offset: AtomicI64::new(-1), drained: Notify::new() }),
+            group: Arc::new(Group {
+                pending: AtomicUsize::new(0),
+                error: Mutex::new(None),
+                last_offset: AtomicI64::new(-1),
+                drained: Notify::new(),
+            }),
         }
     }
 
     /// Queues one record (a `None` payload is a tombstone), waiting for room
     /// when the producer's queue is full.
-    pub async fn send(&self, producer: &KafkaProducer, topic: &str, partition: u32, key: Option<&[u8]>, payload: Option<&[u8]>) -> Result<(), String> {
+    pub async fn send(
+        &self,
+        producer: &KafkaProducer,
+        topic: &str,
+        partition: u32,
+        key: Option<&[u8]>,
+        payload: Option<&[u8]>,
+    ) -> Result<(), String> {
         self.send_record(producer, topic, key, payload, |r| r.partition(partition as i32)).await
     }
 

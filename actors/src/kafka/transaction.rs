@@ -60,10 +60,7 @@ pub fn is_fenced(error: &str) -> bool {
 /// pending writes then fail as purged, whatever their own error says).
 pub fn producer_fenced(producer: &KafkaProducer) -> bool {
     use rdkafka::types::RDKafkaErrorCode as Code;
-    matches!(
-        producer.client().fatal_error(),
-        Some((Code::Fenced | Code::ProducerFenced | Code::InvalidProducerEpoch, _))
-    )
+    matches!(producer.client().fatal_error(), Some((Code::Fenced | Code::ProducerFenced | Code::InvalidProducerEpoch, _)))
 }
 
 fn classify(e: KafkaError) -> TxnError {
@@ -96,7 +93,11 @@ pub fn start(opts: &RunnerOptions, task: TaskId) -> Result<Arc<KafkaProducer>, S
 
 /// Commits the open transaction with `offsets` as the consumed input, then
 /// opens the next one. Runs on the blocking pool.
-pub async fn commit(producer: Arc<KafkaProducer>, offsets: TopicPartitionList, group: Option<ConsumerGroupMetadata>) -> Result<(), TxnError> {
+pub async fn commit(
+    producer: Arc<KafkaProducer>,
+    offsets: TopicPartitionList,
+    group: Option<ConsumerGroupMetadata>,
+) -> Result<(), TxnError> {
     tokio::task::spawn_blocking(move || {
         if offsets.count() > 0 {
             let group = group.ok_or_else(|| TxnError::Retriable("the consumer has not joined its group yet".into()))?;

@@ -73,7 +73,7 @@ impl TaskSupervisor {
 
     /// The stage finished every bundle before flush `id`.
     pub(super) fn on_flushed(&mut self, id: u64, ctx: &mut Context<Self>) {
-        if self.cycles.flushed(id).is_none() {
+        if !self.lifecycle.is_running() || self.cycles.flushed(id).is_none() {
             return;
         }
         // Fire the timers now due inside this cycle, and flush again

@@ -85,7 +85,7 @@ impl TaskSupervisor {
             fired.push((route.source_transform.clone(), panes));
         }
         for (source, panes) in fired {
-            if let Err(e) = self.to_stage(&mut out, &source, panes) {
+            if let Err(e) = self.hand_to_stage(&mut out, &source, panes) {
                 tracing::error!(task = %self.cfg.task, "{e}");
             }
         }
@@ -155,7 +155,7 @@ impl TaskSupervisor {
                         data_records += 1;
                         from_sources = true;
                         let source = route.source_transform.clone();
-                        if let Err(e) = self.to_stage(&mut out, &source, vec![element]) {
+                        if let Err(e) = self.hand_to_stage(&mut out, &source, vec![element]) {
                             return self.fail(ctx, e);
                         }
                     }
@@ -180,7 +180,7 @@ impl TaskSupervisor {
                         None => ready.push(value),
                     }
                     let source = route.source_transform.clone();
-                    if let Err(e) = self.to_stage(&mut out, &source, ready) {
+                    if let Err(e) = self.hand_to_stage(&mut out, &source, ready) {
                         return self.fail(ctx, e);
                     }
                 }
@@ -213,7 +213,7 @@ impl TaskSupervisor {
 
     /// Adds elements for the stage: at once, or, for a stage with side
     /// inputs, once the side windows each element needs are complete.
-    pub(super) fn to_stage(&mut self, out: &mut ToStage, source: &str, elements: Vec<Vec<u8>>) -> Result<(), String> {
+    pub(super) fn hand_to_stage(&mut self, out: &mut ToStage, source: &str, elements: Vec<Vec<u8>>) -> Result<(), String> {
         if self.cfg.side_inputs.is_empty() {
             self.push(out, source, elements);
             return Ok(());
@@ -280,7 +280,7 @@ impl TaskSupervisor {
             Record::Data(value) => {
                 if let Some(data) = &self.cfg.side_data {
                     if let Err(e) = data.add(&r.topic, &value) {
-                        return self.fail(ctx, format!("task {}: {e}", self.cfg.task));
+                        self.fail(ctx, format!("task {}: {e}", self.cfg.task));
                     }
                 }
             }

@@ -53,7 +53,11 @@ pub enum TaskEvent {
     /// The task stopped without finishing: fenced by another owner, or its
     /// transaction aborted. What it did not commit must be read again; the
     /// job restarts it from its last commit if its partitions are still here.
-    Stopped { task: TaskId, incarnation: u64, reason: String },
+    Stopped {
+        task: TaskId,
+        incarnation: u64,
+        reason: String,
+    },
     /// The job cannot go on; the text is for the user.
     Failed(String),
     Metrics(Vec<MonitoringInfo>),
