@@ -7,14 +7,11 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use beam_kafka_config::{ProcessingGuarantee, RunnerOptions};
-use beam_kafka_fnapi::SdkWorker;
 use beam_kafka_proto::pipeline::MonitoringInfo;
-use beam_kafka_runtime::coder::Coder;
 use beam_kafka_runtime::coders::impulse_element;
 use beam_kafka_runtime::kafka_io::same_cluster;
 use beam_kafka_runtime::timestamp::Watermark;
-use beam_kafka_runtime::topology::{changelog_topic, TaskId, TopicKind, TopologyPlan};
-use beam_kafka_runtime::windowing::WindowingSpec;
+use beam_kafka_runtime::topology::{changelog_topic, TaskId, TopicKind};
 use dashmap::DashMap;
 use rdkafka::consumer::Consumer;
 use rdkafka::producer::Producer;
@@ -26,77 +23,12 @@ use crate::kafka::config;
 use crate::kafka::producer::{self as kafka_producer, KafkaProducer, Writes};
 use crate::kafka::rebalance::{JobConsumer, JobContext, Membership};
 use crate::messages::Shutdown;
-use crate::output::OutputSink;
 use crate::poller::{poll_loop, PollSettings};
 
-pub use crate::side_inputs::SideInputSpec;
-use crate::source::SourceInput;
+pub use crate::job_input::JobInput;
 use crate::task::TaskEvent;
 use crate::task_start::{start_assigned, LiveTask};
 use crate::user_io::{resolve_sources, start_kafka_io, KafkaIo};
-use beam_kafka_runtime::kafka_sink::SinkCodec;
-use beam_kafka_runtime::timers::{TimeDomain, TimerCodec};
-
-/// One input topic of a sub-topology, ready to run.
-pub struct InputSpec {
-    pub topic: String,
-    pub partitions: u32,
-    /// Who reports watermarks on the topic.
-    pub upstream: String,
-    /// The stage's data source this input feeds.
-    pub source_transform: String,
-    /// The GroupByKey in front of the stage: its windowing and input coder.
-    pub gbk: Option<(WindowingSpec, Coder)>,
-    /// Set when the topic is a user topic read by ReadFromKafka.
-    pub source: Option<Arc<SourceInput>>,
-    /// How the windows of the elements it feeds the stage are encoded.
-    pub window_coder: Coder,
-    /// The allowed lateness of that windowing.
-    pub allowed_lateness: i64,
-}
-
-/// A timer family of a stateful ParDo: its time domain and how its timers
-/// are encoded.
-#[derive(Clone, Debug)]
-pub struct TimerFamilySpec {
-    pub transform: String,
-    pub family: String,
-    pub domain: TimeDomain,
-    pub codec: TimerCodec,
-}
-
-/// A stage output written to a user topic by WriteToKafka.
-pub struct KafkaSinkSpec {
-    pub sink_transform: String,
-    pub name: String,
-    pub codec: SinkCodec,
-}
-
-/// A sub-topology, its descriptor registered with the worker.
-pub struct SubTopologySpec {
-    pub id: u32,
-    pub partitions: u32,
-    pub descriptor_id: String,
-    pub display_name: String,
-    /// Every data sink of the descriptor.
-    pub sinks: Vec<String>,
-    pub inputs: Vec<InputSpec>,
-    pub side_inputs: Vec<SideInputSpec>,
-    /// Its stage has a stateful ParDo (user state served to its bundles).
-    pub stateful: bool,
-    /// The timer families of its stateful ParDos.
-    pub timers: Vec<TimerFamilySpec>,
-    pub outputs: Vec<OutputSink>,
-    pub kafka_sinks: Vec<KafkaSinkSpec>,
-}
-
-pub struct JobInput {
-    pub job_id: String,
-    pub options: RunnerOptions,
-    pub plan: TopologyPlan,
-    pub sub_topologies: Vec<SubTopologySpec>,
-    pub worker: Arc<SdkWorker>,
-}
 
 /// What a running job reports as it goes.
 #[derive(Debug)]

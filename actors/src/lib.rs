@@ -8,6 +8,7 @@
 mod bundle_state;
 pub mod envelope;
 pub mod job;
+mod job_input;
 pub mod kafka;
 mod messages;
 pub mod output;

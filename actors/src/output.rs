@@ -12,16 +12,7 @@ use beam_kafka_runtime::windowed;
 
 use crate::envelope;
 use crate::kafka::producer::{self, KafkaProducer, Writes};
-
-/// One stage output and the topic it goes to.
-#[derive(Clone, Debug)]
-pub struct OutputSink {
-    pub sink_transform: String,
-    pub topic: String,
-    pub partitions: u32,
-    pub window_coder: Coder,
-    pub element_coder: Coder,
-}
+pub use beam_kafka_runtime::spec::OutputSink;
 
 /// A stage output written to a user's topic by WriteToKafka.
 #[derive(Clone)]

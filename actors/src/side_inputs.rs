@@ -11,29 +11,14 @@ use actix::prelude::*;
 use beam_kafka_config::RunnerOptions;
 use beam_kafka_fnapi::StateHandler;
 use beam_kafka_proto::fn_execution as fn_pb;
-use beam_kafka_runtime::coder::Coder;
-use beam_kafka_runtime::side_input::{Access, SideInputData, SideWindowing};
+use beam_kafka_runtime::side_input::SideInputData;
 use fn_pb::state_key::Type as Key;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 
 use crate::kafka::config;
-
-/// A side input of a sub-topology's stage, ready to run.
-#[derive(Clone, Debug)]
-pub struct SideInputSpec {
-    pub topic: String,
-    /// Who reports watermarks on the topic (the producing sub-topology).
-    pub upstream: String,
-    /// The ParDo reading it and its local name for it (as in state keys).
-    pub transform: String,
-    pub local_name: String,
-    pub access: Access,
-    pub windowing: SideWindowing,
-    pub element_coder: Coder,
-    pub window_coder: Coder,
-}
+pub use beam_kafka_runtime::spec::SideInputSpec;
 
 /// The contents of a task's side inputs, shared by the task (which adds
 /// records) and its bundles' state requests (which read them); one entry

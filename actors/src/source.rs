@@ -6,26 +6,12 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use beam_kafka_proto::envelope::KafkaReadSpec;
-use beam_kafka_runtime::kafka_source::{ElementEncoder, KafkaRecord, PartitionClock, TimestampKind};
+use beam_kafka_runtime::kafka_source::{KafkaRecord, PartitionClock, TimestampKind};
 use beam_kafka_runtime::timestamp::Millis;
 use rdkafka::consumer::BaseConsumer;
 
 use crate::messages::InputRecord;
-
-/// One ReadFromKafka transform of the pipeline.
-pub struct SourceInput {
-    /// The transform's id and its user-visible name.
-    pub transform: String,
-    pub name: String,
-    /// Its spec, and how its records become the stage's elements.
-    pub encoder: ElementEncoder,
-}
-
-impl SourceInput {
-    pub fn spec(&self) -> &KafkaReadSpec {
-        self.encoder.spec()
-    }
-}
+pub use beam_kafka_runtime::spec::SourceInput;
 
 /// What all tasks reading one ReadFromKafka share.
 pub struct SourceShared {

@@ -20,7 +20,7 @@ use rdkafka::TopicPartitionList;
 use tokio::sync::mpsc;
 
 use crate::bundle_state::BundleState;
-use crate::job::JobInput;
+use crate::job_input::JobInput;
 use crate::kafka::rebalance::JobConsumer;
 use crate::kafka::transaction;
 use crate::output::KafkaSink;

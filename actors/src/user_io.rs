@@ -10,7 +10,7 @@ use crate::kafka::producer::{self, KafkaProducer};
 use rdkafka::consumer::BaseConsumer;
 use rdkafka::ClientConfig;
 
-use crate::job::JobInput;
+use crate::job_input::JobInput;
 use crate::kafka::admin::{Admin, StartAt};
 use crate::kafka::config;
 use crate::output::KafkaSink;
@@ -160,7 +160,7 @@ pub fn start_kafka_io(input: &JobInput) -> Result<KafkaIo, String> {
     Ok(io)
 }
 
-fn sink_producer(opts: &beam_kafka_config::RunnerOptions, sink: &crate::job::KafkaSinkSpec) -> Result<KafkaProducer, String> {
+fn sink_producer(opts: &beam_kafka_config::RunnerOptions, sink: &beam_kafka_runtime::spec::KafkaSinkSpec) -> Result<KafkaProducer, String> {
     let mut c = ClientConfig::new();
     c.set("client.id", format!("{}-sink", opts.application_id))
         // Java-compatible key partitioning: a key lands where a Java producer puts it.

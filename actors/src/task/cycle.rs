@@ -258,7 +258,8 @@ impl TaskSupervisor {
     }
 
     /// Advances GroupByKeys to the new input watermark (their closed windows
-    /// fire as the stage has room) and starts a cycle.
+    /// fire as the stage has room: what does not fit fires from `pump`) and
+    /// starts a cycle.
     pub(super) fn on_input_watermark(&mut self, wm: Watermark) {
         tracing::debug!(task = %self.cfg.task, "input watermark {wm:?}");
         for route in self.cfg.inputs.values_mut() {
@@ -267,6 +268,10 @@ impl TaskSupervisor {
             }
         }
         self.expire_user_state(wm);
+        // What fits in the stage goes now, so the cycle below covers it.
+        if !self.gated {
+            self.fire_closed_windows();
+        }
         self.request_flush();
     }
 }

@@ -67,7 +67,7 @@ impl TaskSupervisor {
 
     /// Fires closed GroupByKey windows, as many as the stage has room for;
     /// whether any remain or fired.
-    fn fire_closed_windows(&mut self) -> bool {
+    pub(super) fn fire_closed_windows(&mut self) -> bool {
         let mut any = false;
         let mut out = ToStage::default();
         let mut drained = false;

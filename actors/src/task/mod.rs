@@ -29,7 +29,6 @@ use beam_kafka_runtime::user_state::UserState;
 use beam_kafka_runtime::watermark::InputWatermark;
 use tokio::sync::mpsc::UnboundedSender;
 
-use crate::job::TimerFamilySpec;
 use crate::kafka::producer::KafkaProducer;
 use crate::kafka::rebalance::JobConsumer;
 use crate::kafka::transaction;
@@ -38,6 +37,7 @@ use crate::side_inputs::{SideInputSpec, SideInputs, SideRecord};
 use crate::source::SourceRoute;
 use crate::stage::StageActor;
 use crate::store::TaskStore;
+use beam_kafka_runtime::spec::TimerFamilySpec;
 
 mod cycle;
 mod input;

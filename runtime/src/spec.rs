@@ -1,0 +1,107 @@
+//! What a job runs, as plain data: per sub-topology its input topics (and
+//! the GroupByKey or ReadFromKafka in front of the stage), side inputs,
+//! outputs, WriteToKafka sinks and timer families, with the coders the
+//! runner reads each with. Built once at job start from the plan
+//! (`crate::lower`), read by the actors.
+use std::sync::Arc;
+
+use crate::coder::Coder;
+use crate::kafka_sink::SinkCodec;
+use crate::kafka_source::ElementEncoder;
+use crate::side_input::{Access, SideWindowing};
+use crate::timers::{TimeDomain, TimerCodec};
+use crate::windowing::WindowingSpec;
+use beam_kafka_proto::envelope::KafkaReadSpec;
+
+/// One input topic of a sub-topology, ready to run.
+pub struct InputSpec {
+    pub topic: String,
+    pub partitions: u32,
+    /// Who reports watermarks on the topic.
+    pub upstream: String,
+    /// The stage's data source this input feeds.
+    pub source_transform: String,
+    /// The GroupByKey in front of the stage: its windowing and input coder.
+    pub gbk: Option<(WindowingSpec, Coder)>,
+    /// Set when the topic is a user topic read by ReadFromKafka.
+    pub source: Option<Arc<SourceInput>>,
+    /// How the windows of the elements it feeds the stage are encoded.
+    pub window_coder: Coder,
+    /// The allowed lateness of that windowing.
+    pub allowed_lateness: i64,
+}
+
+/// A timer family of a stateful ParDo: its time domain and how its timers
+/// are encoded.
+#[derive(Clone, Debug)]
+pub struct TimerFamilySpec {
+    pub transform: String,
+    pub family: String,
+    pub domain: TimeDomain,
+    pub codec: TimerCodec,
+}
+
+/// A stage output written to a user topic by WriteToKafka.
+pub struct KafkaSinkSpec {
+    pub sink_transform: String,
+    pub name: String,
+    pub codec: SinkCodec,
+}
+
+/// A sub-topology, its descriptor registered with the worker.
+pub struct SubTopologySpec {
+    pub id: u32,
+    pub partitions: u32,
+    pub descriptor_id: String,
+    pub display_name: String,
+    /// Every data sink of the descriptor.
+    pub sinks: Vec<String>,
+    pub inputs: Vec<InputSpec>,
+    pub side_inputs: Vec<SideInputSpec>,
+    /// Its stage has a stateful ParDo (user state served to its bundles).
+    pub stateful: bool,
+    /// The timer families of its stateful ParDos.
+    pub timers: Vec<TimerFamilySpec>,
+    pub outputs: Vec<OutputSink>,
+    pub kafka_sinks: Vec<KafkaSinkSpec>,
+}
+
+/// A side input of a sub-topology's stage, ready to run.
+#[derive(Clone, Debug)]
+pub struct SideInputSpec {
+    pub topic: String,
+    /// Who reports watermarks on the topic (the producing sub-topology).
+    pub upstream: String,
+    /// The ParDo reading it and its local name for it (as in state keys).
+    pub transform: String,
+    pub local_name: String,
+    pub access: Access,
+    pub windowing: SideWindowing,
+    pub element_coder: Coder,
+    pub window_coder: Coder,
+}
+
+/// One ReadFromKafka transform of the pipeline.
+pub struct SourceInput {
+    /// The transform's id and its user-visible name.
+    pub transform: String,
+    pub name: String,
+    /// Its spec, and how its records become the stage's elements.
+    pub encoder: ElementEncoder,
+}
+
+impl SourceInput {
+    pub fn spec(&self) -> &KafkaReadSpec {
+        self.encoder.spec()
+    }
+}
+
+/// One stage output and the topic it goes to.
+#[derive(Clone, Debug)]
+pub struct OutputSink {
+    pub sink_transform: String,
+    pub topic: String,
+    pub partitions: u32,
+    pub window_coder: Coder,
+    pub element_coder: Coder,
+}
