@@ -71,6 +71,9 @@ share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
 group.min.session.timeout.ms=1000
+# Transactions open past their timeout are aborted within a second (Kafka
+# checks every 10 s by default), so a test of the timeout sees it happen.
+transaction.abort.timed.out.transaction.cleanup.interval.ms=1000
 auto.create.topics.enable=false
 delete.topic.enable=true
 log.flush.interval.messages=9223372036854775807

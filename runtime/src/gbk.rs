@@ -264,6 +264,13 @@ impl GroupByKey {
         let mut fired = 0;
         while fired < limit {
             let Some((key, window)) = self.closed.pop_front() else { break };
+            // A merged-away pane, or a second entry of one (a session merged
+            // back into a queued window): nothing to fire.
+            let id = (key, window);
+            if !self.panes.get(&id).is_some_and(|p| p.queued && !p.on_time_done) {
+                continue;
+            }
+            let (key, window) = id;
             let expires = self.expired(&window);
             let before = out.len();
             self.fire(&key, window, Timing::OnTime, expires, out);
@@ -530,5 +537,26 @@ mod tests {
         keys.sort();
         assert_eq!(keys, vec!["k0", "k1", "k2"]);
         assert!(restored.is_empty(), "expired panes are dropped once they fired");
+    }
+
+    #[test]
+    fn a_late_element_merging_into_a_closed_unfired_session_fires_it_once() {
+        let wc = Coder::IntervalWindow;
+        let mut s = WindowingSpec { allowed_lateness: 100, accumulating: true, ..spec(Trigger::Default, wc.clone()) };
+        s.merging = true;
+        let mut g = GroupByKey::new(s, &kv_coder()).unwrap();
+        let mut out = Vec::new();
+        g.add(&element(0, Window::Interval { start: 0, end: 10 }, "k", 1), &mut out).unwrap();
+        g.add(&element(5, Window::Interval { start: 5, end: 15 }, "k", 2), &mut out).unwrap();
+        g.set_watermark(Watermark::At(20));
+        // Merges into [0, 15) again: the window is queued a second time.
+        g.add(&element(2, Window::Interval { start: 2, end: 12 }, "k", 3), &mut out).unwrap();
+        assert_eq!(g.fire_closed(usize::MAX, &mut out), 1);
+        let got: Vec<_> = out.iter().map(|o| decode(o, &wc)).collect();
+        assert_eq!(got.len(), 1, "one on-time pane: {got:?}");
+        assert_eq!(got[0].1, Window::Interval { start: 0, end: 15 });
+        let mut vals = got[0].3.clone();
+        vals.sort();
+        assert_eq!(vals, vec![1, 2, 3]);
     }
 }

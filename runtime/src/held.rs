@@ -61,9 +61,11 @@ impl HeldElements {
         self.held.is_empty()
     }
 
-    /// Releases, in arrival order, every element all of whose windows are ready.
-    pub fn release(&mut self, ready: impl Fn(&Window) -> bool) -> Vec<Held> {
-        let seqs: Vec<u64> = self.held.iter().filter(|(_, h)| h.windows.iter().all(&ready)).map(|(s, _)| *s).collect();
+    /// Releases, in arrival order, up to `limit` elements all of whose
+    /// windows are ready (the rest stay held, and durable, until there is
+    /// room for them).
+    pub fn release(&mut self, ready: impl Fn(&Window) -> bool, limit: usize) -> Vec<Held> {
+        let seqs: Vec<u64> = self.held.iter().filter(|(_, h)| h.windows.iter().all(&ready)).map(|(s, _)| *s).take(limit).collect();
         seqs.into_iter()
             .map(|s| {
                 self.changes.push((s, None));
@@ -97,14 +99,15 @@ mod tests {
         h.hold(held(15, 20));
         h.hold(held(7, 10));
         assert_eq!(h.hold_watermark(), Watermark::At(5));
-        let out = h.release(|w| w.max_timestamp() < 10);
-        assert_eq!(out.iter().map(|e| e.timestamp).collect::<Vec<_>>(), [5, 7]);
+        assert_eq!(h.release(|w| w.max_timestamp() < 10, 1).len(), 1, "no more than the limit");
+        let out = h.release(|w| w.max_timestamp() < 10, usize::MAX);
+        assert_eq!(out.iter().map(|e| e.timestamp).collect::<Vec<_>>(), [7]);
         assert_eq!(h.hold_watermark(), Watermark::At(15));
         let changes = h.take_changes();
         assert_eq!(changes.len(), 5, "three holds, two releases");
         assert_eq!(changes[3], (0, None));
-        assert!(h.release(|_| false).is_empty());
-        assert_eq!(h.release(|_| true).len(), 1);
+        assert!(h.release(|_| false, usize::MAX).is_empty());
+        assert_eq!(h.release(|_| true, usize::MAX).len(), 1);
         assert!(h.is_empty());
         assert_eq!(h.hold_watermark(), Watermark::PosInf);
     }

@@ -27,9 +27,15 @@ impl TaskSupervisor {
     /// Opens a cycle unless one is open: snapshots what was handed over and
     /// asks the stage to flush.
     pub(super) fn request_flush(&mut self) {
-        if !self.lifecycle.is_running() || self.cycles.is_open() {
+        if !self.lifecycle.is_running() {
             return;
         }
+        if self.cycles.is_open() {
+            // What changed since this cycle's snapshot gets a cycle of its own.
+            self.flush_wanted = true;
+            return;
+        }
+        self.flush_wanted = false;
         let Some(id) = self.cycles.begin(now_millis()).map(|c| c.id) else { return };
         self.snapshot();
         // Which timers are due is decided when the flush completed, from the
@@ -251,8 +257,9 @@ impl TaskSupervisor {
             self.report_sources();
             self.report_flow("finished");
             let _ = self.events.send(TaskEvent::Finished(self.cfg.task));
-        } else if self.output_watermark() > self.reported || self.timers_due() {
-            // The watermark moved on while this cycle ran, or timers are due.
+        } else if self.flush_wanted || self.output_watermark() > self.reported || self.timers_due() {
+            // Asked for while this cycle ran, the watermark moved on, or
+            // timers are due.
             self.request_flush();
         }
     }

@@ -51,10 +51,16 @@ impl TaskSupervisor {
         self.pump(ctx);
     }
 
-    /// Hands the stage work while it has room: windows closed by the
-    /// watermark first (older than any queued input), then queued records.
+    /// Hands the stage work while it has room: held elements whose side
+    /// inputs became ready and windows closed by the watermark first (older
+    /// than any queued input), then queued records.
     pub(super) fn pump(&mut self, ctx: &mut Context<Self>) {
         while self.lifecycle.is_running() && !self.gated && self.flow.has_room() {
+            // Oldest first: held main input, then closed windows, then records.
+            if self.releasing {
+                self.releasing = self.release_held();
+                continue;
+            }
             if self.fire_closed_windows() {
                 continue;
             }
@@ -258,16 +264,20 @@ impl TaskSupervisor {
         })
     }
 
-    /// Sends the stage every held element whose side windows are now complete.
-    fn release_held(&mut self) {
+    /// Sends the stage held elements whose side windows are now complete, as
+    /// many as it has room for; whether more may be ready.
+    fn release_held(&mut self) -> bool {
+        let limit = (self.flow.room() as usize).max(1);
         let (specs, wms) = (&self.cfg.side_inputs, &self.side_watermarks);
         let ready = |w: &Window| specs.iter().all(|s| s.windowing.ready(w, wms.get(&s.topic).map_or(Watermark::NegInf, |m| m.current())));
-        let released = self.held.release(ready);
+        let released = self.held.release(ready, limit);
+        let more = released.len() == limit;
         let mut out = ToStage::default();
         for h in released {
             self.push(&mut out, &h.source, vec![h.element]);
         }
         self.send(out);
+        more
     }
 
     /// A record of a side topic: contents, or its watermark.
@@ -287,7 +297,8 @@ impl TaskSupervisor {
             Record::Watermark { wm, source, partition, total } => {
                 let advanced = self.side_watermarks.get_mut(&r.topic).and_then(|m| m.report(&source, partition, total, wm));
                 if advanced.is_some() {
-                    self.release_held();
+                    self.releasing = true;
+                    self.pump(ctx);
                 }
             }
         }

@@ -174,6 +174,10 @@ pub struct TaskSupervisor {
     /// (side records are put aside meanwhile).
     gated: bool,
     gated_side: VecDeque<SideRecord>,
+    /// Held elements may be ready to release (a side watermark moved).
+    releasing: bool,
+    /// A cycle was asked for while one was open: start one after it.
+    flush_wanted: bool,
     /// How long the stage's bundles took.
     bundle_durations: DurationStats,
 }
@@ -209,6 +213,8 @@ impl TaskSupervisor {
             timers: restored.timers,
             gated: false,
             gated_side: VecDeque::new(),
+            releasing: false,
+            flush_wanted: false,
             input_watermark: restored.input_watermark,
             written_watermark_state: restored.watermark_snapshot,
             store: restored.store,
