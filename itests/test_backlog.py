@@ -9,11 +9,9 @@ import typing
 import pytest
 
 import apache_beam as beam
-from apache_beam.coders import VarIntCoder
 from apache_beam.io.kafka import WriteToKafka
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.runner import PipelineState
-from apache_beam.transforms import userstate
 
 from conftest import kafka_args
 from conftest import portable_args
@@ -22,22 +20,13 @@ from kafka_topics import create_topic
 from kafka_topics import produce
 from kafka_topics import read_committed
 from kafka_topics import unique_topic
+from test_copies import _RunningCount  # word@n for the n-th occurrence of a word
 
 PARTITIONS = 4
 KEYS = 300
 # Sized so that handing the whole backlog to the stage in one cycle (as the
 # runner did before flow control) takes well past the 5 s timeout below.
 RECORDS = 60_000
-
-
-class _RunningCount(beam.DoFn):
-  """Emits word@n for the n-th occurrence of a word (user state)."""
-  COUNT = userstate.ReadModifyWriteStateSpec('count', VarIntCoder())
-
-  def process(self, kv, count=beam.DoFn.StateParam(COUNT)):
-    n = (count.read() or 0) + 1
-    count.write(n)
-    yield b'%s@%d' % (kv[0], n), b'1'
 
 
 @pytest.mark.timeout_seconds(300)

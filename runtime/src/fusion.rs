@@ -321,17 +321,9 @@ mod tests {
 
     #[test]
     fn siblings_of_a_runner_output_are_not_fused_into_a_cycle() {
-        // `left` and `flatten` both read gbk1's output, but `flatten` also
-        // reads what `left` sends through gbk2: one stage would read its own
-        // shuffle, so they stay apart (the plan then reports the two readers).
-        let mut b = Builder::new();
-        b.leaf("impulse", IMPULSE, &[], &["a"], false)
-            .leaf("pair", PAR_DO, &["a"], &["b"], true)
-            .leaf("gbk1", GROUP_BY_KEY, &["b"], &["g1"], false)
-            .leaf("left", PAR_DO, &["g1"], &["l"], true)
-            .leaf("gbk2", GROUP_BY_KEY, &["l"], &["g2"], false)
-            .leaf("flatten", FLATTEN, &["g1", "g2"], &["f"], true);
-        let p = b.build();
+        // One stage would read its own shuffle, so they stay apart (the plan
+        // then reports the two readers).
+        let p = crate::graph::test_pipelines::siblings_through_a_shuffle();
         let g = PipelineGraph::new(&p).unwrap();
         let transforms: Vec<_> = fuse(&g).into_iter().map(|s| s.transforms).collect();
         assert_eq!(transforms, [vec!["pair"], vec!["left"], vec!["flatten"]]);

@@ -268,6 +268,20 @@ pub(crate) mod test_pipelines {
             self.p.clone()
         }
     }
+
+    /// `left` and `flatten` both read gbk1's output, and `flatten` also
+    /// reads what `left` sends through gbk2: one stage cannot hold both.
+    pub fn siblings_through_a_shuffle() -> pb::Pipeline {
+        use crate::urns::{FLATTEN, GROUP_BY_KEY, IMPULSE, PAR_DO};
+        let mut b = Builder::new();
+        b.leaf("impulse", IMPULSE, &[], &["a"], false)
+            .leaf("pair", PAR_DO, &["a"], &["b"], true)
+            .leaf("gbk1", GROUP_BY_KEY, &["b"], &["g1"], false)
+            .leaf("left", PAR_DO, &["g1"], &["l"], true)
+            .leaf("gbk2", GROUP_BY_KEY, &["l"], &["g2"], false)
+            .leaf("flatten", FLATTEN, &["g1", "g2"], &["f"], true);
+        b.build()
+    }
 }
 
 #[cfg(test)]

@@ -295,8 +295,8 @@ impl TaskSupervisor {
         let (c, b) = (&self.cycles.durations, &self.bundle_durations);
         tracing::info!(
             task = %self.cfg.task,
-            "task {how}: {} commit cycle(s), longest {} ms, median {} ms; {} bundle(s), longest {} ms, median {} ms; input paused {} time(s)",
-            c.count(), c.max(), c.median(), b.count(), b.max(), b.median(), self.flow.pauses
+            "task {how}: {} commit cycle(s), longest {} ms, p99 {} ms, median {} ms; {} bundle(s), longest {} ms, p99 {} ms, median {} ms; input paused {} time(s)",
+            c.count(), c.max(), c.quantile(0.99), c.median(), b.count(), b.max(), b.quantile(0.99), b.median(), self.flow.pauses
         );
     }
 }

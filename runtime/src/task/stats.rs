@@ -47,14 +47,19 @@ impl DurationStats {
     /// The upper bound of the bucket holding the median (0 when empty),
     /// never above the longest duration seen.
     pub fn median(&self) -> u64 {
+        self.quantile(0.5)
+    }
+
+    /// Like `median`, for the `q` quantile (0 < q ≤ 1).
+    pub fn quantile(&self, q: f64) -> u64 {
         if self.count == 0 {
             return 0;
         }
-        let half = self.count.div_ceil(2);
+        let rank = ((self.count as f64 * q).ceil() as u64).clamp(1, self.count);
         let mut seen = 0;
         for (b, n) in self.buckets.iter().enumerate() {
             seen += n;
-            if seen >= half {
+            if seen >= rank {
                 return upper_bound(b).min(self.max);
             }
         }
@@ -77,6 +82,9 @@ mod tests {
         assert_eq!(s.max(), 5_000);
         let m = s.median();
         assert!((10..=13).contains(&m), "median 10 within 25%, got {m}");
+        let p99 = s.quantile(0.99);
+        assert_eq!(p99, 5_000, "the top of 7 is the longest");
+        assert!(s.quantile(0.7) >= 12 && s.quantile(0.7) <= 15, "{}", s.quantile(0.7));
     }
 
     #[test]

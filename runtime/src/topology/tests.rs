@@ -332,16 +332,7 @@ fn combine_globally_with_fanout_in_streaming_is_lifted_and_plans_without_a_cycle
 
 #[test]
 fn siblings_that_would_form_a_cycle_are_refused_with_a_fix() {
-    // `left` and `flatten` both read gbk1's output, and `flatten` also what
-    // `left` sends through gbk2: one stage cannot hold both.
-    let mut b = Builder::new();
-    b.leaf("impulse", IMPULSE, &[], &["a"], false)
-        .leaf("pair", PAR_DO, &["a"], &["b"], true)
-        .leaf("gbk1", GROUP_BY_KEY, &["b"], &["g1"], false)
-        .leaf("left", PAR_DO, &["g1"], &["l"], true)
-        .leaf("gbk2", GROUP_BY_KEY, &["l"], &["g2"], false)
-        .leaf("flatten", FLATTEN, &["g1", "g2"], &["f"], true);
-    let p = b.build();
+    let p = crate::graph::test_pipelines::siblings_through_a_shuffle();
     let g = PipelineGraph::new(&p).unwrap();
     let err = TopologyPlan::plan(&g, "x", 1).unwrap_err();
     assert!(err.contains("read by two stages") && err.contains("Reshuffle"), "{err}");
