@@ -77,6 +77,24 @@ def _stage_c_divides_by_zero_marker(element):
   return element // 0
 
 
+# Large elements: a bundle of several MiB reaches the harness in data
+# messages that each hold whole elements (the SDK decodes every message on
+# its own, so one element split across two failed the bundle).
+def test_a_bundle_of_large_elements_reaches_the_harness_whole(
+    broker, job_server, app_id, collector, tmp_path):
+  p = beam.Pipeline(options=PipelineOptions(
+      portable_args(job_server) + kafka_args(broker, app_id, tmp_path / 'state')))
+  _ = (
+      p
+      | beam.Create(range(9))
+      | beam.Map(lambda i: (0, '%d' % i + 'x' * 900_000))  # under Kafka's 1 MB record limit
+      | beam.GroupByKey()  # one pane of ~8 MB: more than one data message
+      | beam.FlatMap(lambda kv: sorted(len(v) for v in kv[1]))
+      | beam.Map(collector.recorder()))
+  assert p.run().wait_until_finish() == PipelineState.DONE
+  assert sorted(collector.lines()) == ['900001'] * 9
+
+
 def test_failing_dofn_reports_stage_and_traceback(
     broker, job_server, app_id, collector, tmp_path):
   args = portable_args(job_server) + kafka_args(

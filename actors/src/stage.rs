@@ -50,6 +50,8 @@ pub struct StageActor {
     worker: Arc<SdkWorker>,
     supervisor: Recipient<StageEvent>,
     open: BTreeMap<String, Vec<u8>>,
+    /// Where each element of `open` ends, per data source.
+    open_ends: BTreeMap<String, Vec<usize>>,
     open_timers: HashMap<TimerFamily, Vec<u8>>,
     open_count: u64,
     /// Data elements of the open bundle (`open_count` also counts timers).
@@ -73,6 +75,7 @@ impl StageActor {
             worker,
             supervisor,
             open: BTreeMap::new(),
+            open_ends: BTreeMap::new(),
             open_timers: HashMap::new(),
             open_count: 0,
             open_elements: 0,
@@ -90,11 +93,16 @@ impl StageActor {
     fn seal(&mut self, ctx: &mut Context<Self>) {
         if self.open_count > 0 {
             let mut open = std::mem::take(&mut self.open);
+            let mut ends = std::mem::take(&mut self.open_ends);
             let inputs = self
                 .spec
                 .sources
                 .iter()
-                .map(|s| BundleInput { transform_id: s.clone(), data: open.remove(s).unwrap_or_default() })
+                .map(|s| BundleInput {
+                    transform_id: s.clone(),
+                    data: open.remove(s).unwrap_or_default(),
+                    ends: ends.remove(s).unwrap_or_default(),
+                })
                 .collect();
             let timers = std::mem::take(&mut self.open_timers);
             self.queue.push_back((self.next_seq, inputs, timers, std::mem::take(&mut self.open_elements)));
@@ -202,7 +210,10 @@ impl Handler<Elements> for StageActor {
                     }
                 });
             }
-            self.open.entry(msg.source_transform.clone()).or_default().extend_from_slice(&element);
+            let data = self.open.entry(msg.source_transform.clone()).or_default();
+            data.extend_from_slice(&element);
+            let end = data.len();
+            self.open_ends.entry(msg.source_transform.clone()).or_default().push(end);
             self.open_count += 1;
             self.open_elements += 1;
             if self.open_count >= self.spec.max_bundle_size {
@@ -276,7 +287,7 @@ pub async fn warm_up(worker: Arc<SdkWorker>, stages: Vec<WarmUpStage>) {
     let runs = stages.into_iter().map(|(descriptor, sources, sinks, families)| {
         let worker = worker.clone();
         async move {
-            let inputs = sources.into_iter().map(|transform_id| BundleInput { transform_id, data: Vec::new() }).collect();
+            let inputs = sources.into_iter().map(|transform_id| BundleInput { transform_id, data: Vec::new(), ends: Vec::new() }).collect();
             if let Err(e) = worker.process_bundle(&descriptor, inputs, HashMap::new(), &families, &sinks, None).await {
                 tracing::debug!("warming up {descriptor}: {e}");
             }

@@ -17,7 +17,7 @@ pub mod worker;
 pub use registry::{LogSink, SdkLog, WorkerSpec};
 pub use server::{incoming, FnApiServer};
 pub use state::StateHandler;
-pub use worker::{BundleError, BundleInput, BundleResult, SdkWorker, TimerFamily};
+pub use worker::{element_chunks, BundleError, BundleInput, BundleResult, SdkWorker, TimerFamily};
 
 /// gRPC metadata key the SDK harness identifies itself with.
 pub const WORKER_ID_HEADER: &str = "worker_id";

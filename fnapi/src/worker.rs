@@ -42,7 +42,33 @@ pub type TimerFamily = (String, String);
 #[derive(Clone, Debug)]
 pub struct BundleInput {
     pub transform_id: String,
+    /// Encoded elements, one after another.
     pub data: Vec<u8>,
+    /// Where each element ends in `data`: a data message never splits one
+    /// (the Python SDK decodes each message on its own).
+    pub ends: Vec<usize>,
+}
+
+/// `data` in pieces of at most `max` bytes that end on element boundaries
+/// (`ends`); an element longer than `max` is a piece of its own. Without
+/// boundaries the data is one piece.
+pub fn element_chunks<'a>(data: &'a [u8], ends: &[usize], max: usize) -> Vec<&'a [u8]> {
+    if ends.is_empty() {
+        return if data.is_empty() { Vec::new() } else { vec![data] };
+    }
+    let mut out = Vec::new();
+    let (mut start, mut last) = (0, 0);
+    for &end in ends {
+        if end - start > max && last > start {
+            out.push(&data[start..last]);
+            start = last;
+        }
+        last = end;
+    }
+    if last > start {
+        out.push(&data[start..last]);
+    }
+    out
 }
 
 #[derive(Debug, Default)]
@@ -263,7 +289,7 @@ impl SdkWorker {
         // Data first, then timers (data before timers at equal timestamps),
         // then every input's end: the harness handles them in arrival order.
         for input in &inputs {
-            for c in input.data.chunks(CHUNK_BYTES) {
+            for c in element_chunks(&input.data, &input.ends, CHUNK_BYTES) {
                 send(data_msg(&input.transform_id, c, false))?;
             }
         }
@@ -370,7 +396,10 @@ mod tests {
     }
 
     fn inputs() -> Vec<BundleInput> {
-        vec![BundleInput { transform_id: "src-a".into(), data: vec![1, 2] }, BundleInput { transform_id: "src-b".into(), data: vec![] }]
+        vec![
+            BundleInput { transform_id: "src-a".into(), data: vec![1, 2], ends: vec![1, 2] },
+            BundleInput { transform_id: "src-b".into(), data: vec![], ends: vec![] },
+        ]
     }
 
     #[tokio::test]
@@ -408,5 +437,17 @@ mod tests {
         assert!(matches!(err, BundleError::Worker(ref m) if m.contains("closed its control stream")), "{err:?}");
         // Later bundles fail at once.
         assert!(w.process_bundle("pbd", inputs(), HashMap::new(), &[], &[], None).await.is_err());
+    }
+
+    #[test]
+    fn data_messages_end_on_element_boundaries() {
+        let data: Vec<u8> = (0..10).collect();
+        // Elements of 3, 3, 1 and 3 bytes; at most 4 bytes a message.
+        let chunks = element_chunks(&data, &[3, 6, 7, 10], 4);
+        assert_eq!(chunks, [&data[0..3], &data[3..7], &data[7..10]]);
+        // One element longer than the limit travels alone.
+        assert_eq!(element_chunks(&data, &[1, 9, 10], 4), [&data[0..1], &data[1..9], &data[9..10]]);
+        assert_eq!(element_chunks(&data, &[], 4), [&data[..]]);
+        assert!(element_chunks(&[], &[], 4).is_empty());
     }
 }
