@@ -34,8 +34,17 @@ impl TaskSupervisor {
             return;
         }
         let mut fresh = Vec::with_capacity(records.len());
+        // A batch is one partition's run of records (the poll loop groups
+        // them): its position is looked up once per run, not per record.
+        let mut run: Option<((String, i32), i64)> = None;
         for r in records {
-            let next = self.received.entry((r.topic.clone(), r.partition)).or_insert(0);
+            if run.as_ref().is_none_or(|((t, p), _)| *p != r.partition || *t != r.topic) {
+                self.note_received(run.take());
+                let key = (r.topic.clone(), r.partition);
+                let next = self.received.get(&key).copied().unwrap_or(0);
+                run = Some((key, next));
+            }
+            let next = &mut run.as_mut().expect("set above").1;
             if r.offset < *next {
                 tracing::debug!(task = %self.cfg.task, "skipping {}[{}] offset {}: before {next}", r.topic, r.partition, r.offset);
                 continue;
@@ -43,12 +52,20 @@ impl TaskSupervisor {
             *next = r.offset + 1;
             fresh.push(r);
         }
+        self.note_received(run);
         if fresh.is_empty() {
             return;
         }
         self.flow.enqueued(fresh.len() as u64);
         self.queue.push_back(fresh);
         self.pump(ctx);
+    }
+
+    /// Records where a partition's received records end.
+    fn note_received(&mut self, run: Option<((String, i32), i64)>) {
+        if let Some((key, next)) = run {
+            self.received.insert(key, next);
+        }
     }
 
     /// Hands the stage work while it has room: held elements whose side
