@@ -7,6 +7,7 @@
 //! harness over the Fn API.
 mod bundle_state;
 pub mod envelope;
+mod group_by_key;
 pub mod job;
 mod job_input;
 pub mod kafka;
@@ -22,6 +23,7 @@ mod task;
 mod task_start;
 mod telemetry;
 mod user_io;
+mod watermark_aggregator;
 
 pub use job::{run_job, JobEvent, JobInput, JobOutcome};
 pub use source::SourceInput;

@@ -2,6 +2,9 @@
 //! data message carries a batch, never one element.
 use actix::Message;
 use beam_kafka_proto::pipeline::MonitoringInfo;
+use beam_kafka_runtime::task::cycle::Changes;
+use beam_kafka_runtime::task::gbk_view::GbkReport;
+use beam_kafka_runtime::timestamp::Watermark;
 
 /// Records of partitions one task owns, in offset order per partition.
 #[derive(Message)]
@@ -78,3 +81,89 @@ pub enum StageEvent {
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Shutdown;
+
+/// What a task sends its GroupByKey actor, in the order it must happen.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub enum GbkCommand {
+    /// Values of shuffle records (envelopes decoded), in offset order.
+    Data(Vec<Vec<u8>>),
+    /// The task's input watermark moved (sent by its watermark aggregator).
+    Watermark(Watermark),
+    /// Fire up to `limit` closed panes.
+    Fire { limit: usize },
+    /// Answer with the state changes made by everything sent before this.
+    Barrier { id: u64 },
+}
+
+/// What a GroupByKey actor tells its task. Its answers arrive in the order
+/// of the commands they answer.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub enum GbkEvent {
+    /// A command was handled: `credit` elements of room to give back (the
+    /// values taken in, or the firing limit asked for) and the panes fired.
+    Output {
+        topic: String,
+        credit: u64,
+        panes: Vec<Vec<u8>>,
+        fired: bool,
+        report: GbkReport,
+    },
+    /// The state changes since the last barrier, as changelog entries.
+    Barrier {
+        topic: String,
+        id: u64,
+        changes: Changes,
+        report: GbkReport,
+    },
+    Failed {
+        error: String,
+    },
+}
+
+/// Which of a task's aggregated watermarks a report moves.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum WatermarkInput {
+    /// Its main input (what its GroupByKeys and timers see).
+    Main,
+    /// One side-input topic.
+    Side(String),
+}
+
+/// One upstream partition's watermark report.
+pub struct WatermarkReport {
+    pub input: WatermarkInput,
+    pub upstream: String,
+    pub partition: u32,
+    pub total: u32,
+    pub wm: Watermark,
+}
+
+/// What a task sends its watermark aggregator.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub enum WatermarkCommand {
+    Reports(Vec<WatermarkReport>),
+    /// Answer with the main watermark's state, then pass the barrier on to
+    /// the GroupByKeys.
+    Barrier {
+        id: u64,
+    },
+}
+
+/// What a watermark aggregator tells its task.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub enum WatermarkEvent {
+    Advanced {
+        input: WatermarkInput,
+        wm: Watermark,
+    },
+    /// The main watermark's state (for the changelog) and value at barrier `id`.
+    Barrier {
+        id: u64,
+        snapshot: Vec<u8>,
+        current: Watermark,
+    },
+}

@@ -10,7 +10,6 @@ use beam_kafka_proto::pipeline::MonitoringInfo;
 use beam_kafka_runtime::task::cycle::{Cycle, Phase, TIMER_ROUNDS};
 use beam_kafka_runtime::task::lifecycle::TaskState;
 use beam_kafka_runtime::task_state;
-use beam_kafka_runtime::timestamp::Watermark;
 use rdkafka::consumer::{CommitMode, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
 
@@ -25,7 +24,8 @@ const RETRY_EVERY: Duration = Duration::from_millis(200);
 
 impl TaskSupervisor {
     /// Opens a cycle unless one is open: snapshots what was handed over and
-    /// asks the stage to flush.
+    /// sends the cycle's barrier through the task's actors; the stage is
+    /// flushed once they all answered (`children`).
     pub(super) fn request_flush(&mut self) {
         if !self.lifecycle.is_running() {
             return;
@@ -36,24 +36,18 @@ impl TaskSupervisor {
             return;
         }
         self.flush_wanted = false;
-        let Some(id) = self.cycles.begin(now_millis()).map(|c| c.id) else { return };
+        let participants = self.barrier_participants();
+        let Some(id) = self.cycles.begin(now_millis(), participants).map(|c| c.id) else { return };
         self.snapshot();
-        // Which timers are due is decided when the flush completed, from the
-        // settings of every bundle before it and the input watermark of the
-        // snapshot; input arriving meanwhile waits, so the stage runs no
-        // bundle between the flush and the timers (a bundle of later data
-        // could re-set a timer about to fire, which would then fire twice).
-        if !self.cfg.timer_specs.is_empty() {
-            self.gated = true;
-        }
-        self.stage.do_send(Flush { id, hold: self.cfg.transactional });
+        self.send_barrier(id);
     }
 
     /// What the open cycle covers: every offset handed over so far (what a
     /// GroupByKey or the side-input gate still holds is committed with it, as
-    /// state changes in the task's changelog) and the output watermark now.
-    /// Taken again when timers fire within the cycle (a second flush then
-    /// covers what was handed meanwhile).
+    /// state changes in the task's changelog; the GroupByKeys' and the
+    /// watermark's come with their barrier answers) and the output
+    /// watermark. Taken again when timers fire within the cycle (a second
+    /// flush then covers what was handed meanwhile).
     fn snapshot(&mut self) {
         let watermark = self.output_watermark();
         let Some(c) = self.cycles.open_mut() else { return };
@@ -63,17 +57,7 @@ impl TaskSupervisor {
                 src.mark_flush(c.id);
             }
         }
-        for (topic, route) in self.cfg.inputs.iter_mut() {
-            if let Some(gbk) = route.gbk.as_mut() {
-                c.changes.extend(gbk.take_changes().into_iter().map(|(k, v)| (task_state::group_by_key_key(topic, &k), v)));
-            }
-        }
         c.changes.extend(self.held.take_changes().into_iter().map(|(seq, v)| (task_state::held_key(seq), v)));
-        let snapshot = self.input_watermark.snapshot();
-        if snapshot != self.written_watermark_state {
-            c.changes.push((task_state::watermark_key(), Some(snapshot.clone())));
-            self.written_watermark_state = snapshot;
-        }
         c.watermark = watermark;
     }
 
@@ -262,24 +246,6 @@ impl TaskSupervisor {
             // timers are due.
             self.request_flush();
         }
-    }
-
-    /// Advances GroupByKeys to the new input watermark (their closed windows
-    /// fire as the stage has room: what does not fit fires from `pump`) and
-    /// starts a cycle.
-    pub(super) fn on_input_watermark(&mut self, wm: Watermark) {
-        tracing::debug!(task = %self.cfg.task, "input watermark {wm:?}");
-        for route in self.cfg.inputs.values_mut() {
-            if let Some(gbk) = route.gbk.as_mut() {
-                gbk.set_watermark(wm);
-            }
-        }
-        self.expire_user_state(wm);
-        // What fits in the stage goes now, so the cycle below covers it.
-        if !self.gated {
-            self.fire_closed_windows();
-        }
-        self.request_flush();
     }
 }
 

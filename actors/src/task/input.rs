@@ -2,6 +2,7 @@
 //! fast as its bundles finish (`runtime::task::flow`); past a high mark the
 //! task's partitions are paused. Side-input records and held elements are
 //! handled here too.
+use std::collections::HashMap;
 use std::time::Duration;
 
 use actix::prelude::*;
@@ -15,7 +16,7 @@ use rdkafka::TopicPartitionList;
 
 use super::{upstream_key, TaskSupervisor};
 use crate::envelope::{self, Record};
-use crate::messages::{Elements, InputRecord};
+use crate::messages::{Elements, InputRecord, WatermarkInput, WatermarkReport};
 use crate::side_inputs::SideRecord;
 use crate::telemetry::instruments;
 
@@ -72,7 +73,7 @@ impl TaskSupervisor {
     /// inputs became ready and windows closed by the watermark first (older
     /// than any queued input), then queued records.
     pub(super) fn pump(&mut self, ctx: &mut Context<Self>) {
-        while self.lifecycle.is_running() && !self.gated && self.flow.has_room() {
+        while self.lifecycle.is_running() && !self.input_blocked() && self.flow.has_room() {
             // Oldest first: held main input, then closed windows, then records.
             if self.releasing {
                 self.releasing = self.release_held();
@@ -81,6 +82,10 @@ impl TaskSupervisor {
             if self.fire_closed_windows() {
                 continue;
             }
+            if self.firing() {
+                // Records wait for the panes asked for.
+                break;
+            }
             let Some(records) = self.queue.pop_front() else { break };
             self.flow.dequeued(records.len() as u64);
             self.handle_records(records, ctx);
@@ -88,36 +93,10 @@ impl TaskSupervisor {
         self.apply_flow();
     }
 
-    /// Fires closed GroupByKey windows, as many as the stage has room for;
-    /// whether any remain or fired.
-    pub(super) fn fire_closed_windows(&mut self) -> bool {
-        let mut any = false;
-        let mut out = ToStage::default();
-        let mut drained = false;
-        let room = self.flow.room() as usize;
-        let mut fired = Vec::new();
-        for route in self.cfg.inputs.values_mut() {
-            let Some(gbk) = route.gbk.as_mut() else { continue };
-            if gbk.closed_pending() == 0 {
-                continue;
-            }
-            let mut panes = Vec::new();
-            gbk.fire_closed(room.max(1), &mut panes);
-            any = true;
-            drained |= gbk.closed_pending() == 0;
-            fired.push((route.source_transform.clone(), panes));
-        }
-        for (source, panes) in fired {
-            if let Err(e) = self.hand_to_stage(&mut out, &source, panes) {
-                tracing::error!(task = %self.cfg.task, "{e}");
-            }
-        }
-        self.send(out);
-        if drained {
-            // The watermark the GroupByKey held may move on now.
-            self.request_flush();
-        }
-        any
+    /// Whether input waits: a cycle's barrier is aligning, or its timers
+    /// are being decided.
+    pub(super) fn input_blocked(&self) -> bool {
+        self.gated || self.cycles.is_aligning()
     }
 
     /// Pauses or resumes the task's partitions as flow control decides.
@@ -165,6 +144,10 @@ impl TaskSupervisor {
         let mut out = ToStage::default();
         let mut data_records = 0u64;
         let mut from_sources = false;
+        // Values per GroupByKey input topic, and watermark reports: sent
+        // once the batch is read, the values first.
+        let mut to_gbks: HashMap<String, Vec<Vec<u8>>> = HashMap::new();
+        let mut reports = Vec::new();
         for r in records {
             let Some(route) = self.cfg.inputs.get_mut(&r.topic) else {
                 return self.fail(ctx, format!("task {} got a record of unexpected topic {}", self.cfg.task, r.topic));
@@ -193,34 +176,29 @@ impl TaskSupervisor {
             match record {
                 Record::Data(value) => {
                     data_records += 1;
-                    let mut ready = Vec::new();
-                    match route.gbk.as_mut() {
-                        Some(gbk) => {
-                            if let Err(e) = gbk.add(&value, &mut ready) {
-                                return self.fail(ctx, format!("GroupByKey in task {}: {e}", self.cfg.task));
-                            }
+                    if self.gbk_actors.contains_key(&r.topic) {
+                        to_gbks.entry(r.topic.clone()).or_default().push(value);
+                    } else {
+                        let source = route.source_transform.clone();
+                        if let Err(e) = self.hand_to_stage(&mut out, &source, vec![value]) {
+                            return self.fail(ctx, e);
                         }
-                        None => ready.push(value),
-                    }
-                    let source = route.source_transform.clone();
-                    if let Err(e) = self.hand_to_stage(&mut out, &source, ready) {
-                        return self.fail(ctx, e);
                     }
                 }
                 Record::Watermark { wm, source, partition, total } => {
-                    self.send(std::mem::take(&mut out));
-                    self.handed.insert((r.topic.clone(), r.partition), r.offset + 1);
                     // Upstreams are told apart per topic: one sub-topology may
                     // write several topics this task reads.
                     let upstream = upstream_key(&r.topic, &source);
-                    if let Some(new) = self.input_watermark.report(&upstream, partition, total, wm) {
-                        self.on_input_watermark(new);
-                    }
+                    reports.push(WatermarkReport { input: WatermarkInput::Main, upstream, partition, total, wm });
                 }
             }
             self.handed.insert((r.topic, r.partition), r.offset + 1);
         }
         self.send(out);
+        for (topic, values) in to_gbks {
+            self.send_to_gbk(&topic, values);
+        }
+        self.report_watermarks(reports);
         if from_sources {
             self.update_source_watermarks();
         }
@@ -276,7 +254,7 @@ impl TaskSupervisor {
     /// Whether every side input is complete for main-input window `w`.
     fn side_ready(&self, w: &Window) -> bool {
         self.cfg.side_inputs.iter().all(|s| {
-            let wm = self.side_watermarks.get(&s.topic).map_or(Watermark::NegInf, |m| m.current());
+            let wm = self.side_watermarks.get(&s.topic).copied().unwrap_or(Watermark::NegInf);
             s.windowing.ready(w, wm)
         })
     }
@@ -286,7 +264,7 @@ impl TaskSupervisor {
     fn release_held(&mut self) -> bool {
         let limit = (self.flow.room() as usize).max(1);
         let (specs, wms) = (&self.cfg.side_inputs, &self.side_watermarks);
-        let ready = |w: &Window| specs.iter().all(|s| s.windowing.ready(w, wms.get(&s.topic).map_or(Watermark::NegInf, |m| m.current())));
+        let ready = |w: &Window| specs.iter().all(|s| s.windowing.ready(w, wms.get(&s.topic).copied().unwrap_or(Watermark::NegInf)));
         let released = self.held.release(ready, limit);
         let more = released.len() == limit;
         let mut out = ToStage::default();
@@ -312,11 +290,8 @@ impl TaskSupervisor {
                 }
             }
             Record::Watermark { wm, source, partition, total } => {
-                let advanced = self.side_watermarks.get_mut(&r.topic).and_then(|m| m.report(&source, partition, total, wm));
-                if advanced.is_some() {
-                    self.releasing = true;
-                    self.pump(ctx);
-                }
+                let report = WatermarkReport { input: WatermarkInput::Side(r.topic), upstream: source, partition, total, wm };
+                self.report_watermarks(vec![report]);
             }
         }
     }
@@ -328,6 +303,7 @@ impl TaskSupervisor {
             return;
         }
         self.gated = false;
+        self.unpark_panes(ctx);
         while let Some(r) = self.gated_side.pop_front() {
             if !self.lifecycle.is_running() {
                 return;

@@ -7,8 +7,11 @@
 //!
 //! The decisions live in `beam_kafka_runtime::task` (lifecycle, commit
 //! cycle, flow control); this actor feeds them events and does the I/O.
-//! Its handlers are split by concern: `input` (records, flow control, side
-//! inputs), `cycle` (flush, write, commit), `timers` and `sources`.
+//! Its GroupByKeys and its watermark aggregator are actors of their own
+//! (`children`), which a cycle's barrier passes through before the stage
+//! is flushed. Its handlers are split by concern: `input` (records, flow
+//! control, side inputs), `children`, `cycle` (flush, write, commit),
+//! `timers` and `sources`.
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -20,6 +23,7 @@ use beam_kafka_runtime::gbk::GroupByKey;
 use beam_kafka_runtime::held::HeldElements;
 use beam_kafka_runtime::task::cycle::Cycles;
 use beam_kafka_runtime::task::flow::{FlowControl, FlowLimits};
+use beam_kafka_runtime::task::gbk_view::GbkView;
 use beam_kafka_runtime::task::lifecycle::{Lifecycle, TaskState};
 use beam_kafka_runtime::task::stats::DurationStats;
 use beam_kafka_runtime::timers::Timers;
@@ -29,16 +33,19 @@ use beam_kafka_runtime::user_state::UserState;
 use beam_kafka_runtime::watermark::InputWatermark;
 use tokio::sync::mpsc::UnboundedSender;
 
+use crate::group_by_key::GroupByKeyActor;
 use crate::kafka::producer::KafkaProducer;
 use crate::kafka::rebalance::JobConsumer;
 use crate::kafka::transaction;
-use crate::messages::{InputRecord, RecordBatch, Shutdown, StageEvent};
+use crate::messages::{GbkEvent, InputRecord, RecordBatch, Shutdown, StageEvent, WatermarkEvent};
 use crate::side_inputs::{SideInputSpec, SideInputs, SideRecord};
 use crate::source::SourceRoute;
 use crate::stage::StageActor;
 use crate::store::TaskStore;
+use crate::watermark_aggregator::WatermarkAggregator;
 use beam_kafka_runtime::spec::TimerFamilySpec;
 
+mod children;
 mod cycle;
 mod input;
 mod sources;
@@ -70,7 +77,8 @@ pub enum TaskEvent {
 pub struct InputRoute {
     /// The stage's data source for this input.
     pub source_transform: String,
-    /// The GroupByKey the records pass through first, if any.
+    /// The GroupByKey the records pass through first, if any (moved into
+    /// an actor of its own when the task starts).
     pub gbk: Option<GroupByKey>,
     /// Set for a user topic read by ReadFromKafka: its records are Kafka
     /// records, not envelopes, and the task keeps their watermark itself.
@@ -139,7 +147,18 @@ pub struct TaskSupervisor {
     lifecycle: Lifecycle,
     cycles: Cycles,
     flow: FlowControl,
-    input_watermark: InputWatermark,
+    /// The input watermark, as the aggregator last said.
+    input_watermark: Watermark,
+    /// The aggregator's state and side watermarks until it starts.
+    to_aggregate: Option<(InputWatermark, HashMap<String, InputWatermark>)>,
+    watermarks: Option<Addr<WatermarkAggregator>>,
+    /// The input watermark the open cycle's barrier passed at.
+    barrier_watermark: Watermark,
+    /// Per GroupByKey input topic: its actor, and what it last reported.
+    gbk_actors: HashMap<String, Addr<GroupByKeyActor>>,
+    gbk_views: BTreeMap<String, GbkView>,
+    /// Panes that came back while input was gated: (data source, panes).
+    parked_panes: VecDeque<(String, Vec<Vec<u8>>)>,
     reported: Watermark,
     consumer: Arc<JobConsumer>,
     producer: Arc<KafkaProducer>,
@@ -164,8 +183,10 @@ pub struct TaskSupervisor {
     dropped_warned: HashMap<String, u64>,
     /// Main-input elements waiting for side-input windows.
     held: HeldElements,
-    /// The watermark of each side topic.
-    side_watermarks: HashMap<String, InputWatermark>,
+    /// The watermark of each side topic, as the aggregator last said.
+    side_watermarks: HashMap<String, Watermark>,
+    /// What each source partition's clock last reported.
+    source_reported: HashMap<String, Watermark>,
     /// The window coder of each stage data source, to read element windows.
     window_coders: HashMap<String, Coder>,
     /// Pending timers; fired when a commit cycle's flush completed.
@@ -194,10 +215,16 @@ impl TaskSupervisor {
         let dropped_warned = sources::cfg_dropped(&cfg);
         let window_coders: HashMap<String, Coder> =
             cfg.inputs.values().map(|r| (r.source_transform.clone(), r.window_coder.clone())).collect();
-        let mut side_watermarks = HashMap::new();
+        let mut side_aggregates = HashMap::new();
         for s in &cfg.side_inputs {
-            side_watermarks.entry(s.topic.clone()).or_insert_with(|| InputWatermark::new([s.upstream.clone()]));
+            side_aggregates.entry(s.topic.clone()).or_insert_with(|| InputWatermark::new([s.upstream.clone()]));
         }
+        let side_watermarks = side_aggregates.keys().map(|t| (t.clone(), Watermark::NegInf)).collect();
+        let gbk_views = cfg
+            .inputs
+            .iter()
+            .filter_map(|(t, r)| r.gbk.as_ref().map(|g| (t.clone(), GbkView::new(r.source_transform.clone(), g))))
+            .collect();
         let mut held = HeldElements::default();
         for (seq, source, element) in restored.held {
             // Unreadable ones were refused when the task's state was restored.
@@ -215,7 +242,14 @@ impl TaskSupervisor {
             gated_side: VecDeque::new(),
             releasing: false,
             flush_wanted: false,
-            input_watermark: restored.input_watermark,
+            input_watermark: restored.input_watermark.current(),
+            barrier_watermark: Watermark::NegInf,
+            to_aggregate: Some((restored.input_watermark, side_aggregates)),
+            watermarks: None,
+            gbk_actors: HashMap::new(),
+            gbk_views,
+            parked_panes: VecDeque::new(),
+            source_reported: HashMap::new(),
             written_watermark_state: restored.watermark_snapshot,
             store: restored.store,
             changelog_next: restored.changelog_next,
@@ -285,8 +319,13 @@ impl TaskSupervisor {
     /// The output watermark: the input watermark, held back by data buffered
     /// in GroupByKeys, elements waiting for side inputs and pending timers.
     fn output_watermark(&self) -> Watermark {
-        let hold = self.cfg.inputs.values().filter_map(|r| r.gbk.as_ref()).map(|g| g.hold()).min().unwrap_or(Watermark::PosInf);
-        self.input_watermark.current().min(hold).min(self.held.hold_watermark()).min(self.timers.hold())
+        self.output_watermark_at(self.input_watermark)
+    }
+
+    /// The output watermark had the input watermark been `input`.
+    fn output_watermark_at(&self, input: Watermark) -> Watermark {
+        let hold = self.gbk_views.values().map(|g| g.output_hold()).min().unwrap_or(Watermark::PosInf);
+        input.min(hold).min(self.held.hold_watermark()).min(self.timers.hold())
     }
 
     /// What a task says about itself when it ends: how its cycles and
@@ -304,7 +343,12 @@ impl TaskSupervisor {
 impl Actor for TaskSupervisor {
     type Context = Context<Self>;
 
+    fn stopped(&mut self, _: &mut Context<Self>) {
+        self.stop_children();
+    }
+
     fn started(&mut self, ctx: &mut Context<Self>) {
+        self.start_children(ctx);
         if self.cfg.inputs.values().any(|r| r.source.is_some()) {
             ctx.run_interval(sources::SOURCE_TICK, |act, _| act.tick_sources());
         }
@@ -365,6 +409,22 @@ impl Handler<StageEvent> for TaskSupervisor {
             }
             StageEvent::Flushed { id } => self.on_flushed(id, ctx),
         }
+    }
+}
+
+impl Handler<GbkEvent> for TaskSupervisor {
+    type Result = ();
+
+    fn handle(&mut self, ev: GbkEvent, ctx: &mut Context<Self>) {
+        self.on_gbk_event(ev, ctx);
+    }
+}
+
+impl Handler<WatermarkEvent> for TaskSupervisor {
+    type Result = ();
+
+    fn handle(&mut self, ev: WatermarkEvent, ctx: &mut Context<Self>) {
+        self.on_watermark_event(ev, ctx);
     }
 }
 

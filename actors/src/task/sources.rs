@@ -8,6 +8,7 @@ use rdkafka::{Offset, TopicPartitionList};
 
 use super::{TaskConfig, TaskEvent, TaskSupervisor};
 use crate::kafka::cached_high_watermark;
+use crate::messages::{WatermarkInput, WatermarkReport};
 use crate::telemetry::instruments;
 
 /// The upstream name under which a task reports a source partition's
@@ -21,14 +22,13 @@ impl TaskSupervisor {
     /// Says, as it happens, that a GroupByKey dropped late elements (they
     /// were committed as processed: the user must hear of them).
     pub(super) fn warn_dropped(&mut self) {
-        for (topic, route) in &self.cfg.inputs {
-            let Some(gbk) = route.gbk.as_ref() else { continue };
+        for (topic, gbk) in &self.gbk_views {
             let seen = self.dropped_warned.entry(topic.clone()).or_insert(0);
             if gbk.dropped_late > *seen {
                 tracing::warn!(
                     task = %self.cfg.task,
                     "dropped {} late element(s) of {topic} (window expired, allowed lateness {} ms); {} in all",
-                    gbk.dropped_late - *seen, gbk.spec_allowed_lateness(), gbk.dropped_late
+                    gbk.dropped_late - *seen, gbk.allowed_lateness, gbk.dropped_late
                 );
                 *seen = gbk.dropped_late;
             }
@@ -37,8 +37,7 @@ impl TaskSupervisor {
 
     /// Late elements a GroupByKey dropped are reported, never silently lost.
     pub(super) fn report_dropped(&self) {
-        for (topic, route) in &self.cfg.inputs {
-            let Some(gbk) = route.gbk.as_ref().filter(|g| g.dropped_late > 0) else { continue };
+        for (topic, gbk) in self.gbk_views.iter().filter(|(_, g)| g.dropped_late > 0) {
             instruments().late_dropped.add(gbk.dropped_late, &[]);
             let _ = self.events.send(TaskEvent::Info(format!(
                 "task {} dropped {} element(s) of {topic} that arrived after their window expired (allowed lateness)",
@@ -59,19 +58,21 @@ pub fn upstream_key(topic: &str, source: &str) -> String {
 }
 
 impl TaskSupervisor {
-    /// Feeds the source partitions' clocks into the input watermark.
+    /// Reports the source partitions' clocks that moved to the input
+    /// watermark's aggregator.
     pub(super) fn update_source_watermarks(&mut self) {
-        let mut advanced = None;
+        let mut reports = Vec::new();
         for (topic, route) in &self.cfg.inputs {
-            if let Some(src) = &route.source {
-                if let Some(new) = self.input_watermark.report(&upstream_key(topic, SOURCE_UPSTREAM), 0, 1, src.clock.watermark()) {
-                    advanced = Some(new);
-                }
+            let Some(src) = &route.source else { continue };
+            let wm = src.clock.watermark();
+            if self.source_reported.get(topic) == Some(&wm) {
+                continue;
             }
+            self.source_reported.insert(topic.clone(), wm);
+            let upstream = upstream_key(topic, SOURCE_UPSTREAM);
+            reports.push(WatermarkReport { input: WatermarkInput::Main, upstream, partition: 0, total: 1, wm });
         }
-        if let Some(wm) = advanced {
-            self.on_input_watermark(wm);
-        }
+        self.report_watermarks(reports);
     }
 
     pub(super) fn tick_sources(&mut self) {

@@ -14,10 +14,11 @@ use crate::messages::FireTimers;
 impl TaskSupervisor {
     /// The watermark the stage's timers see: the input watermark, held back
     /// by closed GroupByKey windows not yet handed to the stage (their panes
-    /// would arrive behind it).
+    /// would arrive behind it) and by watermark steps a GroupByKey has not
+    /// reported taking in.
     pub(super) fn stage_watermark(&self) -> Watermark {
-        let closed = self.cfg.inputs.values().filter_map(|r| r.gbk.as_ref()).map(|g| g.closed_hold()).min().unwrap_or(Watermark::PosInf);
-        self.input_watermark.current().min(closed)
+        let closed = self.gbk_views.values().map(|g| g.stage_hold()).min().unwrap_or(Watermark::PosInf);
+        self.input_watermark.min(closed)
     }
 
     /// Sends the stage every timer now due (in fire-time order). Called when

@@ -1,18 +1,24 @@
 //! A task's commit cycle, as a checked state machine:
 //!
 //! ```text
-//!            begin                flushed (no timers due)      written           committed
-//!   (idle) ────────► Flushing ─────────────────────────► Writing ──────► Committing ───────► (idle)
-//!                     │    ▲                                               │   ▲
-//!                     └────┘ flushed, timers due: fire them, flush again   └───┘ retriable error
+//!          begin          aligned          flushed (no timers due)      written           committed
+//!  (idle) ──────► Aligning ──────► Flushing ─────────────────────────► Writing ──────► Committing ───────► (idle)
+//!                                   │    ▲                                               │   ▲
+//!                                   └────┘ flushed, timers due: fire them, flush again   └───┘ retriable error
 //! ```
+//!
+//! A cycle starts by sending a barrier through the task's watermark
+//! aggregator and GroupByKey actors; each answers with its state changes
+//! once it handled everything sent before the barrier. Input waits until
+//! all of them answered (barrier alignment), then the stage is flushed. A
+//! task without such actors begins in Flushing.
 //!
 //! A cycle covers what the task handed over before its flush: input offsets,
 //! state changes, and the output watermark. One cycle is open at a time; its
 //! flush waits only for the stage's bundles (bounded by flow control), never
 //! for queued input, so a cycle closes in about one commit interval plus a
 //! bundle whatever the backlog.
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::task::stats::DurationStats;
 use crate::timestamp::Watermark;
@@ -30,6 +36,8 @@ pub const COMMIT_ATTEMPTS: u32 = 100;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
+    /// Waiting for the barrier's answers.
+    Aligning,
     /// Waiting for the stage to finish every bundle before the flush.
     Flushing,
     /// Writing watermark reports and the changelog.
@@ -57,6 +65,8 @@ pub struct Cycle {
     /// Timer rounds fired within the cycle so far.
     pub timer_rounds: u32,
     pub attempts: u32,
+    /// Who has not answered the barrier yet.
+    waiting: BTreeSet<String>,
     started_ms: i64,
 }
 
@@ -99,16 +109,19 @@ impl Cycles {
         self.open.as_mut()
     }
 
-    /// Opens a cycle, unless one is open.
-    pub fn begin(&mut self, now_ms: i64) -> Option<&mut Cycle> {
+    /// Opens a cycle, unless one is open; it waits for a barrier answer
+    /// from each of `aligning`.
+    pub fn begin(&mut self, now_ms: i64, aligning: impl IntoIterator<Item = String>) -> Option<&mut Cycle> {
         if self.open.is_some() {
             return None;
         }
         let id = self.next_id;
         self.next_id += 1;
+        let waiting: BTreeSet<String> = aligning.into_iter().collect();
         self.open = Some(Cycle {
             id,
-            phase: Phase::Flushing,
+            phase: if waiting.is_empty() { Phase::Flushing } else { Phase::Aligning },
+            waiting,
             offsets: Offsets::new(),
             watermark: Watermark::NegInf,
             changes: Changes::new(),
@@ -119,6 +132,29 @@ impl Cycles {
             started_ms: now_ms,
         });
         self.open.as_mut()
+    }
+
+    /// Whether the open cycle waits for barrier answers.
+    pub fn is_aligning(&self) -> bool {
+        self.open.as_ref().is_some_and(|c| c.phase == Phase::Aligning)
+    }
+
+    /// `who` answered barrier `id`: the open cycle while it aligns (a stale
+    /// or repeated answer is ignored).
+    pub fn barrier_answered(&mut self, id: u64, who: &str) -> Option<&mut Cycle> {
+        self.open.as_mut().filter(|c| c.id == id && c.phase == Phase::Aligning && c.waiting.contains(who))
+    }
+
+    /// Counts `who`'s answer to the open cycle's barrier; whether it was the
+    /// last (the cycle moves on to Flushing).
+    pub fn aligned(&mut self, who: &str) -> bool {
+        let Some(c) = self.open.as_mut().filter(|c| c.phase == Phase::Aligning) else { return false };
+        c.waiting.remove(who);
+        if c.waiting.is_empty() {
+            c.phase = Phase::Flushing;
+            return true;
+        }
+        false
     }
 
     /// The stage answered flush `id`: the open cycle, if that flush is its
@@ -190,8 +226,8 @@ mod tests {
     #[test]
     fn one_cycle_at_a_time_in_order_flush_write_commit() {
         let mut cycles = Cycles::new();
-        let id = cycles.begin(1_000).unwrap().id;
-        assert!(cycles.begin(1_001).is_none(), "a second cycle waits for the first");
+        let id = cycles.begin(1_000, []).unwrap().id;
+        assert!(cycles.begin(1_001, []).is_none(), "a second cycle waits for the first");
         assert!(cycles.advance(Phase::Committing).is_err(), "nothing commits before it is written");
         assert!(cycles.committed(1_002).is_err());
         assert!(cycles.flushed(id + 1).is_none(), "a stale flush answer is ignored");
@@ -203,14 +239,14 @@ mod tests {
         assert_eq!(c.id, id);
         assert!(!cycles.is_open());
         assert_eq!(cycles.durations.max(), 250);
-        let next = cycles.begin(2_000).unwrap();
+        let next = cycles.begin(2_000, []).unwrap();
         assert_eq!(next.id, id + 1, "ids only grow");
     }
 
     #[test]
     fn timer_rounds_are_bounded_per_cycle() {
         let mut cycles = Cycles::new();
-        cycles.begin(0).unwrap();
+        cycles.begin(0, []).unwrap();
         for _ in 0..TIMER_ROUNDS {
             assert!(cycles.next_timer_round());
         }
@@ -222,7 +258,7 @@ mod tests {
     #[test]
     fn retriable_commits_are_retried_a_bounded_number_of_times() {
         let mut cycles = Cycles::new();
-        cycles.begin(0).unwrap();
+        cycles.begin(0, []).unwrap();
         assert!(!cycles.retry(), "only a commit is retried");
         cycles.advance(Phase::Writing).unwrap();
         cycles.advance(Phase::Committing).unwrap();
@@ -237,18 +273,36 @@ mod tests {
     #[test]
     fn an_abandoned_cycle_records_no_duration_and_frees_the_slot() {
         let mut cycles = Cycles::new();
-        cycles.begin(0).unwrap();
+        cycles.begin(0, []).unwrap();
         assert!(cycles.abandon().is_some());
         assert_eq!(cycles.durations.count(), 0);
-        assert!(cycles.begin(5).is_some());
+        assert!(cycles.begin(5, []).is_some());
     }
 
     #[test]
     fn a_cycle_reaching_the_end_of_input_is_final() {
         let mut cycles = Cycles::new();
-        let c = cycles.begin(0).unwrap();
+        let c = cycles.begin(0, []).unwrap();
         assert!(!c.is_final());
         c.watermark = Watermark::PosInf;
         assert!(c.is_final());
+    }
+
+    #[test]
+    fn a_cycle_flushes_only_once_every_actor_answered_its_barrier() {
+        let mut cycles = Cycles::new();
+        let id = cycles.begin(0, ["watermarks".to_string(), "gbk a".to_string()]).unwrap().id;
+        assert!(cycles.is_aligning());
+        assert!(cycles.flushed(id).is_none(), "no flush before alignment");
+        assert!(cycles.advance(Phase::Writing).is_err());
+        assert!(cycles.barrier_answered(id + 1, "gbk a").is_none(), "a stale barrier answer is ignored");
+        assert!(cycles.barrier_answered(id, "someone else").is_none());
+        assert!(cycles.barrier_answered(id, "gbk a").is_some());
+        assert!(!cycles.aligned("gbk a"));
+        assert!(cycles.barrier_answered(id, "gbk a").is_none(), "counted once");
+        assert!(cycles.barrier_answered(id, "watermarks").is_some());
+        assert!(cycles.aligned("watermarks"), "the last answer aligns the cycle");
+        assert!(!cycles.is_aligning());
+        assert!(cycles.flushed(id).is_some());
     }
 }

@@ -1,8 +1,10 @@
 //! The decisions of one task, without I/O: its lifecycle, its commit cycle,
-//! how much work it may have in flight, and the durations it reports. The
+//! how much work it may have in flight, what it knows of its GroupByKey
+//! actors, and the durations it reports. The
 //! task supervisor actor (`actors::task`) feeds these events and carries out
 //! what they decide.
 pub mod cycle;
 pub mod flow;
+pub mod gbk_view;
 pub mod lifecycle;
 pub mod stats;

@@ -1,0 +1,230 @@
+//! The task's GroupByKey actors and its watermark aggregator: starting and
+//! stopping them, their answers, and the alignment of a cycle's barrier.
+//!
+//! Data of shuffle topics goes from the task to its GroupByKey; watermark
+//! reports go to the aggregator, which passes each advance to the
+//! GroupByKeys and then to the task. A cycle's barrier goes to the
+//! aggregator, which answers and sends it on to the GroupByKeys; the stage
+//! is flushed once all of them answered, and input waits meanwhile, so the
+//! state changes they answer with are exactly those of the offsets the
+//! cycle commits.
+use actix::prelude::*;
+use beam_kafka_runtime::task_state;
+use beam_kafka_runtime::timestamp::Watermark;
+
+use super::input::ToStage;
+use super::TaskSupervisor;
+use crate::group_by_key::GroupByKeyActor;
+use crate::messages::{Flush, GbkCommand, GbkEvent, Shutdown, WatermarkCommand, WatermarkEvent, WatermarkInput, WatermarkReport};
+use crate::watermark_aggregator::WatermarkAggregator;
+
+/// How the watermark aggregator is named in a cycle's alignment.
+const AGGREGATOR: &str = "watermarks";
+
+/// How a GroupByKey actor is named in a cycle's alignment.
+fn gbk_name(topic: &str) -> String {
+    format!("group-by-key {topic}")
+}
+
+impl TaskSupervisor {
+    /// Moves the restored GroupByKeys and input watermark into actors of
+    /// their own (on this task's thread).
+    pub(super) fn start_children(&mut self, ctx: &mut Context<Self>) {
+        let me = ctx.address();
+        for (topic, route) in self.cfg.inputs.iter_mut() {
+            if let Some(gbk) = route.gbk.take() {
+                let actor = GroupByKeyActor::new(topic.clone(), gbk, me.clone().recipient()).start();
+                self.gbk_actors.insert(topic.clone(), actor);
+            }
+        }
+        let (main, sides) = self.to_aggregate.take().expect("children start once");
+        let gbks = self.gbk_actors.values().map(|a| a.clone().recipient()).collect();
+        self.watermarks = Some(WatermarkAggregator::new(main, sides, gbks, me.recipient()).start());
+    }
+
+    pub(super) fn stop_children(&mut self) {
+        if let Some(w) = self.watermarks.take() {
+            w.do_send(Shutdown);
+        }
+        for (_, g) in self.gbk_actors.drain() {
+            g.do_send(Shutdown);
+        }
+    }
+
+    /// Who must answer a cycle's barrier before the stage is flushed.
+    pub(super) fn barrier_participants(&self) -> Vec<String> {
+        std::iter::once(AGGREGATOR.to_string()).chain(self.gbk_actors.keys().map(|t| gbk_name(t))).collect()
+    }
+
+    /// Sends cycle `id`'s barrier on its way.
+    pub(super) fn send_barrier(&self, id: u64) {
+        if let Some(w) = &self.watermarks {
+            w.do_send(WatermarkCommand::Barrier { id });
+        }
+    }
+
+    /// Watermark reports for the aggregator.
+    pub(super) fn report_watermarks(&self, reports: Vec<WatermarkReport>) {
+        if let (Some(w), false) = (&self.watermarks, reports.is_empty()) {
+            w.do_send(WatermarkCommand::Reports(reports));
+        }
+    }
+
+    /// Values of a shuffle topic for its GroupByKey; they count as in flight
+    /// until it answers.
+    pub(super) fn send_to_gbk(&mut self, topic: &str, values: Vec<Vec<u8>>) {
+        if values.is_empty() {
+            return;
+        }
+        if let Some(g) = self.gbk_actors.get(topic) {
+            self.flow.sent(values.len() as u64);
+            g.do_send(GbkCommand::Data(values));
+        }
+    }
+
+    /// Asks GroupByKeys holding closed panes to fire as many as the stage
+    /// has room for (one request each at a time); whether any was asked.
+    pub(super) fn fire_closed_windows(&mut self) -> bool {
+        let limit = self.flow.room().max(1);
+        let mut asked = false;
+        for (topic, view) in self.gbk_views.iter_mut().filter(|(_, v)| v.wants_firing()) {
+            let Some(g) = self.gbk_actors.get(topic) else { continue };
+            view.firing = true;
+            self.flow.sent(limit);
+            g.do_send(GbkCommand::Fire { limit: limit as usize });
+            asked = true;
+        }
+        asked
+    }
+
+    /// Whether a GroupByKey is firing closed panes: they go to the stage
+    /// before queued records.
+    pub(super) fn firing(&self) -> bool {
+        self.gbk_views.values().any(|v| v.has_closed())
+    }
+
+    pub(super) fn on_gbk_event(&mut self, ev: GbkEvent, ctx: &mut Context<Self>) {
+        if !self.lifecycle.is_running() {
+            return;
+        }
+        match ev {
+            GbkEvent::Failed { error } => self.fail(ctx, format!("task {}: {error}", self.cfg.task)),
+            GbkEvent::Output { topic, credit, panes, fired, report } => {
+                self.flow.processed(credit);
+                let Some(view) = self.gbk_views.get_mut(&topic) else { return };
+                if fired {
+                    view.firing = false;
+                }
+                let drained = view.update(&report);
+                let source = view.source_transform.clone();
+                self.panes_to_stage(source, panes, ctx);
+                if drained {
+                    // The watermark the closed panes held may move on now.
+                    self.request_flush();
+                }
+                self.pump(ctx);
+            }
+            GbkEvent::Barrier { topic, id, changes, report } => {
+                let who = gbk_name(&topic);
+                let Some(c) = self.cycles.barrier_answered(id, &who) else { return };
+                c.changes.extend(changes);
+                if let Some(view) = self.gbk_views.get_mut(&topic) {
+                    view.update(&report);
+                }
+                if self.cycles.aligned(&who) {
+                    self.on_aligned(ctx);
+                }
+            }
+        }
+    }
+
+    pub(super) fn on_watermark_event(&mut self, ev: WatermarkEvent, ctx: &mut Context<Self>) {
+        if !self.lifecycle.is_running() {
+            return;
+        }
+        match ev {
+            WatermarkEvent::Advanced { input: WatermarkInput::Main, wm } => self.on_input_watermark(wm, ctx),
+            WatermarkEvent::Advanced { input: WatermarkInput::Side(topic), wm } => {
+                self.side_watermarks.insert(topic, wm);
+                self.releasing = true;
+                self.pump(ctx);
+            }
+            WatermarkEvent::Barrier { id, snapshot, current } => {
+                let Some(c) = self.cycles.barrier_answered(id, AGGREGATOR) else { return };
+                if snapshot != self.written_watermark_state {
+                    c.changes.push((task_state::watermark_key(), Some(snapshot.clone())));
+                    self.written_watermark_state = snapshot;
+                }
+                self.barrier_watermark = current;
+                self.input_watermark = self.input_watermark.max(current);
+                if self.cycles.aligned(AGGREGATOR) {
+                    self.on_aligned(ctx);
+                }
+            }
+        }
+    }
+
+    /// Every actor answered the open cycle's barrier: its output watermark
+    /// is known, and the stage is flushed. Panes that came back before the
+    /// answers were handed over; those held for side inputs are state of
+    /// this cycle (the GroupByKey's answer no longer has them).
+    fn on_aligned(&mut self, ctx: &mut Context<Self>) {
+        let watermark = self.output_watermark_at(self.barrier_watermark);
+        let held = self.held.take_changes();
+        let Some(c) = self.cycles.open_mut() else { return };
+        c.changes.extend(held.into_iter().map(|(seq, v)| (task_state::held_key(seq), v)));
+        c.watermark = watermark;
+        let id = c.id;
+        // Which timers are due is decided when the flush completed, from the
+        // settings of every bundle before it and the input watermark of the
+        // snapshot; input arriving meanwhile waits, so the stage runs no
+        // bundle between the flush and the timers (a bundle of later data
+        // could re-set a timer about to fire, which would then fire twice).
+        if !self.cfg.timer_specs.is_empty() {
+            self.gated = true;
+        }
+        self.stage.do_send(Flush { id, hold: self.cfg.transactional });
+        self.pump(ctx);
+    }
+
+    /// Panes a GroupByKey fired, for the stage (kept aside while input is
+    /// gated: they belong after the timers about to fire).
+    fn panes_to_stage(&mut self, source: String, panes: Vec<Vec<u8>>, ctx: &mut Context<Self>) {
+        if panes.is_empty() {
+            return;
+        }
+        if self.gated {
+            return self.parked_panes.push_back((source, panes));
+        }
+        let mut out = ToStage::default();
+        if let Err(e) = self.hand_to_stage(&mut out, &source, panes) {
+            return self.fail(ctx, format!("task {}: {e}", self.cfg.task));
+        }
+        self.send(out);
+    }
+
+    /// Hands over panes kept aside while input was gated.
+    pub(super) fn unpark_panes(&mut self, ctx: &mut Context<Self>) {
+        while let Some((source, panes)) = self.parked_panes.pop_front() {
+            self.panes_to_stage(source, panes, ctx);
+        }
+    }
+
+    /// The main input watermark moved (the GroupByKeys were told first):
+    /// state of expired windows goes, closed windows fire as far as the
+    /// stage has room (asked for before the cycle's barrier, so the cycle
+    /// covers them), and a cycle starts.
+    pub(super) fn on_input_watermark(&mut self, wm: Watermark, ctx: &mut Context<Self>) {
+        tracing::debug!(task = %self.cfg.task, "input watermark {wm:?}");
+        self.input_watermark = self.input_watermark.max(wm);
+        self.expire_user_state(wm);
+        if !self.input_blocked() && self.flow.has_room() {
+            // The GroupByKeys' reports of what the step closed are on their
+            // way: ask each at once.
+            self.gbk_views.values_mut().for_each(|v| v.watermark_moved());
+            self.fire_closed_windows();
+        }
+        self.request_flush();
+        self.pump(ctx);
+    }
+}

@@ -1,0 +1,212 @@
+//! A task's watermark aggregator as an actor of its own: it takes the
+//! watermark reports of the task's upstream partitions (runner topics,
+//! source partition clocks, side topics), keeps the minimum per input
+//! (`runtime::watermark`), and on each advance of the main input tells the
+//! task's GroupByKey actors first, then the task. A barrier passes through
+//! it: it answers with its state and sends the barrier on to the
+//! GroupByKeys, behind the watermark steps it sent them.
+use std::collections::HashMap;
+
+use actix::prelude::*;
+use beam_kafka_runtime::timestamp::Watermark;
+use beam_kafka_runtime::watermark::InputWatermark;
+
+use crate::messages::{GbkCommand, Shutdown, WatermarkCommand, WatermarkEvent, WatermarkInput};
+
+pub struct WatermarkAggregator {
+    main: InputWatermark,
+    sides: HashMap<String, InputWatermark>,
+    gbks: Vec<Recipient<GbkCommand>>,
+    task: Recipient<WatermarkEvent>,
+}
+
+impl WatermarkAggregator {
+    pub fn new(
+        main: InputWatermark,
+        sides: HashMap<String, InputWatermark>,
+        gbks: Vec<Recipient<GbkCommand>>,
+        task: Recipient<WatermarkEvent>,
+    ) -> Self {
+        WatermarkAggregator { main, sides, gbks, task }
+    }
+}
+
+impl Actor for WatermarkAggregator {
+    type Context = Context<Self>;
+
+    fn started(&mut self, _: &mut Context<Self>) {
+        // GroupByKeys restored with the watermark they last committed catch
+        // up with the task's (a no-op when they are level).
+        let wm = self.main.current();
+        if wm > Watermark::NegInf {
+            for g in &self.gbks {
+                g.do_send(GbkCommand::Watermark(wm));
+            }
+        }
+    }
+}
+
+impl Handler<WatermarkCommand> for WatermarkAggregator {
+    type Result = ();
+
+    fn handle(&mut self, command: WatermarkCommand, _: &mut Context<Self>) {
+        match command {
+            WatermarkCommand::Reports(reports) => {
+                let mut advanced: Vec<(WatermarkInput, Watermark)> = Vec::new();
+                for r in reports {
+                    let aggregate = match &r.input {
+                        WatermarkInput::Main => Some(&mut self.main),
+                        WatermarkInput::Side(topic) => self.sides.get_mut(topic),
+                    };
+                    let Some(new) = aggregate.and_then(|a| a.report(&r.upstream, r.partition, r.total, r.wm)) else { continue };
+                    match advanced.iter_mut().find(|(i, _)| *i == r.input) {
+                        Some((_, wm)) => *wm = new,
+                        None => advanced.push((r.input, new)),
+                    }
+                }
+                for (input, wm) in advanced {
+                    if input == WatermarkInput::Main {
+                        for g in &self.gbks {
+                            g.do_send(GbkCommand::Watermark(wm));
+                        }
+                    }
+                    self.task.do_send(WatermarkEvent::Advanced { input, wm });
+                }
+            }
+            WatermarkCommand::Barrier { id } => {
+                self.task.do_send(WatermarkEvent::Barrier { id, snapshot: self.main.snapshot(), current: self.main.current() });
+                for g in &self.gbks {
+                    g.do_send(GbkCommand::Barrier { id });
+                }
+            }
+        }
+    }
+}
+
+impl Handler<Shutdown> for WatermarkAggregator {
+    type Result = ();
+
+    fn handle(&mut self, _: Shutdown, ctx: &mut Context<Self>) {
+        ctx.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use beam_kafka_runtime::coder::Coder;
+    use beam_kafka_runtime::coders::{encode_nested_bytes, encode_varint};
+    use beam_kafka_runtime::gbk::GroupByKey;
+    use beam_kafka_runtime::windowed::{encode, Window};
+    use beam_kafka_runtime::windowing::{OutputTime, Trigger, WindowingSpec};
+
+    use super::*;
+    use crate::group_by_key::GroupByKeyActor;
+    use crate::messages::{GbkEvent, WatermarkReport};
+
+    /// Stands in for the task: writes down what reaches it, in order.
+    struct Recorder(Arc<Mutex<Vec<String>>>);
+
+    impl Actor for Recorder {
+        type Context = Context<Self>;
+    }
+
+    /// Answered once everything sent to the recorder before it was written down.
+    #[derive(Message)]
+    #[rtype(result = "()")]
+    struct Sync;
+
+    impl Handler<Sync> for Recorder {
+        type Result = ();
+        fn handle(&mut self, _: Sync, _: &mut Context<Self>) {}
+    }
+
+    impl Handler<GbkEvent> for Recorder {
+        type Result = ();
+        fn handle(&mut self, ev: GbkEvent, _: &mut Context<Self>) {
+            let line = match ev {
+                GbkEvent::Output { credit, panes, report, .. } => {
+                    format!("gbk output credit={credit} panes={} wm={:?} closed={}", panes.len(), report.watermark, report.closed_pending)
+                }
+                GbkEvent::Barrier { id, changes, report, .. } => {
+                    format!("gbk barrier {id} changes={} wm={:?} hold={:?}", changes.len(), report.watermark, report.holds.map(|h| h.hold))
+                }
+                GbkEvent::Failed { error } => format!("gbk failed {error}"),
+            };
+            self.0.lock().unwrap().push(line);
+        }
+    }
+
+    impl Handler<WatermarkEvent> for Recorder {
+        type Result = ();
+        fn handle(&mut self, ev: WatermarkEvent, _: &mut Context<Self>) {
+            let line = match ev {
+                WatermarkEvent::Advanced { input, wm } => format!("advanced {input:?} {wm:?}"),
+                WatermarkEvent::Barrier { id, current, .. } => format!("watermarks barrier {id} at {current:?}"),
+            };
+            self.0.lock().unwrap().push(line);
+        }
+    }
+
+    fn gbk() -> GroupByKey {
+        let spec = WindowingSpec {
+            merging: false,
+            trigger: Trigger::Default,
+            accumulating: false,
+            allowed_lateness: 0,
+            output_time: OutputTime::EndOfWindow,
+            window_coder: Coder::IntervalWindow,
+        };
+        GroupByKey::new(spec, &Coder::Kv(Box::new(Coder::StringUtf8), Box::new(Coder::Varint))).unwrap()
+    }
+
+    /// Key `k`, value 1, at `ts` in its 10 ms window.
+    fn value(k: &str, ts: i64) -> Vec<u8> {
+        let mut kv = Vec::new();
+        encode_nested_bytes(k.as_bytes(), &mut kv);
+        encode_varint(1, &mut kv);
+        let mut out = Vec::new();
+        encode(ts, &Window::Interval { start: ts - ts % 10, end: ts - ts % 10 + 10 }, &[0x0f], &kv, &mut out);
+        out
+    }
+
+    #[test]
+    fn a_barrier_reaches_the_group_by_key_behind_the_values_and_watermark_steps_before_it() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let recorded = seen.clone();
+        actix::System::new().block_on(async move {
+            let task = Recorder(recorded).start();
+            let g = GroupByKeyActor::new("shuffle".into(), gbk(), task.clone().recipient()).start();
+            let main = InputWatermark::new(["up".to_string()]);
+            let w = WatermarkAggregator::new(main, HashMap::new(), vec![g.clone().recipient()], task.clone().recipient()).start();
+            // What a task does in one batch: values to the GroupByKey, the
+            // batch's watermark report to the aggregator, then a cycle.
+            g.do_send(GbkCommand::Data(vec![value("a", 3), value("b", 13)]));
+            let report =
+                WatermarkReport { input: WatermarkInput::Main, upstream: "up".into(), partition: 0, total: 1, wm: Watermark::At(25) };
+            w.do_send(WatermarkCommand::Reports(vec![report]));
+            w.do_send(WatermarkCommand::Barrier { id: 7 });
+            // The task asks for a firing once it heard of the advance.
+            w.send(WatermarkCommand::Reports(Vec::new())).await.unwrap();
+            g.send(GbkCommand::Fire { limit: 10 }).await.unwrap();
+            task.send(Sync).await.unwrap();
+        });
+        let seen = seen.lock().unwrap().clone();
+        let from = |prefix: &str| seen.iter().filter(|l| l.starts_with(prefix)).cloned().collect::<Vec<_>>();
+        assert_eq!(
+            from("gbk"),
+            vec![
+                "gbk output credit=2 panes=0 wm=NegInf closed=0",
+                "gbk output credit=0 panes=0 wm=At(25) closed=2",
+                // Behind the step: the state it answers with has the step in it.
+                "gbk barrier 7 changes=3 wm=At(25) hold=Some(At(9))",
+                "gbk output credit=10 panes=2 wm=At(25) closed=0",
+            ]
+        );
+        assert_eq!(from("advanced").len() + from("watermarks").len(), 2);
+        let advanced = seen.iter().position(|l| l == "advanced Main At(25)").expect("the advance is told");
+        let barrier = seen.iter().position(|l| l == "watermarks barrier 7 at At(25)").expect("the barrier is answered");
+        assert!(advanced < barrier);
+    }
+}
