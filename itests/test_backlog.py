@@ -1,9 +1,11 @@
 """A pipeline started on a topic that already holds a backlog keeps every
 commit cycle short: it never holds a transaction open past a shortened
 transaction_timeout_ms (the broker would abort it and fence the task), and
-its stateful running count is exact."""
+its stateful running count is exact. Slow elements too: a commit that waits
+on a long bundle splits it, and the rest is processed after the commit."""
 
 import collections
+import time
 import typing
 
 import pytest
@@ -72,11 +74,82 @@ def test_a_backlog_commits_in_short_cycles_and_counts_exactly(
     assert sorted(ns) == list(range(1, RECORDS // KEYS + 1)), (
         word, sorted(ns)[:10], len(ns))
 
+  _assert_no_fenced_or_aborted_transaction(job_server.log_text(log_start))
   log = job_server.log_text(log_start).lower()
-  for bad in ('fenced', 'abort', 'restarting it from its last commit'):
-    assert bad not in log, 'the log says %r:\n%s' % (bad, '\n'.join(
-        l for l in log.splitlines() if bad in l)[:3000])
   # Every task says how its cycles went when it finishes.
   reports = [l for l in log.splitlines() if 'commit cycle(s), longest' in l]
   assert len(reports) >= PARTITIONS, reports
+  print('\n'.join(reports))
+
+
+def _assert_no_fenced_or_aborted_transaction(log):
+  log = log.lower()
+  for bad in ('fenced', 'abort', 'restarting it from its last commit'):
+    assert bad not in log, 'the log says %r:\n%s' % (bad, '\n'.join(
+        l for l in log.splitlines() if bad in l)[:3000])
+
+
+SLOW_RECORDS = 240
+SLOW_KEYS = 20
+
+
+def _slowly(kv):
+  time.sleep(0.05)
+  return kv[1], b''
+
+
+@pytest.mark.timeout_seconds(240)
+def test_a_commit_splits_a_bundle_of_slow_elements_and_counts_exactly(
+    job_server, broker, app_id, tmp_path):
+  # 240 elements of 50 ms arrive at once: two bundles of 120 (6 s each),
+  # both before the first commit's flush. The first one's outputs open the
+  # transaction, which then waits 6 s for the second: past the 5 s
+  # transaction timeout. Without splitting, the broker aborts it, the task
+  # is fenced and restarts into the same two bundles.
+  source, sink = unique_topic('slow-in'), unique_topic('slow-out')
+  create_topic(broker, source, 1)
+  create_topic(broker, sink, 1)
+  produce(broker, source, [(0, None, b'w%d' % (i % SLOW_KEYS), None)
+                           for i in range(SLOW_RECORDS)])
+  log_start = len(job_server.log_text().encode())
+
+  args = portable_args(job_server) + kafka_args(
+      broker, app_id, tmp_path / 'state') + [
+          '--streaming',
+          '--processing_guarantee=exactly_once',
+          '--transaction_timeout_ms=5000',
+          '--max_bundle_size=120',
+          '--max_bundle_time_ms=500',
+      ]
+  p = beam.Pipeline(options=PipelineOptions(args))
+  _ = (
+      p
+      | read_from_start(
+          job_server, broker, source, max_num_records=SLOW_RECORDS)
+      | beam.Map(_slowly).with_output_types(typing.Tuple[bytes, bytes])
+      | beam.ParDo(_RunningCount()).with_output_types(
+          typing.Tuple[bytes, bytes])
+      | WriteToKafka(
+          producer_config={'bootstrap.servers': broker},
+          topic=sink,
+          expansion_service='localhost:%d' % job_server.expansion_port))
+  result = p.run()
+  state = result.wait_until_finish()
+  assert state == PipelineState.DONE, state
+
+  out = read_committed(broker, sink, expected=SLOW_RECORDS, timeout=60)
+  counts = collections.defaultdict(list)
+  for _, key, _ in out:
+    word, n = key.split(b'@')
+    counts[word].append(int(n))
+  assert len(out) == SLOW_RECORDS, len(out)
+  for word, ns in counts.items():
+    assert sorted(ns) == list(range(1, SLOW_RECORDS // SLOW_KEYS + 1)), (
+        word, sorted(ns))
+  log = job_server.log_text(log_start)
+  _assert_no_fenced_or_aborted_transaction(log)
+  reports = [l for l in log.lower().splitlines() if 'deferred from split' in l]
+  deferred = [int(l.split(' element(s) deferred from split')[0].split()[-1])
+              for l in reports]
+  assert sum(deferred) > 0, 'no bundle was split:\n%s' % '\n'.join(reports)
   print('\n'.join(reports))

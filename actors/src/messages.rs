@@ -71,6 +71,12 @@ pub enum StageEvent {
     Failed {
         error: String,
     },
+    /// Elements the stage handed back unprocessed (a bundle split for a
+    /// flush), per data source: they were before the flush, so they are
+    /// state of the cycle, to process after its commit.
+    Deferred {
+        elements: Vec<(String, Vec<Vec<u8>>)>,
+    },
     Metrics(Vec<MonitoringInfo>),
     /// Timers a bundle set or cleared (sent before that bundle counts as
     /// flushed), encoded, per timer family.

@@ -158,6 +158,7 @@ fn start_tasks(
         let Restored { store, entries, next } = restored.remove(&task).ok_or_else(|| format!("task {task} has no state store"))?;
         let mut watermark_snapshot = Vec::new();
         let mut held = Vec::new();
+        let mut deferred = Vec::new();
         let mut user = UserState::default();
         let mut timers = Timers::default();
         let mut gbk_entries: HashMap<String, Entries> = HashMap::new();
@@ -179,6 +180,11 @@ fn start_tasks(
                         beam_kafka_runtime::held::decode(&v).map_err(|e| format!("task {task}: unreadable held element: {e}"))?;
                     held.push((seq, source, element));
                 }
+                task_state::Store::Deferred(seq) => {
+                    let (source, element) =
+                        beam_kafka_runtime::held::decode(&v).map_err(|e| format!("task {task}: unreadable deferred element: {e}"))?;
+                    deferred.push((seq, source, element));
+                }
             }
         }
         for (topic, route) in inputs.iter_mut() {
@@ -191,7 +197,7 @@ fn start_tasks(
         if !watermark_snapshot.is_empty() {
             input_watermark.restore(&watermark_snapshot).map_err(|e| format!("task {task}: its saved watermark is unreadable: {e}"))?;
         }
-        let restored_state = RestoredState { input_watermark, watermark_snapshot, store, changelog_next: next, held, timers };
+        let restored_state = RestoredState { input_watermark, watermark_snapshot, store, changelog_next: next, held, deferred, timers };
         let side_data = if sub.side_inputs.is_empty() {
             None
         } else {

@@ -67,8 +67,9 @@ pub static OPTIONS: &[OptionSpec] = &[
         java_name: "maxBundleTimeMs",
         kind: OptionKind::Integer,
         default: Some("1000"),
-        description: "Longest time a bundle stays open, in milliseconds; the bundle is closed by the task's own \
-                      timer, never by a racing thread.",
+        description: "Longest time a bundle stays open, in milliseconds (closed by the task's own timer, never by \
+                      a racing thread), and how long a commit waits on a running bundle before asking the SDK to \
+                      stop it after its current element (the rest is processed after the commit).",
     },
     OptionSpec {
         name: "read_max_elements_per_poll",

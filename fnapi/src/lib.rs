@@ -11,11 +11,13 @@ mod logging;
 mod provision;
 mod registry;
 mod server;
+pub mod split;
 pub mod state;
 pub mod worker;
 
 pub use registry::{LogSink, SdkLog, WorkerSpec};
 pub use server::{incoming, FnApiServer};
+pub use split::ChannelSplit;
 pub use state::StateHandler;
 pub use worker::{element_chunks, BundleError, BundleInput, BundleResult, SdkWorker, TimerFamily};
 

@@ -101,7 +101,7 @@ pub struct SdkWorker {
     pub id: String,
     /// Dropped on disconnect, which ends the harness's control stream cleanly.
     control: Mutex<Option<Outbound<fn_pb::InstructionRequest>>>,
-    pending: DashMap<String, oneshot::Sender<fn_pb::InstructionResponse>>,
+    pub(crate) pending: DashMap<String, oneshot::Sender<fn_pb::InstructionResponse>>,
     data_out: watch::Sender<DataStream>,
     routes: DashMap<String, mpsc::UnboundedSender<DataEvent>>,
     descriptors: DashMap<String, fn_pb::ProcessBundleDescriptor>,
@@ -123,6 +123,19 @@ impl SdkWorker {
             next_instruction: AtomicU64::new(1),
             closed: Mutex::new(None),
             state_handlers: DashMap::new(),
+        }
+    }
+
+    /// A fresh instruction id, e.g. for a bundle to run (`kind` "bundle").
+    pub fn next_instruction_id(&self, kind: &str) -> String {
+        format!("{kind}-{}", self.next_instruction.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Sends an instruction on the control stream; whether it was sent.
+    pub(crate) fn send_instruction(&self, request: fn_pb::InstructionRequest) -> bool {
+        match self.control.lock().expect("lock").as_ref() {
+            Some(control) => control.send(Ok(request)).is_ok(),
+            None => false,
         }
     }
 
@@ -208,11 +221,15 @@ impl SdkWorker {
     /// Runs one bundle of `descriptor_id` over `inputs` (and `timers` to
     /// fire, per family of `families`: every family of the stage gets its
     /// end-of-stream in and is awaited out), collecting the data of `outputs`
-    /// (sink transform ids); `state` answers its state requests.
+    /// (sink transform ids); `state` answers its state requests. The bundle
+    /// runs as instruction `instruction_id` (`next_instruction_id`), the id a
+    /// split of it names.
+    #[allow(clippy::too_many_arguments)]
     pub async fn process_bundle(
         &self,
+        instruction_id: &str,
         descriptor_id: &str,
-        inputs: Vec<BundleInput>,
+        inputs: &[BundleInput],
         timers: HashMap<TimerFamily, Vec<u8>>,
         families: &[TimerFamily],
         outputs: &[String],
@@ -221,18 +238,17 @@ impl SdkWorker {
         if let Some(reason) = self.closed_reason() {
             return Err(BundleError::Worker(reason));
         }
-        let instruction_id = format!("bundle-{}", self.next_instruction.fetch_add(1, Ordering::Relaxed));
         let (route_tx, mut route_rx) = mpsc::unbounded_channel();
-        self.routes.insert(instruction_id.clone(), route_tx);
+        self.routes.insert(instruction_id.to_string(), route_tx);
         let (resp_tx, resp_rx) = oneshot::channel();
-        self.pending.insert(instruction_id.clone(), resp_tx);
+        self.pending.insert(instruction_id.to_string(), resp_tx);
         if let Some(h) = state {
-            self.state_handlers.insert(instruction_id.clone(), h);
+            self.state_handlers.insert(instruction_id.to_string(), h);
         }
-        let result = self.run_bundle(&instruction_id, descriptor_id, inputs, timers, families, outputs, &mut route_rx, resp_rx).await;
-        self.routes.remove(&instruction_id);
-        self.pending.remove(&instruction_id);
-        self.state_handlers.remove(&instruction_id);
+        let result = self.run_bundle(instruction_id, descriptor_id, inputs, timers, families, outputs, &mut route_rx, resp_rx).await;
+        self.routes.remove(instruction_id);
+        self.pending.remove(instruction_id);
+        self.state_handlers.remove(instruction_id);
         result
     }
 
@@ -241,7 +257,7 @@ impl SdkWorker {
         &self,
         instruction_id: &str,
         descriptor_id: &str,
-        inputs: Vec<BundleInput>,
+        inputs: &[BundleInput],
         mut timers: HashMap<TimerFamily, Vec<u8>>,
         families: &[TimerFamily],
         outputs: &[String],
@@ -256,11 +272,7 @@ impl SdkWorker {
                 ..Default::default()
             })),
         };
-        let sent = match self.control.lock().expect("lock").as_ref() {
-            Some(control) => control.send(Ok(request)).is_ok(),
-            None => false,
-        };
-        if !sent {
+        if !self.send_instruction(request) {
             return Err(lost("control stream closed"));
         }
         // The harness opens its data stream when it first needs it, i.e. after
@@ -288,7 +300,7 @@ impl SdkWorker {
         };
         // Data first, then timers (data before timers at equal timestamps),
         // then every input's end: the harness handles them in arrival order.
-        for input in &inputs {
+        for input in inputs {
             for c in element_chunks(&input.data, &input.ends, CHUNK_BYTES) {
                 send(data_msg(&input.transform_id, c, false))?;
             }
@@ -299,7 +311,7 @@ impl SdkWorker {
             }
             send(timer_msg(family, Vec::new(), true))?;
         }
-        for input in &inputs {
+        for input in inputs {
             send(data_msg(&input.transform_id, &[], true))?;
         }
         let mut result = BundleResult::default();
@@ -406,7 +418,18 @@ mod tests {
     async fn a_bundle_sends_every_source_its_end_and_collects_every_sink() {
         let (w, control) = worker();
         let harness = tokio::spawn(fake_harness(w.clone(), control, vec![("sink-x", b"out"), ("sink-y", b"")], ""));
-        let result = w.process_bundle("pbd", inputs(), HashMap::new(), &[], &["sink-x".into(), "sink-y".into()], None).await.unwrap();
+        let result = w
+            .process_bundle(
+                &w.next_instruction_id("bundle"),
+                "pbd",
+                &inputs(),
+                HashMap::new(),
+                &[],
+                &["sink-x".into(), "sink-y".into()],
+                None,
+            )
+            .await
+            .unwrap();
         assert_eq!(result.outputs["sink-x"], b"out");
         assert!(result.outputs["sink-y"].is_empty());
         let sent = harness.await.unwrap();
@@ -419,7 +442,10 @@ mod tests {
     async fn a_user_error_fails_the_bundle_with_the_sdk_text() {
         let (w, control) = worker();
         tokio::spawn(fake_harness(w.clone(), control, vec![], "Traceback: ZeroDivisionError"));
-        let err = w.process_bundle("pbd", inputs(), HashMap::new(), &[], &["sink-x".into()], None).await.unwrap_err();
+        let err = w
+            .process_bundle(&w.next_instruction_id("bundle"), "pbd", &inputs(), HashMap::new(), &[], &["sink-x".into()], None)
+            .await
+            .unwrap_err();
         assert_eq!(err, BundleError::User("Traceback: ZeroDivisionError".into()));
     }
 
@@ -433,10 +459,13 @@ mod tests {
             w2.set_data_stream(tx);
             w2.disconnect("the SDK harness closed its control stream");
         });
-        let err = w.process_bundle("pbd", inputs(), HashMap::new(), &[], &["sink-x".into()], None).await.unwrap_err();
+        let err = w
+            .process_bundle(&w.next_instruction_id("bundle"), "pbd", &inputs(), HashMap::new(), &[], &["sink-x".into()], None)
+            .await
+            .unwrap_err();
         assert!(matches!(err, BundleError::Worker(ref m) if m.contains("closed its control stream")), "{err:?}");
         // Later bundles fail at once.
-        assert!(w.process_bundle("pbd", inputs(), HashMap::new(), &[], &[], None).await.is_err());
+        assert!(w.process_bundle(&w.next_instruction_id("bundle"), "pbd", &inputs(), HashMap::new(), &[], &[], None).await.is_err());
     }
 
     #[test]

@@ -103,7 +103,8 @@ class KafkaStreamsRunnerOptions(PipelineOptions):
         type=int,
         default=1000,
         help='Maximum time in milliseconds a bundle stays open before it is '
-        'closed (default: 1000).')
+        'closed, and how long a commit waits on a running bundle before the '
+        'SDK is asked to stop it after its current element (default: 1000).')
 
     # Reading.
     _add(

@@ -8,6 +8,7 @@ const GROUP_BY_KEY: u64 = 1;
 const HELD: u64 = 2;
 const USER_STATE: u64 = 3;
 const TIMER: u64 = 4;
+const DEFERRED: u64 = 5;
 
 /// Which store an entry belongs to.
 #[derive(Debug, PartialEq, Eq)]
@@ -24,6 +25,8 @@ pub enum Store<'a> {
     UserState(&'a [u8]),
     /// A pending timer (`timers::TimerId`).
     Timer(&'a [u8]),
+    /// An element a split bundle did not process (`held` encoding), by sequence.
+    Deferred(u64),
 }
 
 pub fn watermark_key() -> Vec<u8> {
@@ -44,6 +47,13 @@ pub fn group_by_key_key(topic: &str, key: &[u8]) -> Vec<u8> {
 pub fn held_key(seq: u64) -> Vec<u8> {
     let mut out = Vec::new();
     encode_varint(HELD, &mut out);
+    out.extend_from_slice(&seq.to_be_bytes());
+    out
+}
+
+pub fn deferred_key(seq: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode_varint(DEFERRED, &mut out);
     out.extend_from_slice(&seq.to_be_bytes());
     out
 }
@@ -75,6 +85,10 @@ pub fn split(key: &[u8]) -> Result<Store<'_>, String> {
             let raw: [u8; 8] = r.take(8)?.try_into().map_err(|_| "bad held element key")?;
             Ok(Store::Held(u64::from_be_bytes(raw)))
         }
+        DEFERRED => {
+            let raw: [u8; 8] = r.take(8)?.try_into().map_err(|_| "bad deferred element key")?;
+            Ok(Store::Deferred(u64::from_be_bytes(raw)))
+        }
         USER_STATE => Ok(Store::UserState(&key[r.at..])),
         TIMER => Ok(Store::Timer(&key[r.at..])),
         other => Err(format!("unknown state store {other}")),
@@ -91,6 +105,8 @@ mod tests {
         let k = group_by_key_key("__beam_a_shuffle_0", &[1, 2, 3]);
         assert_eq!(split(&k).unwrap(), Store::GroupByKey { topic: "__beam_a_shuffle_0", key: &[1, 2, 3] });
         assert_eq!(split(&held_key(7)).unwrap(), Store::Held(7));
+        assert_eq!(split(&deferred_key(7)).unwrap(), Store::Deferred(7));
+        assert!(split(&deferred_key(7)[..5]).is_err());
         assert_eq!(split(&user_state_key(&[4, 2])).unwrap(), Store::UserState(&[4, 2]));
         assert!(split(&[9]).is_err());
         assert!(split(&k[..4]).is_err());

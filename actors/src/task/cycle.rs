@@ -83,11 +83,16 @@ impl TaskSupervisor {
         // set meanwhile holds the reported watermark.
         let timer_changes = self.timers.take_changes();
         let timer_hold = self.timers.hold();
+        // Elements a split bundle handed back before the flush completed
+        // (and deferred ones released before the cycle began).
+        let deferred_changes = self.deferred.take_changes();
+        let deferred_hold = self.deferred.hold_watermark();
         let Some(c) = self.cycles.open_mut() else { return };
         c.metrics = metrics;
         c.changes.extend(user_changes.into_iter().map(|(cell, v)| (task_state::user_state_key(&cell.encode()), v)));
         c.changes.extend(timer_changes.into_iter().map(|(id, t)| (task_state::timer_key(&id.encode()), t.map(|t| t.encode()))));
-        c.watermark = c.watermark.min(timer_hold);
+        c.changes.extend(deferred_changes.into_iter().map(|(seq, v)| (task_state::deferred_key(seq), v)));
+        c.watermark = c.watermark.min(timer_hold).min(deferred_hold);
         self.write(ctx);
         self.ungate(ctx);
     }
@@ -212,6 +217,7 @@ impl TaskSupervisor {
         if self.cfg.transactional {
             self.stage.do_send(Resume);
         }
+        self.deferred_ready = true;
         for route in self.cfg.inputs.values_mut() {
             if let Some(src) = route.source.as_mut() {
                 src.committed_through(c.id);
@@ -235,6 +241,8 @@ impl TaskSupervisor {
         if !covered.is_empty() {
             let _ = self.events.send(TaskEvent::CommittedMetrics(covered));
         }
+        // Deferred elements go to the stage before the next cycle opens.
+        self.pump(ctx);
         if c.is_final() {
             let _ = self.lifecycle.transition(TaskState::Finished);
             self.report_dropped();

@@ -74,7 +74,12 @@ impl TaskSupervisor {
     /// than any queued input), then queued records.
     pub(super) fn pump(&mut self, ctx: &mut Context<Self>) {
         while self.lifecycle.is_running() && !self.input_blocked() && self.flow.has_room() {
-            // Oldest first: held main input, then closed windows, then records.
+            // Oldest first: deferred elements, held main input, then closed
+            // windows, then records.
+            if self.deferred_ready && !self.deferred.is_empty() && !self.cycles.is_open() {
+                self.release_deferred();
+                continue;
+            }
             if self.releasing {
                 self.releasing = self.release_held();
                 continue;
@@ -273,6 +278,34 @@ impl TaskSupervisor {
         }
         self.send(out);
         more
+    }
+
+    /// Elements a split bundle left unprocessed: durable state of the open
+    /// cycle (written with its flush's changes), handed over again after it.
+    pub(super) fn take_deferred(&mut self, elements: Vec<(String, Vec<Vec<u8>>)>) -> Result<(), String> {
+        for (source, elements) in elements {
+            let coder = self.window_coders.get(&source).ok_or_else(|| format!("no window coder for {source}"))?.clone();
+            self.flow.processed(elements.len() as u64);
+            self.deferred_total += elements.len() as u64;
+            for element in elements {
+                self.deferred.hold(held_element(&coder, source.clone(), element)?);
+            }
+        }
+        self.deferred_ready = false;
+        Ok(())
+    }
+
+    /// Hands the stage deferred elements, as many as it has room for. Only
+    /// between cycles: a release inside one would commit their removal
+    /// with a flush that does not cover them.
+    fn release_deferred(&mut self) {
+        let limit = (self.flow.room() as usize).max(1);
+        let released = self.deferred.release(|_| true, limit);
+        let mut out = ToStage::default();
+        for h in released {
+            self.push(&mut out, &h.source, vec![h.element]);
+        }
+        self.send(out);
     }
 
     /// A record of a side topic: contents, or its watermark.

@@ -107,6 +107,8 @@ pub struct RestoredState {
     /// Main-input elements that were waiting for side inputs: (sequence,
     /// data source, element).
     pub held: Vec<(u64, String, Vec<u8>)>,
+    /// Elements a split bundle left unprocessed, likewise.
+    pub deferred: Vec<(u64, String, Vec<u8>)>,
     /// Pending timers of its stateful ParDos.
     pub timers: Timers,
 }
@@ -183,6 +185,12 @@ pub struct TaskSupervisor {
     dropped_warned: HashMap<String, u64>,
     /// Main-input elements waiting for side-input windows.
     held: HeldElements,
+    /// Elements the stage handed back from a split bundle; handed to it
+    /// again once the cycle they were deferred in committed.
+    deferred: HeldElements,
+    deferred_ready: bool,
+    /// How many elements split bundles handed back, in all.
+    deferred_total: u64,
     /// The watermark of each side topic, as the aggregator last said.
     side_watermarks: HashMap<String, Watermark>,
     /// What each source partition's clock last reported.
@@ -225,13 +233,18 @@ impl TaskSupervisor {
             .iter()
             .filter_map(|(t, r)| r.gbk.as_ref().map(|g| (t.clone(), GbkView::new(r.source_transform.clone(), g))))
             .collect();
-        let mut held = HeldElements::default();
-        for (seq, source, element) in restored.held {
-            // Unreadable ones were refused when the task's state was restored.
-            if let Some(h) = window_coders.get(&source).and_then(|c| input::held_element(c, source.clone(), element).ok()) {
-                held.restore(seq, h);
+        // Unreadable ones were refused when the task's state was restored.
+        let restore = |entries: Vec<(u64, String, Vec<u8>)>| {
+            let mut held = HeldElements::default();
+            for (seq, source, element) in entries {
+                if let Some(h) = window_coders.get(&source).and_then(|c| input::held_element(c, source.clone(), element).ok()) {
+                    held.restore(seq, h);
+                }
             }
-        }
+            held
+        };
+        let held = restore(restored.held);
+        let deferred = restore(restored.deferred);
         // Its state was restored before it was created.
         let mut lifecycle = Lifecycle::new();
         let _ = lifecycle.transition(TaskState::Restoring);
@@ -270,6 +283,9 @@ impl TaskSupervisor {
             // Drops of earlier incarnations were warned about by them.
             dropped_warned,
             held,
+            deferred,
+            deferred_ready: true,
+            deferred_total: 0,
             side_watermarks,
             window_coders,
             bundle_durations: DurationStats::default(),
@@ -325,7 +341,7 @@ impl TaskSupervisor {
     /// The output watermark had the input watermark been `input`.
     fn output_watermark_at(&self, input: Watermark) -> Watermark {
         let hold = self.gbk_views.values().map(|g| g.output_hold()).min().unwrap_or(Watermark::PosInf);
-        input.min(hold).min(self.held.hold_watermark()).min(self.timers.hold())
+        input.min(hold).min(self.held.hold_watermark()).min(self.deferred.hold_watermark()).min(self.timers.hold())
     }
 
     /// What a task says about itself when it ends: how its cycles and
@@ -334,8 +350,8 @@ impl TaskSupervisor {
         let (c, b) = (&self.cycles.durations, &self.bundle_durations);
         tracing::info!(
             task = %self.cfg.task,
-            "task {how}: {} commit cycle(s), longest {} ms, p99 {} ms, median {} ms; {} bundle(s), longest {} ms, p99 {} ms, median {} ms; input paused {} time(s)",
-            c.count(), c.max(), c.quantile(0.99), c.median(), b.count(), b.max(), b.quantile(0.99), b.median(), self.flow.pauses
+            "task {how}: {} commit cycle(s), longest {} ms, p99 {} ms, median {} ms; {} bundle(s), longest {} ms, p99 {} ms, median {} ms; input paused {} time(s); {} element(s) deferred from split bundles",
+            c.count(), c.max(), c.quantile(0.99), c.median(), b.count(), b.max(), b.quantile(0.99), b.median(), self.flow.pauses, self.deferred_total
         );
     }
 }
@@ -408,6 +424,11 @@ impl Handler<StageEvent> for TaskSupervisor {
                 }
             }
             StageEvent::Flushed { id } => self.on_flushed(id, ctx),
+            StageEvent::Deferred { elements } => {
+                if let Err(e) = self.take_deferred(elements) {
+                    self.fail(ctx, format!("task {}: {e}", self.cfg.task));
+                }
+            }
         }
     }
 }

@@ -2,13 +2,16 @@
 //!
 //! Bundles close on `max_bundle_size`, on `max_bundle_time_ms` (an actor timer,
 //! so closing never races with processing) and on a flush from the supervisor.
-//! One bundle is in flight at a time, so outputs keep their order.
+//! One bundle is in flight at a time, so outputs keep their order. A flush
+//! that waited `max_bundle_time_ms` on a running bundle splits it (`split`).
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use beam_kafka_fnapi::{BundleError, BundleInput, SdkWorker, StateHandler, TimerFamily};
+use tokio::sync::oneshot;
 
 use crate::kafka::producer::KafkaProducer;
 
@@ -38,9 +41,29 @@ pub struct StageSpec {
     pub timer_families: Vec<TimerFamily>,
 }
 
-/// A sealed bundle waiting to run: sequence, inputs, timers to fire, and
-/// how many data elements it holds.
-type Sealed = (u64, Vec<BundleInput>, HashMap<TimerFamily, Vec<u8>>, u64);
+mod split;
+
+/// A sealed bundle waiting to run.
+struct Sealed {
+    seq: u64,
+    inputs: Vec<BundleInput>,
+    /// Timers to fire.
+    timers: HashMap<TimerFamily, Vec<u8>>,
+    /// How many data elements it holds.
+    elements: u64,
+}
+
+/// The bundle the harness is running.
+struct Running {
+    seq: u64,
+    started: Instant,
+    inputs: Arc<Vec<BundleInput>>,
+    fires_timers: bool,
+    elements: u64,
+    /// Sent to split the bundle (taken once).
+    split: Option<oneshot::Sender<()>>,
+    split_asked: Arc<AtomicBool>,
+}
 
 /// A stage to warm up: descriptor, data sources, sinks, timer families.
 pub type WarmUpStage = (String, Vec<String>, Vec<String>, Vec<TimerFamily>);
@@ -61,7 +84,7 @@ pub struct StageActor {
     queue: VecDeque<Sealed>,
     next_seq: u64,
     completed_through: u64,
-    in_flight: bool,
+    running: Option<Running>,
     waiters: Vec<(u64, u64)>,
     /// Bundles after this one wait for a Resume (a commit is under way).
     hold_after: Option<u64>,
@@ -83,7 +106,7 @@ impl StageActor {
             queue: VecDeque::new(),
             next_seq: 1,
             completed_through: 0,
-            in_flight: false,
+            running: None,
             waiters: Vec::new(),
             hold_after: None,
             failed: false,
@@ -105,7 +128,8 @@ impl StageActor {
                 })
                 .collect();
             let timers = std::mem::take(&mut self.open_timers);
-            self.queue.push_back((self.next_seq, inputs, timers, std::mem::take(&mut self.open_elements)));
+            let elements = std::mem::take(&mut self.open_elements);
+            self.queue.push_back(Sealed { seq: self.next_seq, inputs, timers, elements });
             self.next_seq += 1;
             self.open_count = 0;
             self.open_generation += 1;
@@ -114,18 +138,18 @@ impl StageActor {
     }
 
     fn start_next(&mut self, ctx: &mut Context<Self>) {
-        if self.in_flight || self.failed {
+        if self.running.is_some() || self.failed {
             return;
         }
-        if let (Some(limit), Some((seq, _, _, _))) = (self.hold_after, self.queue.front()) {
-            if *seq > limit {
+        if let (Some(limit), Some(next)) = (self.hold_after, self.queue.front()) {
+            if next.seq > limit {
                 return;
             }
         }
-        let Some((seq, inputs, timers, elements)) = self.queue.pop_front() else { return };
+        let Some(Sealed { seq, inputs, timers, elements }) = self.queue.pop_front() else { return };
         let families = self.spec.timer_families.clone();
-        self.in_flight = true;
         let worker = self.worker.clone();
+        let bundle_id = worker.next_instruction_id("bundle");
         let descriptor = self.spec.descriptor_id.clone();
         let sinks = self.spec.sinks.clone();
         let outputs = self.spec.outputs.clone();
@@ -133,25 +157,45 @@ impl StageActor {
         let producer = self.spec.producer.clone();
         let state = self.spec.state.clone();
         let started = Instant::now();
+        let inputs = Arc::new(inputs);
+        let (split_tx, split_rx) = oneshot::channel();
+        let split_asked = Arc::new(AtomicBool::new(false));
+        self.running = Some(Running {
+            seq,
+            started,
+            inputs: inputs.clone(),
+            fires_timers: timers.values().any(|t| !t.is_empty()),
+            elements,
+            split: Some(split_tx),
+            split_asked: split_asked.clone(),
+        });
         // A bundle is complete once Kafka acknowledged everything it wrote.
         let sizes: Vec<(String, usize)> = inputs.iter().map(|i: &BundleInput| (i.transform_id.clone(), i.data.len())).collect();
         tracing::debug!(stage = %self.spec.display_name, "bundle {seq} inputs (bytes): {sizes:?}");
         let run = async move {
-            let result = worker.process_bundle(&descriptor, inputs, timers, &families, &sinks, state).await.map_err(|e| match e {
+            let sources: Vec<(String, usize)> = inputs.iter().map(|i| (i.transform_id.clone(), i.ends.len())).collect();
+            let bundle = worker.process_bundle(&bundle_id, &descriptor, &inputs, timers, &families, &sinks, state);
+            let split = async {
+                split_rx.await.ok()?;
+                Some(worker.split_bundle(&bundle_id, &sources).await)
+            };
+            let (result, splits) = split::run_with_split(bundle, split, &split_asked).await;
+            let result = result.map_err(|e| match e {
                 BundleError::User(text) => text,
                 other => other.to_string(),
             })?;
+            let splits = splits.map_err(|e| e.to_string())?;
             let out: Vec<(String, usize)> = result.outputs.iter().map(|(k, v)| (k.clone(), v.len())).collect();
             tracing::debug!("bundle {seq} outputs (bytes): {out:?}");
             let mut written = result.outputs;
             write_kafka_sinks(&kafka_sinks, &mut written).await?;
             write_outputs(&producer, &outputs, written).await?;
-            Ok::<_, String>((result.monitoring_infos, result.timers))
+            Ok::<_, String>((result.monitoring_infos, result.timers, splits))
         };
         ctx.spawn(run.into_actor(self).map(move |result, act, ctx| {
-            act.in_flight = false;
+            let Some(running) = act.running.take() else { return };
             match result {
-                Ok((monitoring_infos, timers)) => {
+                Ok((monitoring_infos, timers, splits)) => {
                     let millis = started.elapsed().as_millis() as u64;
                     instruments().bundles.add(1, &[]);
                     instruments().bundle_millis.record(millis as f64, &[]);
@@ -162,8 +206,12 @@ impl StageActor {
                     if timers.values().any(|t| !t.is_empty()) {
                         act.supervisor.do_send(StageEvent::TimersSet(timers));
                     }
-                    act.completed_through = seq;
-                    act.supervisor.do_send(StageEvent::Processed { elements, millis });
+                    // What it did not process, and (if a flush waited too
+                    // long) the bundles queued before that flush, go back
+                    // to the task before the bundle counts as processed.
+                    let (processed, through) = act.defer(&running, &splits);
+                    act.completed_through = through;
+                    act.supervisor.do_send(StageEvent::Processed { elements: processed, millis });
                     act.answer_waiters();
                     act.start_next(ctx);
                 }
@@ -174,6 +222,7 @@ impl StageActor {
                 }
             }
         }));
+        self.check_split(ctx);
     }
 
     fn answer_waiters(&mut self) {
@@ -259,6 +308,7 @@ impl Handler<Flush> for StageActor {
         }
         self.waiters.push((msg.id, target));
         self.answer_waiters();
+        self.check_split(ctx);
     }
 }
 
@@ -287,8 +337,10 @@ pub async fn warm_up(worker: Arc<SdkWorker>, stages: Vec<WarmUpStage>) {
     let runs = stages.into_iter().map(|(descriptor, sources, sinks, families)| {
         let worker = worker.clone();
         async move {
-            let inputs = sources.into_iter().map(|transform_id| BundleInput { transform_id, data: Vec::new(), ends: Vec::new() }).collect();
-            if let Err(e) = worker.process_bundle(&descriptor, inputs, HashMap::new(), &families, &sinks, None).await {
+            let inputs: Vec<BundleInput> =
+                sources.into_iter().map(|transform_id| BundleInput { transform_id, data: Vec::new(), ends: Vec::new() }).collect();
+            let id = worker.next_instruction_id("bundle");
+            if let Err(e) = worker.process_bundle(&id, &descriptor, &inputs, HashMap::new(), &families, &sinks, None).await {
                 tracing::debug!("warming up {descriptor}: {e}");
             }
         }

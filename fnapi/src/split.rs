@@ -1,0 +1,122 @@
+//! Runner-initiated splits of a running bundle (`ProcessBundleSplit`): the
+//! runner asks the harness to stop a bundle as soon as it can, after the
+//! element each data source is processing, and hands the elements it will
+//! not process (the residual) to a later bundle.
+use std::time::Duration;
+
+use beam_kafka_proto::fn_execution as fn_pb;
+use fn_pb::process_bundle_split_request::DesiredSplit;
+use tokio::sync::oneshot;
+
+use crate::worker::{BundleError, SdkWorker};
+
+/// How long a split waits for the harness's answer.
+const SPLIT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Where the harness stopped one data source of a split bundle.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChannelSplit {
+    pub transform_id: String,
+    /// Index of the first element of the source the bundle does not process.
+    pub first_residual: usize,
+}
+
+/// The request stopping each data source after its current element
+/// (`fraction_of_remainder` 0: keep as little as possible); `sources` are
+/// (data source, elements sent on it).
+pub fn checkpoint_request(bundle_id: &str, sources: &[(String, usize)]) -> fn_pb::ProcessBundleSplitRequest {
+    let desired_splits = sources
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(t, n)| {
+            (t.clone(), DesiredSplit { fraction_of_remainder: 0.0, estimated_input_elements: *n as i64, allowed_split_points: Vec::new() })
+        })
+        .collect();
+    fn_pb::ProcessBundleSplitRequest { instruction_id: bundle_id.to_string(), desired_splits }
+}
+
+/// Reads the harness's answer: the channel splits it made. An empty answer
+/// means the bundle was not running any more (or not yet): nothing split.
+pub fn channel_splits(response: fn_pb::ProcessBundleSplitResponse) -> Result<Vec<ChannelSplit>, BundleError> {
+    if !response.residual_roots.is_empty() {
+        return Err(BundleError::Worker("the harness split an element (splittable DoFn), which this runner version cannot resume".into()));
+    }
+    response
+        .channel_splits
+        .into_iter()
+        .map(|c| {
+            usize::try_from(c.first_residual_element)
+                .map(|first_residual| ChannelSplit { transform_id: c.transform_id.clone(), first_residual })
+                .map_err(|_| BundleError::Worker(format!("the harness split {} at element {}", c.transform_id, c.first_residual_element)))
+        })
+        .collect()
+}
+
+impl SdkWorker {
+    /// Asks the harness to stop bundle `bundle_id` after the elements it is
+    /// processing; `sources` are its data sources and how many elements
+    /// each was sent. Returns where each source stopped (none: the bundle
+    /// had finished, or not started).
+    pub async fn split_bundle(&self, bundle_id: &str, sources: &[(String, usize)]) -> Result<Vec<ChannelSplit>, BundleError> {
+        let instruction_id = self.next_instruction_id("split");
+        let (tx, rx) = oneshot::channel();
+        self.pending.insert(instruction_id.clone(), tx);
+        let request = fn_pb::InstructionRequest {
+            instruction_id: instruction_id.clone(),
+            request: Some(fn_pb::instruction_request::Request::ProcessBundleSplit(checkpoint_request(bundle_id, sources))),
+        };
+        if !self.send_instruction(request) {
+            self.pending.remove(&instruction_id);
+            return Err(BundleError::Worker("control stream closed".into()));
+        }
+        let answer = tokio::time::timeout(SPLIT_TIMEOUT, rx).await;
+        self.pending.remove(&instruction_id);
+        let response = match answer {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => return Err(BundleError::Worker("the harness disconnected during a split".into())),
+            Err(_) => return Err(BundleError::Worker(format!("the harness did not answer a split within {SPLIT_TIMEOUT:?}"))),
+        };
+        if !response.error.is_empty() {
+            // A harness that cannot split leaves the bundle whole.
+            tracing::debug!(worker = %self.id, "split of {bundle_id} refused: {}", response.error);
+            return Ok(Vec::new());
+        }
+        match response.response {
+            Some(fn_pb::instruction_response::Response::ProcessBundleSplit(r)) => channel_splits(r),
+            _ => Ok(Vec::new()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fn_pb::process_bundle_split_response::ChannelSplit as PbChannelSplit;
+
+    #[test]
+    fn a_checkpoint_asks_every_source_with_elements_to_keep_nothing_more() {
+        let r = checkpoint_request("bundle-7", &[("src-a".into(), 40), ("src-b".into(), 0)]);
+        assert_eq!(r.instruction_id, "bundle-7");
+        assert_eq!(r.desired_splits.len(), 1, "a source sent nothing has nothing to split");
+        let d = &r.desired_splits["src-a"];
+        assert_eq!(d.fraction_of_remainder, 0.0);
+        assert_eq!(d.estimated_input_elements, 40);
+    }
+
+    #[test]
+    fn channel_splits_are_read_and_element_splits_are_refused() {
+        let ok = fn_pb::ProcessBundleSplitResponse {
+            channel_splits: vec![PbChannelSplit { transform_id: "src-a".into(), last_primary_element: 4, first_residual_element: 5 }],
+            ..Default::default()
+        };
+        assert_eq!(channel_splits(ok).unwrap(), vec![ChannelSplit { transform_id: "src-a".into(), first_residual: 5 }]);
+        assert_eq!(channel_splits(Default::default()).unwrap(), vec![], "nothing split");
+        let sdf = fn_pb::ProcessBundleSplitResponse { residual_roots: vec![Default::default()], ..Default::default() };
+        assert!(channel_splits(sdf).unwrap_err().to_string().contains("splittable DoFn"));
+        let bad = fn_pb::ProcessBundleSplitResponse {
+            channel_splits: vec![PbChannelSplit { transform_id: "src-a".into(), last_primary_element: -2, first_residual_element: -1 }],
+            ..Default::default()
+        };
+        assert!(channel_splits(bad).is_err());
+    }
+}
