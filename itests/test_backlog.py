@@ -30,15 +30,30 @@ KEYS = 300
 # runner did before flow control) takes well past the 5 s timeout below.
 RECORDS = 60_000
 
+SLOW_RECORDS = 240
+SLOW_KEYS = 20
 
-@pytest.mark.timeout_seconds(300)
-def test_a_backlog_commits_in_short_cycles_and_counts_exactly(
-    job_server, broker, app_id, tmp_path):
-  source, sink = unique_topic('backlog-in'), unique_topic('backlog-out')
-  create_topic(broker, source, PARTITIONS)
+
+def _word(kv):
+  return kv[1], b''
+
+
+def _slowly(kv):
+  time.sleep(0.05)
+  return kv[1], b''
+
+
+def _count_a_backlog(job_server, broker, app_id, tmp_path, name, partitions,
+                     records, keys, to_word, extra_args):
+  """Fills a topic with `records` words, runs ReadFromKafka -> Map(to_word)
+  -> running count -> WriteToKafka under exactly_once with a 5 s
+  transaction timeout, checks every word's counts are exactly 1..n and that
+  no transaction was fenced or aborted; returns the job's log."""
+  source, sink = unique_topic(name + '-in'), unique_topic(name + '-out')
+  create_topic(broker, source, partitions)
   create_topic(broker, sink, 1)
-  produce(broker, source, [(i % PARTITIONS, None, b'w%d' % (i % KEYS), None)
-                           for i in range(RECORDS)])
+  produce(broker, source, [(i % partitions, None, b'w%d' % (i % keys), None)
+                           for i in range(records)])
   log_start = len(job_server.log_text().encode())
 
   args = portable_args(job_server) + kafka_args(
@@ -46,13 +61,12 @@ def test_a_backlog_commits_in_short_cycles_and_counts_exactly(
           '--streaming',
           '--processing_guarantee=exactly_once',
           '--transaction_timeout_ms=5000',
-      ]
+      ] + extra_args
   p = beam.Pipeline(options=PipelineOptions(args))
   _ = (
       p
-      | read_from_start(job_server, broker, source, max_num_records=RECORDS)
-      | beam.Map(lambda kv: (kv[1], b'')).with_output_types(
-          typing.Tuple[bytes, bytes])
+      | read_from_start(job_server, broker, source, max_num_records=records)
+      | beam.Map(to_word).with_output_types(typing.Tuple[bytes, bytes])
       | beam.ParDo(_RunningCount()).with_output_types(
           typing.Tuple[bytes, bytes])
       | WriteToKafka(
@@ -63,39 +77,33 @@ def test_a_backlog_commits_in_short_cycles_and_counts_exactly(
   state = result.wait_until_finish()
   assert state == PipelineState.DONE, state
 
-  out = read_committed(broker, sink, expected=RECORDS, timeout=60)
+  out = read_committed(broker, sink, expected=records, timeout=60)
   counts = collections.defaultdict(list)
   for _, key, _ in out:
     word, n = key.split(b'@')
     counts[word].append(int(n))
-  assert len(out) == RECORDS, 'records out: %d of %d' % (len(out), RECORDS)
-  assert len(counts) == KEYS
+  assert len(out) == records, 'records out: %d of %d' % (len(out), records)
+  assert len(counts) == keys
   for word, ns in counts.items():
-    assert sorted(ns) == list(range(1, RECORDS // KEYS + 1)), (
+    assert sorted(ns) == list(range(1, records // keys + 1)), (
         word, sorted(ns)[:10], len(ns))
 
-  _assert_no_fenced_or_aborted_transaction(job_server.log_text(log_start))
   log = job_server.log_text(log_start).lower()
+  for bad in ('fenced', 'abort', 'restarting it from its last commit'):
+    assert bad not in log, 'the log says %r:\n%s' % (bad, '\n'.join(
+        l for l in log.splitlines() if bad in l)[:3000])
+  return log
+
+
+@pytest.mark.timeout_seconds(300)
+def test_a_backlog_commits_in_short_cycles_and_counts_exactly(
+    job_server, broker, app_id, tmp_path):
+  log = _count_a_backlog(job_server, broker, app_id, tmp_path, 'backlog',
+                         PARTITIONS, RECORDS, KEYS, _word, [])
   # Every task says how its cycles went when it finishes.
   reports = [l for l in log.splitlines() if 'commit cycle(s), longest' in l]
   assert len(reports) >= PARTITIONS, reports
   print('\n'.join(reports))
-
-
-def _assert_no_fenced_or_aborted_transaction(log):
-  log = log.lower()
-  for bad in ('fenced', 'abort', 'restarting it from its last commit'):
-    assert bad not in log, 'the log says %r:\n%s' % (bad, '\n'.join(
-        l for l in log.splitlines() if bad in l)[:3000])
-
-
-SLOW_RECORDS = 240
-SLOW_KEYS = 20
-
-
-def _slowly(kv):
-  time.sleep(0.05)
-  return kv[1], b''
 
 
 @pytest.mark.timeout_seconds(240)
@@ -106,49 +114,10 @@ def test_a_commit_splits_a_bundle_of_slow_elements_and_counts_exactly(
   # transaction, which then waits 6 s for the second: past the 5 s
   # transaction timeout. Without splitting, the broker aborts it, the task
   # is fenced and restarts into the same two bundles.
-  source, sink = unique_topic('slow-in'), unique_topic('slow-out')
-  create_topic(broker, source, 1)
-  create_topic(broker, sink, 1)
-  produce(broker, source, [(0, None, b'w%d' % (i % SLOW_KEYS), None)
-                           for i in range(SLOW_RECORDS)])
-  log_start = len(job_server.log_text().encode())
-
-  args = portable_args(job_server) + kafka_args(
-      broker, app_id, tmp_path / 'state') + [
-          '--streaming',
-          '--processing_guarantee=exactly_once',
-          '--transaction_timeout_ms=5000',
-          '--max_bundle_size=120',
-          '--max_bundle_time_ms=500',
-      ]
-  p = beam.Pipeline(options=PipelineOptions(args))
-  _ = (
-      p
-      | read_from_start(
-          job_server, broker, source, max_num_records=SLOW_RECORDS)
-      | beam.Map(_slowly).with_output_types(typing.Tuple[bytes, bytes])
-      | beam.ParDo(_RunningCount()).with_output_types(
-          typing.Tuple[bytes, bytes])
-      | WriteToKafka(
-          producer_config={'bootstrap.servers': broker},
-          topic=sink,
-          expansion_service='localhost:%d' % job_server.expansion_port))
-  result = p.run()
-  state = result.wait_until_finish()
-  assert state == PipelineState.DONE, state
-
-  out = read_committed(broker, sink, expected=SLOW_RECORDS, timeout=60)
-  counts = collections.defaultdict(list)
-  for _, key, _ in out:
-    word, n = key.split(b'@')
-    counts[word].append(int(n))
-  assert len(out) == SLOW_RECORDS, len(out)
-  for word, ns in counts.items():
-    assert sorted(ns) == list(range(1, SLOW_RECORDS // SLOW_KEYS + 1)), (
-        word, sorted(ns))
-  log = job_server.log_text(log_start)
-  _assert_no_fenced_or_aborted_transaction(log)
-  reports = [l for l in log.lower().splitlines() if 'deferred from split' in l]
+  log = _count_a_backlog(
+      job_server, broker, app_id, tmp_path, 'slow', 1, SLOW_RECORDS,
+      SLOW_KEYS, _slowly, ['--max_bundle_size=120', '--max_bundle_time_ms=500'])
+  reports = [l for l in log.splitlines() if 'deferred from split' in l]
   deferred = [int(l.split(' element(s) deferred from split')[0].split()[-1])
               for l in reports]
   assert sum(deferred) > 0, 'no bundle was split:\n%s' % '\n'.join(reports)

@@ -95,11 +95,7 @@ impl Handler<Shutdown> for WatermarkAggregator {
 mod tests {
     use std::sync::{Arc, Mutex};
 
-    use beam_kafka_runtime::coder::Coder;
-    use beam_kafka_runtime::coders::{encode_nested_bytes, encode_varint};
-    use beam_kafka_runtime::gbk::GroupByKey;
-    use beam_kafka_runtime::windowed::{encode, Window};
-    use beam_kafka_runtime::windowing::{OutputTime, Trigger, WindowingSpec};
+    use beam_kafka_runtime::gbk_fixtures::{interval_element, interval_gbk};
 
     use super::*;
     use crate::group_by_key::GroupByKeyActor;
@@ -149,26 +145,9 @@ mod tests {
         }
     }
 
-    fn gbk() -> GroupByKey {
-        let spec = WindowingSpec {
-            merging: false,
-            trigger: Trigger::Default,
-            accumulating: false,
-            allowed_lateness: 0,
-            output_time: OutputTime::EndOfWindow,
-            window_coder: Coder::IntervalWindow,
-        };
-        GroupByKey::new(spec, &Coder::Kv(Box::new(Coder::StringUtf8), Box::new(Coder::Varint))).unwrap()
-    }
-
     /// Key `k`, value 1, at `ts` in its 10 ms window.
     fn value(k: &str, ts: i64) -> Vec<u8> {
-        let mut kv = Vec::new();
-        encode_nested_bytes(k.as_bytes(), &mut kv);
-        encode_varint(1, &mut kv);
-        let mut out = Vec::new();
-        encode(ts, &Window::Interval { start: ts - ts % 10, end: ts - ts % 10 + 10 }, &[0x0f], &kv, &mut out);
-        out
+        interval_element(ts, ts - ts % 10, ts - ts % 10 + 10, k, 1)
     }
 
     #[test]
@@ -177,7 +156,7 @@ mod tests {
         let recorded = seen.clone();
         actix::System::new().block_on(async move {
             let task = Recorder(recorded).start();
-            let g = GroupByKeyActor::new("shuffle".into(), gbk(), task.clone().recipient()).start();
+            let g = GroupByKeyActor::new("shuffle".into(), interval_gbk(false), task.clone().recipient()).start();
             let main = InputWatermark::new(["up".to_string()]);
             let w = WatermarkAggregator::new(main, HashMap::new(), vec![g.clone().recipient()], task.clone().recipient()).start();
             // What a task does in one batch: values to the GroupByKey, the

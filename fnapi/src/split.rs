@@ -23,13 +23,17 @@ pub struct ChannelSplit {
 
 /// The request stopping each data source after its current element
 /// (`fraction_of_remainder` 0: keep as little as possible); `sources` are
-/// (data source, elements sent on it).
+/// (data source, elements sent on it). Element 0 is always kept (no split
+/// point before it): a bundle whose first element had not started when the
+/// split arrived (a slow `start_bundle`) still makes progress, where a
+/// split at 0 would defer all of it, every cycle.
 pub fn checkpoint_request(bundle_id: &str, sources: &[(String, usize)]) -> fn_pb::ProcessBundleSplitRequest {
     let desired_splits = sources
         .iter()
         .filter(|(_, n)| *n > 0)
         .map(|(t, n)| {
-            (t.clone(), DesiredSplit { fraction_of_remainder: 0.0, estimated_input_elements: *n as i64, allowed_split_points: Vec::new() })
+            let allowed_split_points = (1..=*n as i64).collect();
+            (t.clone(), DesiredSplit { fraction_of_remainder: 0.0, estimated_input_elements: *n as i64, allowed_split_points })
         })
         .collect();
     fn_pb::ProcessBundleSplitRequest { instruction_id: bundle_id.to_string(), desired_splits }
@@ -101,6 +105,8 @@ mod tests {
         let d = &r.desired_splits["src-a"];
         assert_eq!(d.fraction_of_remainder, 0.0);
         assert_eq!(d.estimated_input_elements, 40);
+        assert_eq!(d.allowed_split_points.first(), Some(&1), "never before the first element");
+        assert_eq!(d.allowed_split_points.last(), Some(&40));
     }
 
     #[test]

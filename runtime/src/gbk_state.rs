@@ -126,30 +126,14 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::coder::Coder;
-    use crate::coders::{encode_nested_bytes, encode_varint};
-    use crate::windowed::encode as encode_wv;
-    use crate::windowing::{OutputTime, Trigger, WindowingSpec};
+    use crate::gbk_fixtures::{interval_element, interval_gbk};
 
     fn gbk(merging: bool) -> GroupByKey {
-        let spec = WindowingSpec {
-            merging,
-            trigger: Trigger::Default,
-            accumulating: false,
-            allowed_lateness: 0,
-            output_time: OutputTime::EndOfWindow,
-            window_coder: Coder::IntervalWindow,
-        };
-        GroupByKey::new(spec, &Coder::Kv(Box::new(Coder::StringUtf8), Box::new(Coder::Varint))).unwrap()
+        interval_gbk(merging)
     }
 
     fn element(ts: i64, start: i64, end: i64, key: &str, v: u64) -> Vec<u8> {
-        let mut kv = Vec::new();
-        encode_nested_bytes(key.as_bytes(), &mut kv);
-        encode_varint(v, &mut kv);
-        let mut out = Vec::new();
-        encode_wv(ts, &Window::Interval { start, end }, &[0x0f], &kv, &mut out);
-        out
+        interval_element(ts, start, end, key, v)
     }
 
     /// A store: the latest value per key, as a compacted changelog keeps.

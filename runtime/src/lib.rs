@@ -7,6 +7,8 @@ pub mod descriptor;
 pub mod expansion;
 pub mod fusion;
 pub mod gbk;
+#[cfg(any(test, feature = "fixtures"))]
+pub mod gbk_fixtures;
 pub mod gbk_state;
 pub mod graph;
 pub mod held;

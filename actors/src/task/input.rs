@@ -75,8 +75,15 @@ impl TaskSupervisor {
     pub(super) fn pump(&mut self, ctx: &mut Context<Self>) {
         while self.lifecycle.is_running() && !self.input_blocked() && self.flow.has_room() {
             // Oldest first: deferred elements, held main input, then closed
-            // windows, then records.
-            if self.deferred_ready && !self.deferred.is_empty() && !self.cycles.is_open() {
+            // windows, then records. Nothing else goes while elements are
+            // deferred: they may only go between cycles, and later input
+            // taking the room meanwhile would starve them (the deferred set
+            // would grow with every split instead of staying within one
+            // cycle's worth).
+            if !self.deferred.is_empty() {
+                if !self.deferred_ready || self.cycles.is_open() {
+                    break;
+                }
                 self.release_deferred();
                 continue;
             }

@@ -125,33 +125,16 @@ impl GbkView {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::coder::Coder;
-    use crate::coders::{encode_nested_bytes, encode_varint};
+    use crate::gbk_fixtures::{interval_element, interval_gbk};
     use crate::timestamp::Millis;
-    use crate::windowed::{encode, Window};
-    use crate::windowing::{OutputTime, Trigger, WindowingSpec};
 
     fn gbk() -> GroupByKey {
-        let spec = WindowingSpec {
-            merging: false,
-            trigger: Trigger::Default,
-            accumulating: false,
-            allowed_lateness: 0,
-            output_time: OutputTime::EndOfWindow,
-            window_coder: Coder::IntervalWindow,
-        };
-        GroupByKey::new(spec, &Coder::Kv(Box::new(Coder::StringUtf8), Box::new(Coder::Varint))).expect("readable")
+        interval_gbk(false)
     }
 
     /// Key `k`, value 1, at `ts` in its 10 ms window.
     fn kv(k: &str, ts: Millis) -> Vec<u8> {
-        let mut kv = Vec::new();
-        encode_nested_bytes(k.as_bytes(), &mut kv);
-        encode_varint(1, &mut kv);
-        let start = ts - ts % 10;
-        let mut out = Vec::new();
-        encode(ts, &Window::Interval { start, end: start + 10 }, &[0x0f], &kv, &mut out);
-        out
+        interval_element(ts, ts - ts % 10, ts - ts % 10 + 10, k, 1)
     }
 
     #[test]

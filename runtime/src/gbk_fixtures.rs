@@ -1,0 +1,33 @@
+//! GroupByKeys and their input elements for tests: this crate's, and other
+//! crates' through the `fixtures` feature (never in a build that ships).
+use crate::coder::Coder;
+use crate::coders::{encode_nested_bytes, encode_varint};
+use crate::gbk::GroupByKey;
+use crate::timestamp::Millis;
+use crate::windowed::{encode, Window};
+use crate::windowing::{OutputTime, Trigger, WindowingSpec};
+
+/// A GroupByKey of string keys and varint values in interval windows, with
+/// the default trigger and no allowed lateness; `merging` for sessions.
+pub fn interval_gbk(merging: bool) -> GroupByKey {
+    let spec = WindowingSpec {
+        merging,
+        trigger: Trigger::Default,
+        accumulating: false,
+        allowed_lateness: 0,
+        output_time: OutputTime::EndOfWindow,
+        window_coder: Coder::IntervalWindow,
+    };
+    GroupByKey::new(spec, &Coder::Kv(Box::new(Coder::StringUtf8), Box::new(Coder::Varint))).expect("a readable KV coder")
+}
+
+/// The element (`key`, `value`) at `ts` in window [`start`, `end`), as an
+/// `interval_gbk` reads it.
+pub fn interval_element(ts: Millis, start: Millis, end: Millis, key: &str, value: u64) -> Vec<u8> {
+    let mut kv = Vec::new();
+    encode_nested_bytes(key.as_bytes(), &mut kv);
+    encode_varint(value, &mut kv);
+    let mut out = Vec::new();
+    encode(ts, &Window::Interval { start, end }, &[0x0f], &kv, &mut out);
+    out
+}
