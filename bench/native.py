@@ -531,8 +531,14 @@ def _native_run(system, src, args, workdir, uid):
     sys_.finish()
     row.update(sys_.stop())
     row.update(verified=_verify(res, args.records, args.keys))
-    row.update(records_per_s=args.records / (res['done'] - res['first']), wall_s=res['done'] - sys_.t_start,
-               first_output_s=res['first'] - sys_.t_start)
+    row.update(wall_s=res['done'] - sys_.t_start, first_output_s=res['first'] - sys_.t_start)
+    span = res['done'] - res['first']
+    if span > 0:
+      row['records_per_s'] = args.records / span
+    else:
+      # Every output became visible at once (one transaction): too few
+      # records to measure a rate between outputs; wall rec/s still holds.
+      row['all_at_once'] = True
     row['wall_records_per_s'] = args.records / row['wall_s']
   except Exception as e:
     row['verified'] = 'ERROR: %s' % e
@@ -646,6 +652,8 @@ def report(rows, args, out):
           r.get('verified', '').splitlines()[0] if r.get('verified') else ''))
     if any('partial_records_per_s' in r for r in got):
       print('* did not finish within --timeout: outputs/s from the first output until then')
+    if any(r.get('all_at_once') for r in got):
+      print('- every output became visible at once (one commit): no rate between outputs; see wall rec/s')
     _ratios(got, 'records_per_s', 'throughput (ours / Kafka Streams; > 1 means ours is faster)')
   got = [r for r in rows if r['part'] == 'latency']
   if got:
