@@ -279,17 +279,12 @@ impl TaskSupervisor {
         let ready = |w: &Window| specs.iter().all(|s| s.windowing.ready(w, wms.get(&s.topic).copied().unwrap_or(Watermark::NegInf)));
         let released = self.held.release(ready, limit);
         let more = released.len() == limit;
-        self.hand_over(released);
-        more
-    }
-
-    /// Sends released elements to the stage, each to its data source.
-    fn hand_over(&mut self, released: Vec<Held>) {
         let mut out = ToStage::default();
         for h in released {
             self.push(&mut out, &h.source, vec![h.element]);
         }
         self.send(out);
+        more
     }
 
     /// Elements a split bundle left unprocessed: durable state of the open
@@ -313,7 +308,11 @@ impl TaskSupervisor {
     fn release_deferred(&mut self) {
         let limit = (self.flow.room() as usize).max(1);
         let released = self.deferred.release(|_| true, limit);
-        self.hand_over(released);
+        let mut out = ToStage::default();
+        for h in released {
+            self.push(&mut out, &h.source, vec![h.element]);
+        }
+        self.send(out);
     }
 
     /// A record of a side topic: contents, or its watermark.

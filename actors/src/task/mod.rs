@@ -220,6 +220,7 @@ impl TaskSupervisor {
         events: UnboundedSender<TaskEvent>,
         restored: RestoredState,
     ) -> Self {
+        let dropped_warned = sources::cfg_dropped(&cfg);
         let window_coders: HashMap<String, Coder> =
             cfg.inputs.values().map(|r| (r.source_transform.clone(), r.window_coder.clone())).collect();
         let mut side_aggregates = HashMap::new();
@@ -227,13 +228,11 @@ impl TaskSupervisor {
             side_aggregates.entry(s.topic.clone()).or_insert_with(|| InputWatermark::new([s.upstream.clone()]));
         }
         let side_watermarks = side_aggregates.keys().map(|t| (t.clone(), Watermark::NegInf)).collect();
-        let gbk_views: BTreeMap<String, GbkView> = cfg
+        let gbk_views = cfg
             .inputs
             .iter()
             .filter_map(|(t, r)| r.gbk.as_ref().map(|g| (t.clone(), GbkView::new(r.source_transform.clone(), g))))
             .collect();
-        // Drops of earlier incarnations were warned about by them.
-        let dropped_warned = gbk_views.iter().map(|(t, v)| (t.clone(), v.dropped_late)).collect();
         // Unreadable ones were refused when the task's state was restored.
         let restore = |entries: Vec<(u64, String, Vec<u8>)>| {
             let mut held = HeldElements::default();
@@ -281,6 +280,7 @@ impl TaskSupervisor {
             handed: BTreeMap::new(),
             committed: BTreeMap::new(),
             uncommitted_metrics: Vec::new(),
+            // Drops of earlier incarnations were warned about by them.
             dropped_warned,
             held,
             deferred,

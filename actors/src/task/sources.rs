@@ -1,12 +1,12 @@
 //! ReadFromKafka inputs of a task (partition clocks, bounds, the user's
 //! group) and what the task tells the user about late drops.
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use rdkafka::consumer::{CommitMode, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
 
-use super::{TaskEvent, TaskSupervisor};
+use super::{TaskConfig, TaskEvent, TaskSupervisor};
 use crate::kafka::cached_high_watermark;
 use crate::messages::{WatermarkInput, WatermarkReport};
 use crate::telemetry::instruments;
@@ -45,6 +45,11 @@ impl TaskSupervisor {
             )));
         }
     }
+}
+
+/// Late drops each GroupByKey input had already counted when restored.
+pub(super) fn cfg_dropped(cfg: &TaskConfig) -> HashMap<String, u64> {
+    cfg.inputs.iter().filter_map(|(t, r)| r.gbk.as_ref().map(|g| (t.clone(), g.dropped_late))).collect()
 }
 
 /// The name under which a task expects watermark reports of `source` on `topic`.
