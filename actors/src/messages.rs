@@ -55,6 +55,25 @@ pub struct Flush {
 #[rtype(result = "()")]
 pub struct Resume;
 
+/// The cycle that flushed as `Flush{id}` committed: bundles it covered
+/// that asked for finalization are finalized now.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Committed {
+    pub id: u64,
+}
+
+/// What a bundle left of a splittable DoFn's restriction, for the task to
+/// keep and hand back to `source` no sooner than `delay_ms` from now.
+#[derive(Debug)]
+pub struct StageResidual {
+    pub source: String,
+    pub element: Vec<u8>,
+    pub delay_ms: u64,
+    /// The DoFn's watermark estimate for it (else the element's timestamp).
+    pub output_watermark: Option<i64>,
+}
+
 /// What a stage tells its supervisor.
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -71,11 +90,13 @@ pub enum StageEvent {
     Failed {
         error: String,
     },
-    /// Elements the stage handed back unprocessed (a bundle split for a
-    /// flush), per data source: they were before the flush, so they are
-    /// state of the cycle, to process after its commit.
+    /// Work the stage handed back: elements unprocessed (a bundle split for
+    /// a flush), per data source, and residuals of splittable DoFns. Sent
+    /// before the bundle counts as processed, so they are state of the
+    /// cycle whose flush covers it, run again after its commit.
     Deferred {
-        elements: Vec<(String, Vec<Vec<u8>>)>,
+        unprocessed: Vec<(String, Vec<Vec<u8>>)>,
+        residuals: Vec<StageResidual>,
     },
     Metrics(Vec<MonitoringInfo>),
     /// Timers a bundle set or cleared (sent before that bundle counts as

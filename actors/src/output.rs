@@ -46,8 +46,9 @@ pub async fn write_outputs(producer: &KafkaProducer, sinks: &[OutputSink], outpu
                 other => (&rest[..0], other.skip(&rest[h.value_offset..])?),
             };
             let len = h.value_offset + value_len;
-            // Keyless elements (an edge between stages) are spread evenly.
-            let partition = if key.is_empty() {
+            // Keyless elements (an edge between stages) and split
+            // restrictions are spread evenly.
+            let partition = if key.is_empty() || sink.spread {
                 spread = spread.wrapping_add(1);
                 spread % sink.partitions.max(1)
             } else {

@@ -181,9 +181,9 @@ fn start_tasks(
                     held.push((seq, source, element));
                 }
                 task_state::Store::Deferred(seq) => {
-                    let (source, element) =
-                        beam_kafka_runtime::held::decode(&v).map_err(|e| format!("task {task}: unreadable deferred element: {e}"))?;
-                    deferred.push((seq, source, element));
+                    let d =
+                        beam_kafka_runtime::deferred::decode(&v).map_err(|e| format!("task {task}: unreadable deferred element: {e}"))?;
+                    deferred.push((seq, d));
                 }
             }
         }
@@ -239,6 +239,7 @@ fn start_tasks(
             max_bundle_time: Duration::from_millis(opts.max_bundle_time_ms),
             state: bundle_state,
             timer_families: sub.timers.iter().map(|t| (t.transform.clone(), t.family.clone())).collect(),
+            residual_sources: sub.residual_sources.clone(),
         };
         let topics: Vec<String> = cfg.inputs.keys().cloned().collect();
         let (worker, consumer, producer, events) = (input.worker.clone(), consumer.clone(), task_producer, events.clone());

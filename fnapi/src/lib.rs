@@ -7,6 +7,7 @@
 mod control;
 mod data;
 pub mod environment;
+mod finalize;
 mod logging;
 mod provision;
 mod registry;
@@ -17,7 +18,7 @@ pub mod worker;
 
 pub use registry::{LogSink, SdkLog, WorkerSpec};
 pub use server::{incoming, FnApiServer};
-pub use split::ChannelSplit;
+pub use split::{ChannelSplit, Residual, SplitResult};
 pub use state::StateHandler;
 pub use worker::{element_chunks, BundleError, BundleInput, BundleResult, SdkWorker, TimerFamily};
 

@@ -13,6 +13,41 @@ use crate::worker::{BundleError, SdkWorker};
 /// How long a split waits for the harness's answer.
 const SPLIT_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Work a bundle left of a splittable DoFn's restriction: a checkpoint the
+/// DoFn took (`defer_remainder`) or the part a split cut off. Run again
+/// later, as an element of the process step's input.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Residual {
+    /// The process step it belongs to, and its input.
+    pub transform_id: String,
+    pub input_id: String,
+    /// The element (with its rest of the restriction), in the input's wire coder.
+    pub element: Vec<u8>,
+    /// How long the DoFn asked to wait before it runs again.
+    pub delay_ms: u64,
+    /// The watermark its outputs will not be behind (the DoFn's estimate):
+    /// the stage's output watermark is held there meanwhile.
+    pub output_watermark: Option<i64>,
+}
+
+impl Residual {
+    pub fn from_proto(d: fn_pb::DelayedBundleApplication) -> Result<Residual, BundleError> {
+        let app = d.application.ok_or_else(|| BundleError::Worker("the harness returned a residual without an application".into()))?;
+        let delay_ms = d.requested_time_delay.map_or(0, |t| (t.seconds.max(0) as u64) * 1000 + (t.nanos.max(0) as u64) / 1_000_000);
+        let output_watermark =
+            app.output_watermarks.values().map(|t| t.seconds.saturating_mul(1000).saturating_add(i64::from(t.nanos) / 1_000_000)).min();
+        Ok(Residual { transform_id: app.transform_id, input_id: app.input_id, element: app.element, delay_ms, output_watermark })
+    }
+}
+
+/// What a split cut off: where each data source stopped, and the rest of
+/// the restrictions being processed.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SplitResult {
+    pub channels: Vec<ChannelSplit>,
+    pub residuals: Vec<Residual>,
+}
+
 /// Where the harness stopped one data source of a split bundle.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ChannelSplit {
@@ -39,13 +74,13 @@ pub fn checkpoint_request(bundle_id: &str, sources: &[(String, usize)]) -> fn_pb
     fn_pb::ProcessBundleSplitRequest { instruction_id: bundle_id.to_string(), desired_splits }
 }
 
-/// Reads the harness's answer: the channel splits it made. An empty answer
+/// Reads the harness's answer: the channel splits it made and, when it
+/// split the restriction of the element it was processing, that
+/// restriction's rest (its primary stays with the bundle). An empty answer
 /// means the bundle was not running any more (or not yet): nothing split.
-pub fn channel_splits(response: fn_pb::ProcessBundleSplitResponse) -> Result<Vec<ChannelSplit>, BundleError> {
-    if !response.residual_roots.is_empty() {
-        return Err(BundleError::Worker("the harness split an element (splittable DoFn), which this runner version cannot resume".into()));
-    }
-    response
+pub fn read_split(response: fn_pb::ProcessBundleSplitResponse) -> Result<SplitResult, BundleError> {
+    let residuals = response.residual_roots.into_iter().map(Residual::from_proto).collect::<Result<_, _>>()?;
+    let channels = response
         .channel_splits
         .into_iter()
         .map(|c| {
@@ -53,15 +88,16 @@ pub fn channel_splits(response: fn_pb::ProcessBundleSplitResponse) -> Result<Vec
                 .map(|first_residual| ChannelSplit { transform_id: c.transform_id.clone(), first_residual })
                 .map_err(|_| BundleError::Worker(format!("the harness split {} at element {}", c.transform_id, c.first_residual_element)))
         })
-        .collect()
+        .collect::<Result<_, _>>()?;
+    Ok(SplitResult { channels, residuals })
 }
 
 impl SdkWorker {
     /// Asks the harness to stop bundle `bundle_id` after the elements it is
     /// processing; `sources` are its data sources and how many elements
     /// each was sent. Returns where each source stopped (none: the bundle
-    /// had finished, or not started).
-    pub async fn split_bundle(&self, bundle_id: &str, sources: &[(String, usize)]) -> Result<Vec<ChannelSplit>, BundleError> {
+    /// had finished, or not started) and the restrictions it cut.
+    pub async fn split_bundle(&self, bundle_id: &str, sources: &[(String, usize)]) -> Result<SplitResult, BundleError> {
         let instruction_id = self.next_instruction_id("split");
         let (tx, rx) = oneshot::channel();
         self.pending.insert(instruction_id.clone(), tx);
@@ -83,11 +119,11 @@ impl SdkWorker {
         if !response.error.is_empty() {
             // A harness that cannot split leaves the bundle whole.
             tracing::debug!(worker = %self.id, "split of {bundle_id} refused: {}", response.error);
-            return Ok(Vec::new());
+            return Ok(SplitResult::default());
         }
         match response.response {
-            Some(fn_pb::instruction_response::Response::ProcessBundleSplit(r)) => channel_splits(r),
-            _ => Ok(Vec::new()),
+            Some(fn_pb::instruction_response::Response::ProcessBundleSplit(r)) => read_split(r),
+            _ => Ok(SplitResult::default()),
         }
     }
 }
@@ -110,19 +146,34 @@ mod tests {
     }
 
     #[test]
-    fn channel_splits_are_read_and_element_splits_are_refused() {
+    fn channel_splits_and_cut_restrictions_are_read() {
         let ok = fn_pb::ProcessBundleSplitResponse {
             channel_splits: vec![PbChannelSplit { transform_id: "src-a".into(), last_primary_element: 4, first_residual_element: 5 }],
             ..Default::default()
         };
-        assert_eq!(channel_splits(ok).unwrap(), vec![ChannelSplit { transform_id: "src-a".into(), first_residual: 5 }]);
-        assert_eq!(channel_splits(Default::default()).unwrap(), vec![], "nothing split");
-        let sdf = fn_pb::ProcessBundleSplitResponse { residual_roots: vec![Default::default()], ..Default::default() };
-        assert!(channel_splits(sdf).unwrap_err().to_string().contains("splittable DoFn"));
+        assert_eq!(read_split(ok).unwrap().channels, vec![ChannelSplit { transform_id: "src-a".into(), first_residual: 5 }]);
+        assert_eq!(read_split(Default::default()).unwrap(), SplitResult::default(), "nothing split");
+        let app = fn_pb::BundleApplication {
+            transform_id: "process".into(),
+            input_id: "in".into(),
+            element: b"rest".to_vec(),
+            output_watermarks: [("out".to_string(), prost_types::Timestamp { seconds: 12, nanos: 5_000_000 })].into(),
+            ..Default::default()
+        };
+        let delay = prost_types::Duration { seconds: 1, nanos: 500_000_000 };
+        let sdf = fn_pb::ProcessBundleSplitResponse {
+            residual_roots: vec![fn_pb::DelayedBundleApplication { application: Some(app), requested_time_delay: Some(delay) }],
+            ..Default::default()
+        };
+        let r = &read_split(sdf).unwrap().residuals[0];
+        assert_eq!((r.transform_id.as_str(), r.element.as_slice()), ("process", b"rest".as_slice()));
+        assert_eq!((r.delay_ms, r.output_watermark), (1500, Some(12_005)));
+        let empty = fn_pb::ProcessBundleSplitResponse { residual_roots: vec![Default::default()], ..Default::default() };
+        assert!(read_split(empty).is_err(), "a residual must say what to run");
         let bad = fn_pb::ProcessBundleSplitResponse {
             channel_splits: vec![PbChannelSplit { transform_id: "src-a".into(), last_primary_element: -2, first_residual_element: -1 }],
             ..Default::default()
         };
-        assert!(channel_splits(bad).is_err());
+        assert!(read_split(bad).is_err());
     }
 }

@@ -78,6 +78,11 @@ pub struct BundleResult {
     /// Timers the bundle set or cleared, encoded, per timer family.
     pub timers: HashMap<TimerFamily, Vec<u8>>,
     pub monitoring_infos: Vec<MonitoringInfo>,
+    /// Work the bundle left of splittable DoFn restrictions (checkpoints).
+    pub residuals: Vec<crate::split::Residual>,
+    /// The bundle registered finalization callbacks: send `FinalizeBundle`
+    /// once its outputs are committed.
+    pub requires_finalization: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -347,11 +352,8 @@ impl SdkWorker {
         }
         if let Some(fn_pb::instruction_response::Response::ProcessBundle(pb)) = response.and_then(|r| r.response) {
             result.monitoring_infos = pb.monitoring_infos;
-            if !pb.residual_roots.is_empty() {
-                return Err(BundleError::Worker(
-                    "the harness returned residual work (splittable DoFn), which this runner version cannot resume".into(),
-                ));
-            }
+            result.requires_finalization = pb.requires_finalization;
+            result.residuals = pb.residual_roots.into_iter().map(crate::split::Residual::from_proto).collect::<Result<_, _>>()?;
         }
         Ok(result)
     }

@@ -114,6 +114,17 @@ pub fn build(graph: &PipelineGraph, stage: &Stage, descriptor_id: &str, data_url
         add_coder(&scratch, &mut coders, &element);
         pc.coder_id = element;
     }
+    // A splittable DoFn's process step encodes the residuals it returns with
+    // its input's coder: give it the wire coder the runner reads and sends,
+    // so a residual goes back to the data source as it came.
+    for id in stage.transforms.iter().filter(|id| graph.urn(id) == urns::SDF_PROCESS) {
+        let Some(main) = graph.main_inputs_of(id).into_iter().next() else { continue };
+        let Some(pc) = d.pcollections.get_mut(&main) else { continue };
+        let mut scratch = pb::Components { coders: components.coders.clone(), ..Default::default() };
+        let element = crate::coder::length_prefixed(&mut scratch, &pc.coder_id);
+        add_coder(&scratch, &mut coders, &element);
+        pc.coder_id = element;
+    }
     // Timers travel with keys the runner can split (length-prefixed where
     // their coder is not one it reads), as for data.
     let mut has_timers = false;

@@ -136,8 +136,10 @@ pub fn fuse(graph: &PipelineGraph) -> Vec<Stage> {
         // A ParDo with side inputs starts a stage: the runner holds its main
         // input until the side windows it needs are complete, which it can
         // only do where elements enter a stage. So does a stateful ParDo: its
-        // input must arrive partitioned by key.
-        if !graph.side_inputs_of(id).is_empty() || graph.is_stateful(id) {
+        // input must arrive partitioned by key. So does a splittable DoFn's
+        // process step: the restrictions its input was split into cross an
+        // edge topic, spreading over the tasks.
+        if !graph.side_inputs_of(id).is_empty() || graph.is_stateful(id) || graph.urn(id) == urns::SDF_PROCESS {
             continue;
         }
         for pc in graph.main_inputs_of(id) {

@@ -89,7 +89,7 @@ impl<'p> PipelineGraph<'p> {
     pub fn side_inputs_of(&self, id: &str) -> Vec<(String, String)> {
         use prost::Message;
         let t = self.transform(id);
-        let Some(spec) = t.spec.as_ref().filter(|s| s.urn == crate::urns::PAR_DO) else { return Vec::new() };
+        let Some(spec) = t.spec.as_ref().filter(|s| crate::urns::has_pardo_payload(&s.urn)) else { return Vec::new() };
         let Ok(payload) = pb::ParDoPayload::decode(spec.payload.as_slice()) else { return Vec::new() };
         let mut out: Vec<(String, String)> = t
             .inputs

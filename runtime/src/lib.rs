@@ -3,6 +3,7 @@
 //! unit-tested without a broker.
 pub mod coder;
 pub mod coders;
+pub mod deferred;
 pub mod descriptor;
 pub mod expansion;
 pub mod fusion;
@@ -19,6 +20,7 @@ pub mod lift;
 pub mod lower;
 pub mod partition;
 pub mod row;
+pub mod sdf;
 pub mod side_input;
 pub mod spec;
 pub mod task;

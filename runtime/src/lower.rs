@@ -107,6 +107,7 @@ pub fn lower(
                 partitions: topic.partitions,
                 window_coder,
                 element_coder,
+                spread: feeds_splittable(graph, &o.pcollection),
             });
         }
         let mut kafka_sinks = Vec::new();
@@ -144,6 +145,13 @@ pub fn lower(
                 timers: timer_families(graph, &sub.stage.transforms)?,
                 outputs,
                 kafka_sinks,
+                residual_sources: sub
+                    .stage
+                    .transforms
+                    .iter()
+                    .filter(|t| graph.urn(t) == crate::urns::SDF_PROCESS)
+                    .filter_map(|t| graph.main_inputs_of(t).first().map(|pc| (t.clone(), descriptor::source_id(pc))))
+                    .collect(),
             },
             descriptor,
         ));
@@ -159,6 +167,11 @@ fn allowed_lateness(components: &Components, pcollection: &str) -> i64 {
         .get(pcollection)
         .and_then(|pc| components.windowing_strategies.get(&pc.windowing_strategy_id))
         .map_or(0, |ws| ws.allowed_lateness.max(0))
+}
+
+/// Whether `pcollection` is the input of a splittable DoFn's process step.
+fn feeds_splittable(graph: &PipelineGraph, pcollection: &str) -> bool {
+    graph.consumers.get(pcollection).is_some_and(|cs| cs.iter().any(|c| graph.urn(c) == crate::urns::SDF_PROCESS))
 }
 
 /// The timer families of a stage's ParDos, with the coders the runner reads

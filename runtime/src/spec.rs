@@ -3,6 +3,7 @@
 //! outputs, WriteToKafka sinks and timer families, with the coders the
 //! runner reads each with. Built once at job start from the plan
 //! (`crate::lower`), read by the actors.
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::coder::Coder;
@@ -64,6 +65,9 @@ pub struct SubTopologySpec {
     pub timers: Vec<TimerFamilySpec>,
     pub outputs: Vec<OutputSink>,
     pub kafka_sinks: Vec<KafkaSinkSpec>,
+    /// Splittable DoFn process steps of its stage → the data source their
+    /// residuals (work a bundle left of a restriction) go back to.
+    pub residual_sources: BTreeMap<String, String>,
 }
 
 /// A side input of a sub-topology's stage, ready to run.
@@ -104,4 +108,8 @@ pub struct OutputSink {
     pub partitions: u32,
     pub window_coder: Coder,
     pub element_coder: Coder,
+    /// Spread evenly over the partitions instead of by key: the restrictions
+    /// a splittable DoFn's input was split into, which no reader needs by
+    /// key, and which should reach as many tasks as there are.
+    pub spread: bool,
 }

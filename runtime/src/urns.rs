@@ -16,6 +16,18 @@ pub const MAP_WINDOWS: &str = "beam:transform:map_windows:v1";
 pub const MERGE_WINDOWS: &str = "beam:transform:merge_windows:v1";
 pub const TO_STRING: &str = "beam:transform:to_string:v1";
 
+/// The steps a splittable ParDo runs as (`sdf`); each carries its ParDoPayload.
+pub const SDF_PAIR_WITH_RESTRICTION: &str = "beam:transform:sdf_pair_with_restriction:v1";
+pub const SDF_SPLIT_AND_SIZE: &str = "beam:transform:sdf_split_and_size_restrictions:v1";
+pub const SDF_PROCESS: &str = "beam:transform:sdf_process_sized_element_and_restrictions:v1";
+pub const SDF_TRUNCATE: &str = "beam:transform:sdf_truncate_sized_restrictions:v1";
+
+/// Whether a transform of this URN carries a ParDoPayload (side inputs,
+/// timers, finalization).
+pub fn has_pardo_payload(urn: &str) -> bool {
+    matches!(urn, PAR_DO | SDF_PAIR_WITH_RESTRICTION | SDF_SPLIT_AND_SIZE | SDF_PROCESS | SDF_TRUNCATE)
+}
+
 /// Our runner-executed Kafka transforms (what our expansion service returns
 /// for Beam's ReadFromKafka / WriteToKafka); payloads in kafka_io.proto.
 pub const KAFKA_READ: &str = "beam:transform:beam_kafka:kafka_read:v1";
@@ -54,6 +66,10 @@ pub const SDK_EXECUTED: &[&str] = &[
     MAP_WINDOWS,
     MERGE_WINDOWS,
     TO_STRING,
+    SDF_PAIR_WITH_RESTRICTION,
+    SDF_SPLIT_AND_SIZE,
+    SDF_PROCESS,
+    SDF_TRUNCATE,
 ];
 
 /// Human names for URNs in error messages.

@@ -28,7 +28,7 @@ impl std::fmt::Display for Unsupported {
 }
 
 /// Requirements (`Pipeline.requirements`) this runner honours.
-const SUPPORTED_REQUIREMENTS: &[&str] = &[urns::REQUIREMENT_STATEFUL];
+const SUPPORTED_REQUIREMENTS: &[&str] = &[urns::REQUIREMENT_STATEFUL, urns::REQUIREMENT_SPLITTABLE];
 
 /// Checks the whole pipeline; an empty result means it can run.
 pub fn validate(pipeline: &pb::Pipeline) -> Vec<Unsupported> {
@@ -77,7 +77,7 @@ fn check(pipeline: &pb::Pipeline, environments: bool) -> Vec<Unsupported> {
                 }
                 Some(_) => {}
             }
-            if urn == urns::PAR_DO {
+            if urns::has_pardo_payload(urn) {
                 for reason in pardo_problems(t) {
                     fail(reason);
                 }
@@ -251,8 +251,9 @@ fn pardo_problems(t: &pb::PTransform) -> Vec<String> {
     if !p.on_window_expiration_timer_family_spec.is_empty() {
         out.push("asks for on-window-expiration timers, not supported yet".to_string());
     }
-    if !p.restriction_coder_id.is_empty() {
-        out.push("is a splittable DoFn, not supported yet".to_string());
+    // A splittable ParDo runs as the steps `sdf::expand_splittable` makes.
+    if !p.restriction_coder_id.is_empty() && t.spec.as_ref().is_some_and(|s| s.urn == urns::PAR_DO) {
+        out.push("is a splittable DoFn that was not expanded into its steps (sdf::expand_splittable)".to_string());
     }
     if p.requests_finalization {
         out.push("requests bundle finalization, not supported yet".to_string());

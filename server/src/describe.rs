@@ -32,6 +32,7 @@ pub fn describe(args: DescribeArgs) -> anyhow::Result<()> {
     let mut pipeline =
         Pipeline::decode(bytes.as_slice()).with_context(|| format!("{} is not a binary Beam Pipeline proto", args.pipeline.display()))?;
     lift_combiners(&mut pipeline);
+    beam_kafka_runtime::sdf::expand_splittable(&mut pipeline);
     let problems = validate_topology(&pipeline);
     if !problems.is_empty() {
         let list: Vec<String> = problems.iter().map(|p| format!("  - {p}")).collect();

@@ -74,6 +74,8 @@ pub fn check_submission(
     use beam_kafka_runtime::validate::{validate, validate_kafka_clusters};
     // Combine before the shuffle where the client did not (streaming).
     beam_kafka_runtime::lift::lift_combiners(pipeline);
+    // Splittable DoFns run as pair → split → (edge topic) → process.
+    beam_kafka_runtime::sdf::expand_splittable(pipeline);
     let mut problems = Vec::new();
     let runner_options = match beam_kafka_config::RunnerOptions::parse(&from_struct(opts)) {
         Ok(o) => Some(o),

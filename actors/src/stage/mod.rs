@@ -15,7 +15,7 @@ use tokio::sync::oneshot;
 
 use crate::kafka::producer::KafkaProducer;
 
-use crate::messages::{Elements, FireTimers, Flush, Resume, Shutdown, StageEvent};
+use crate::messages::{Committed, Elements, FireTimers, Flush, Resume, Shutdown, StageEvent};
 use crate::output::{write_kafka_sinks, write_outputs, KafkaSink, OutputSink};
 use crate::telemetry::instruments;
 
@@ -39,8 +39,12 @@ pub struct StageSpec {
     /// The timer families of its stateful ParDos: each gets its
     /// end-of-stream in every bundle, and is awaited from the harness.
     pub timer_families: Vec<TimerFamily>,
+    /// Its splittable DoFns' process steps → the data source their residuals
+    /// go back to.
+    pub residual_sources: BTreeMap<String, String>,
 }
 
+mod finalize;
 mod split;
 
 /// A sealed bundle waiting to run.
@@ -63,6 +67,14 @@ struct Running {
     /// Sent to split the bundle (taken once).
     split: Option<oneshot::Sender<()>>,
     split_asked: Arc<AtomicBool>,
+}
+
+/// What a finished bundle brought back besides its outputs.
+struct Done {
+    monitoring_infos: Vec<beam_kafka_proto::pipeline::MonitoringInfo>,
+    timers: HashMap<TimerFamily, Vec<u8>>,
+    splits: beam_kafka_fnapi::SplitResult,
+    residuals: Vec<beam_kafka_fnapi::Residual>,
 }
 
 /// A stage to warm up: descriptor, data sources, sinks, timer families.
@@ -89,6 +101,12 @@ pub struct StageActor {
     /// Bundles after this one wait for a Resume (a commit is under way).
     hold_after: Option<u64>,
     failed: bool,
+    /// Finished bundles that asked for finalization: (sequence, instruction id).
+    to_finalize: Vec<(u64, String)>,
+    /// The last bundle each answered flush covered, until its cycle committed.
+    flushed: BTreeMap<u64, u64>,
+    /// Finalizations running: bundles wait for them.
+    finalizing: usize,
 }
 
 impl StageActor {
@@ -110,6 +128,9 @@ impl StageActor {
             waiters: Vec::new(),
             hold_after: None,
             failed: false,
+            to_finalize: Vec::new(),
+            flushed: BTreeMap::new(),
+            finalizing: 0,
         }
     }
 
@@ -138,7 +159,7 @@ impl StageActor {
     }
 
     fn start_next(&mut self, ctx: &mut Context<Self>) {
-        if self.running.is_some() || self.failed {
+        if self.running.is_some() || self.failed || self.finalizing > 0 {
             return;
         }
         if let (Some(limit), Some(next)) = (self.hold_after, self.queue.front()) {
@@ -172,6 +193,7 @@ impl StageActor {
         // A bundle is complete once Kafka acknowledged everything it wrote.
         let sizes: Vec<(String, usize)> = inputs.iter().map(|i: &BundleInput| (i.transform_id.clone(), i.data.len())).collect();
         tracing::debug!(stage = %self.spec.display_name, "bundle {seq} inputs (bytes): {sizes:?}");
+        let instruction = bundle_id.clone();
         let run = async move {
             let sources: Vec<(String, usize)> = inputs.iter().map(|i| (i.transform_id.clone(), i.ends.len())).collect();
             let bundle = worker.process_bundle(&bundle_id, &descriptor, &inputs, timers, &families, &sinks, state);
@@ -190,12 +212,13 @@ impl StageActor {
             let mut written = result.outputs;
             write_kafka_sinks(&kafka_sinks, &mut written).await?;
             write_outputs(&producer, &outputs, written).await?;
-            Ok::<_, String>((result.monitoring_infos, result.timers, splits))
+            let done = Done { monitoring_infos: result.monitoring_infos, timers: result.timers, splits, residuals: result.residuals };
+            Ok::<_, String>((done, result.requires_finalization))
         };
         ctx.spawn(run.into_actor(self).map(move |result, act, ctx| {
             let Some(running) = act.running.take() else { return };
             match result {
-                Ok((monitoring_infos, timers, splits)) => {
+                Ok((Done { monitoring_infos, timers, splits, residuals }, requires_finalization)) => {
                     let millis = started.elapsed().as_millis() as u64;
                     instruments().bundles.add(1, &[]);
                     instruments().bundle_millis.record(millis as f64, &[]);
@@ -209,7 +232,17 @@ impl StageActor {
                     // What it did not process, and (if a flush waited too
                     // long) the bundles queued before that flush, go back
                     // to the task before the bundle counts as processed.
-                    let (processed, through) = act.defer(&running, &splits);
+                    let (processed, through) = match act.defer(&running, splits, residuals) {
+                        Ok(done) => done,
+                        Err(e) => {
+                            act.failed = true;
+                            let error = format!("Error in {}: {e}", act.spec.display_name);
+                            return act.supervisor.do_send(StageEvent::Failed { error });
+                        }
+                    };
+                    if requires_finalization {
+                        act.to_finalize.push((running.seq, instruction));
+                    }
                     act.completed_through = through;
                     act.supervisor.do_send(StageEvent::Processed { elements: processed, millis });
                     act.answer_waiters();
@@ -228,8 +261,11 @@ impl StageActor {
     fn answer_waiters(&mut self) {
         let done = self.completed_through;
         let supervisor = self.supervisor.clone();
+        let flushed = &mut self.flushed;
         self.waiters.retain(|&(id, target)| {
             if target <= done {
+                let covered = flushed.entry(id).or_default();
+                *covered = (*covered).max(target);
                 supervisor.do_send(StageEvent::Flushed { id });
                 false
             } else {
@@ -318,6 +354,14 @@ impl Handler<Resume> for StageActor {
     fn handle(&mut self, _: Resume, ctx: &mut Context<Self>) {
         self.hold_after = None;
         self.start_next(ctx);
+    }
+}
+
+impl Handler<Committed> for StageActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Committed, ctx: &mut Context<Self>) {
+        self.finalize_committed(msg.id, ctx);
     }
 }
 

@@ -7,11 +7,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use actix::prelude::*;
-use beam_kafka_fnapi::{BundleError, BundleInput, ChannelSplit};
+use beam_kafka_fnapi::{BundleError, BundleInput, Residual, SplitResult};
 use beam_kafka_runtime::task::split::{decide, residual, SplitDecision};
 
 use super::{Running, StageActor};
-use crate::messages::StageEvent;
+use crate::messages::{StageEvent, StageResidual};
 
 /// Runs a bundle and, if asked meanwhile, its split; the split's answer is
 /// awaited even when the bundle ends first (the harness may answer it after
@@ -20,10 +20,10 @@ pub(super) async fn run_with_split<B, S, T>(
     bundle: B,
     split: S,
     asked: &AtomicBool,
-) -> (Result<T, BundleError>, Result<Vec<ChannelSplit>, BundleError>)
+) -> (Result<T, BundleError>, Result<SplitResult, BundleError>)
 where
     B: Future<Output = Result<T, BundleError>>,
-    S: Future<Output = Option<Result<Vec<ChannelSplit>, BundleError>>>,
+    S: Future<Output = Option<Result<SplitResult, BundleError>>>,
 {
     tokio::pin!(bundle);
     tokio::pin!(split);
@@ -32,7 +32,7 @@ where
     loop {
         tokio::select! {
             r = &mut bundle, if result.is_none() => result = Some(r),
-            s = &mut split, if splits.is_none() => splits = Some(s.unwrap_or(Ok(Vec::new()))),
+            s = &mut split, if splits.is_none() => splits = Some(s.unwrap_or(Ok(SplitResult::default()))),
         }
         match (&result, &splits) {
             (Some(_), Some(_)) => break,
@@ -40,7 +40,7 @@ where
             _ => {}
         }
     }
-    (result.expect("the loop ends with it"), splits.unwrap_or(Ok(Vec::new())))
+    (result.expect("the loop ends with it"), splits.unwrap_or(Ok(SplitResult::default())))
 }
 
 /// The elements of `input` from index `first` on.
@@ -80,13 +80,26 @@ impl StageActor {
     }
 
     /// After `running` finished: sends the task what it left unprocessed
-    /// (per `splits`) and, when it was split for a flush, the bundles queued
-    /// before that flush (they would keep the flush waiting; a bundle that
-    /// fires timers stays). Returns how many elements the bundle processed
-    /// and the sequence the stage has now completed through.
-    pub(super) fn defer(&mut self, running: &Running, splits: &[ChannelSplit]) -> (u64, u64) {
+    /// (per `split`), what it left of splittable DoFn restrictions (the
+    /// split's and the bundle's own `residuals`) and, when it was split for
+    /// a flush, the bundles queued before that flush (they would keep the
+    /// flush waiting; a bundle that fires timers stays). Returns how many
+    /// elements the bundle processed and the sequence the stage has now
+    /// completed through.
+    pub(super) fn defer(&mut self, running: &Running, split: SplitResult, residuals: Vec<Residual>) -> Result<(u64, u64), String> {
+        let residuals = split
+            .residuals
+            .into_iter()
+            .chain(residuals)
+            .map(|r| {
+                let source = self.spec.residual_sources.get(&r.transform_id).ok_or_else(|| {
+                    format!("the harness returned residual work for '{}', which is not a splittable DoFn of this stage", r.transform_id)
+                })?;
+                Ok(StageResidual { source: source.clone(), element: r.element, delay_ms: r.delay_ms, output_watermark: r.output_watermark })
+            })
+            .collect::<Result<Vec<_>, String>>()?;
         let mut deferred: Vec<(String, Vec<Vec<u8>>)> = Vec::new();
-        for s in splits {
+        for s in &split.channels {
             if let Some(input) = running.inputs.iter().find(|i| i.transform_id == s.transform_id) {
                 let left = elements_from(input, s.first_residual);
                 if !left.is_empty() {
@@ -109,18 +122,22 @@ impl StageActor {
                 }
             }
         }
-        if !deferred.is_empty() {
+        if !deferred.is_empty() || !residuals.is_empty() {
             let count: usize = deferred.iter().map(|(_, e)| e.len()).sum();
-            tracing::debug!(stage = %self.spec.display_name, "bundle {} split: {count} element(s) deferred to the next cycle", running.seq);
-            self.supervisor.do_send(StageEvent::Deferred { elements: deferred });
+            tracing::debug!(
+                stage = %self.spec.display_name,
+                "bundle {}: {count} element(s) and {} residual(s) deferred to the next cycle", running.seq, residuals.len()
+            );
+            self.supervisor.do_send(StageEvent::Deferred { unprocessed: deferred, residuals });
         }
-        (running.elements.saturating_sub(unprocessed), through)
+        Ok((running.elements.saturating_sub(unprocessed), through))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use beam_kafka_fnapi::ChannelSplit;
 
     fn block_on<F: Future>(f: F) -> F::Output {
         tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
@@ -133,12 +150,15 @@ mod tests {
         let (result, splits) = block_on(async {
             tokio::spawn(async move {
                 tokio::time::sleep(Duration::from_millis(20)).await;
-                let _ = tx.send(vec![ChannelSplit { transform_id: "src".into(), first_residual: 3 }]);
+                let _ = tx.send(SplitResult {
+                    channels: vec![ChannelSplit { transform_id: "src".into(), first_residual: 3 }],
+                    residuals: vec![],
+                });
             });
             run_with_split(async { Ok::<_, BundleError>("done") }, async { Some(Ok(rx.await.unwrap())) }, &asked).await
         });
         assert_eq!(result.unwrap(), "done");
-        assert_eq!(splits.unwrap(), vec![ChannelSplit { transform_id: "src".into(), first_residual: 3 }]);
+        assert_eq!(splits.unwrap().channels, vec![ChannelSplit { transform_id: "src".into(), first_residual: 3 }]);
     }
 
     #[test]
@@ -146,11 +166,11 @@ mod tests {
         let asked = AtomicBool::new(false);
         let (result, splits) = block_on(run_with_split(
             async { Ok::<_, BundleError>(7) },
-            std::future::pending::<Option<Result<Vec<ChannelSplit>, BundleError>>>(),
+            std::future::pending::<Option<Result<SplitResult, BundleError>>>(),
             &asked,
         ));
         assert_eq!(result.unwrap(), 7);
-        assert!(splits.unwrap().is_empty());
+        assert_eq!(splits.unwrap(), SplitResult::default());
     }
 
     #[test]

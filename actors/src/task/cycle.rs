@@ -15,7 +15,7 @@ use rdkafka::{Offset, TopicPartitionList};
 
 use super::{TaskEvent, TaskSupervisor};
 use crate::kafka::transaction::{self, TxnError};
-use crate::messages::{Flush, Resume};
+use crate::messages::{Committed, Flush, Resume};
 use crate::output::report_watermark;
 use crate::state::write_changelog;
 use crate::telemetry::instruments;
@@ -217,6 +217,8 @@ impl TaskSupervisor {
         if self.cfg.transactional {
             self.stage.do_send(Resume);
         }
+        // Bundles the cycle covered may be finalized now.
+        self.stage.do_send(Committed { id: c.id });
         self.deferred_ready = true;
         for route in self.cfg.inputs.values_mut() {
             if let Some(src) = route.source.as_mut() {

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use beam_kafka_runtime::coder::Coder;
+use beam_kafka_runtime::deferred::Deferred;
 use beam_kafka_runtime::held::Held;
 use beam_kafka_runtime::task::flow::FlowCommand;
 use beam_kafka_runtime::timestamp::Watermark;
@@ -14,9 +15,10 @@ use beam_kafka_runtime::windowed::{self, Window};
 use rdkafka::consumer::Consumer;
 use rdkafka::TopicPartitionList;
 
+use super::cycle::now_millis;
 use super::{upstream_key, TaskSupervisor};
 use crate::envelope::{self, Record};
-use crate::messages::{Elements, InputRecord, WatermarkInput, WatermarkReport};
+use crate::messages::{Elements, InputRecord, StageResidual, WatermarkInput, WatermarkReport};
 use crate::side_inputs::SideRecord;
 use crate::telemetry::instruments;
 
@@ -80,7 +82,8 @@ impl TaskSupervisor {
             // taking the room meanwhile would starve them (the deferred set
             // would grow with every split instead of staying within one
             // cycle's worth).
-            if !self.deferred.is_empty() {
+            // Delayed residuals not yet due do not hold up other input.
+            if self.deferred.has_due(now_millis()) {
                 if !self.deferred_ready || self.cycles.is_open() {
                     break;
                 }
@@ -103,6 +106,22 @@ impl TaskSupervisor {
             self.handle_records(records, ctx);
         }
         self.apply_flow();
+        self.wake_for_deferred(ctx);
+    }
+
+    /// Sets a wake-up for the earliest delayed residual, so it runs when due
+    /// even if no other input arrives.
+    fn wake_for_deferred(&mut self, ctx: &mut Context<Self>) {
+        let now = now_millis();
+        let Some(due) = self.deferred.next_due(now) else { return };
+        if self.deferred_wake.is_some_and(|w| w <= due && w > now) {
+            return;
+        }
+        self.deferred_wake = Some(due);
+        ctx.run_later(Duration::from_millis((due - now) as u64), |act, ctx| {
+            act.deferred_wake = None;
+            act.pump(ctx);
+        });
     }
 
     /// Whether input waits: a cycle's barrier is aligning, or its timers
@@ -287,16 +306,31 @@ impl TaskSupervisor {
         more
     }
 
-    /// Elements a split bundle left unprocessed: durable state of the open
-    /// cycle (written with its flush's changes), handed over again after it.
-    pub(super) fn take_deferred(&mut self, elements: Vec<(String, Vec<Vec<u8>>)>) -> Result<(), String> {
-        for (source, elements) in elements {
+    /// Work a bundle handed back: elements a split left unprocessed (they
+    /// were in flight) and splittable DoFn residuals (new work). Durable
+    /// state of the open cycle (written with its flush's changes), handed
+    /// over again after it.
+    pub(super) fn take_deferred(&mut self, unprocessed: Vec<(String, Vec<Vec<u8>>)>, residuals: Vec<StageResidual>) -> Result<(), String> {
+        for (source, elements) in unprocessed {
             let coder = self.window_coders.get(&source).ok_or_else(|| format!("no window coder for {source}"))?.clone();
             self.flow.processed(elements.len() as u64);
             self.deferred_total += elements.len() as u64;
             for element in elements {
-                self.deferred.hold(held_element(&coder, source.clone(), element)?);
+                let hold = windowed::split(&element, &coder)?.timestamp;
+                self.deferred.defer(Deferred { source: source.clone(), element, hold, not_before: 0 });
             }
+        }
+        let now = now_millis();
+        for r in residuals {
+            let coder = self.window_coders.get(&r.source).ok_or_else(|| format!("no window coder for {}", r.source))?;
+            // Without an estimate, outputs are held at the element's time.
+            let hold = match r.output_watermark {
+                Some(w) => w,
+                None => windowed::split(&r.element, coder)?.timestamp,
+            };
+            self.residuals_total += 1;
+            let not_before = now.saturating_add(r.delay_ms.min(i64::MAX as u64) as i64);
+            self.deferred.defer(Deferred { source: r.source, element: r.element, hold, not_before });
         }
         self.deferred_ready = false;
         Ok(())
@@ -307,7 +341,7 @@ impl TaskSupervisor {
     /// with a flush that does not cover them.
     fn release_deferred(&mut self) {
         let limit = (self.flow.room() as usize).max(1);
-        let released = self.deferred.release(|_| true, limit);
+        let released = self.deferred.release(now_millis(), limit);
         let mut out = ToStage::default();
         for h in released {
             self.push(&mut out, &h.source, vec![h.element]);

@@ -19,6 +19,7 @@ use std::time::Duration;
 use actix::prelude::*;
 use beam_kafka_proto::pipeline::MonitoringInfo;
 use beam_kafka_runtime::coder::Coder;
+use beam_kafka_runtime::deferred::{Deferred, DeferredWork};
 use beam_kafka_runtime::gbk::GroupByKey;
 use beam_kafka_runtime::held::HeldElements;
 use beam_kafka_runtime::task::cycle::Cycles;
@@ -107,8 +108,9 @@ pub struct RestoredState {
     /// Main-input elements that were waiting for side inputs: (sequence,
     /// data source, element).
     pub held: Vec<(u64, String, Vec<u8>)>,
-    /// Elements a split bundle left unprocessed, likewise.
-    pub deferred: Vec<(u64, String, Vec<u8>)>,
+    /// Work the stage handed back (split bundles, splittable DoFn
+    /// residuals), by sequence.
+    pub deferred: Vec<(u64, Deferred)>,
     /// Pending timers of its stateful ParDos.
     pub timers: Timers,
 }
@@ -185,12 +187,17 @@ pub struct TaskSupervisor {
     dropped_warned: HashMap<String, u64>,
     /// Main-input elements waiting for side-input windows.
     held: HeldElements,
-    /// Elements the stage handed back from a split bundle; handed to it
-    /// again once the cycle they were deferred in committed.
-    deferred: HeldElements,
+    /// Work the stage handed back (elements of split bundles, residuals of
+    /// splittable DoFns); handed to it again once the cycle it was deferred
+    /// in committed, and not before the time a residual asked for.
+    deferred: DeferredWork,
     deferred_ready: bool,
+    /// A wake-up is set for the earliest delayed residual (ms).
+    deferred_wake: Option<i64>,
     /// How many elements split bundles handed back, in all.
     deferred_total: u64,
+    /// How many residuals splittable DoFns handed back, in all.
+    residuals_total: u64,
     /// The watermark of each side topic, as the aggregator last said.
     side_watermarks: HashMap<String, Watermark>,
     /// What each source partition's clock last reported.
@@ -244,7 +251,10 @@ impl TaskSupervisor {
             held
         };
         let held = restore(restored.held);
-        let deferred = restore(restored.deferred);
+        let mut deferred = DeferredWork::default();
+        for (seq, d) in restored.deferred {
+            deferred.restore(seq, d);
+        }
         // Its state was restored before it was created.
         let mut lifecycle = Lifecycle::new();
         let _ = lifecycle.transition(TaskState::Restoring);
@@ -285,7 +295,9 @@ impl TaskSupervisor {
             held,
             deferred,
             deferred_ready: true,
+            deferred_wake: None,
             deferred_total: 0,
+            residuals_total: 0,
             side_watermarks,
             window_coders,
             bundle_durations: DurationStats::default(),
@@ -350,8 +362,8 @@ impl TaskSupervisor {
         let (c, b) = (&self.cycles.durations, &self.bundle_durations);
         tracing::info!(
             task = %self.cfg.task,
-            "task {how}: {} commit cycle(s), longest {} ms, p99 {} ms, median {} ms; {} bundle(s), longest {} ms, p99 {} ms, median {} ms; input paused {} time(s); {} element(s) deferred from split bundles",
-            c.count(), c.max(), c.quantile(0.99), c.median(), b.count(), b.max(), b.quantile(0.99), b.median(), self.flow.pauses, self.deferred_total
+            "task {how}: {} commit cycle(s), longest {} ms, p99 {} ms, median {} ms; {} bundle(s), longest {} ms, p99 {} ms, median {} ms; input paused {} time(s); {} element(s) deferred from split bundles; {} splittable DoFn residual(s)",
+            c.count(), c.max(), c.quantile(0.99), c.median(), b.count(), b.max(), b.quantile(0.99), b.median(), self.flow.pauses, self.deferred_total, self.residuals_total
         );
     }
 }
@@ -424,8 +436,8 @@ impl Handler<StageEvent> for TaskSupervisor {
                 }
             }
             StageEvent::Flushed { id } => self.on_flushed(id, ctx),
-            StageEvent::Deferred { elements } => {
-                if let Err(e) = self.take_deferred(elements) {
+            StageEvent::Deferred { unprocessed, residuals } => {
+                if let Err(e) = self.take_deferred(unprocessed, residuals) {
                     self.fail(ctx, format!("task {}: {e}", self.cfg.task));
                 }
             }

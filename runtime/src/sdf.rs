@@ -1,0 +1,174 @@
+//! Splittable DoFns, expanded the way portable runners run them: a ParDo
+//! with a restriction coder becomes
+//!
+//! ```text
+//! PairWithRestriction → SplitAndSizeRestrictions ─(edge topic)─► ProcessSizedElementsAndRestrictions
+//! ```
+//!
+//! The first two fuse with what comes before; the third starts a stage of
+//! its own (`fusion`), so the initial splits of one element (the bundles of
+//! a large file) cross an edge topic and spread over the tasks. What a
+//! bundle leaves of a restriction (a checkpoint, a runner-initiated split)
+//! comes back as residual work of the process stage's task.
+use prost::Message;
+
+use crate::coder::{DOUBLE, KV};
+use crate::pb;
+use crate::urns;
+
+/// The element paired with its restriction (and watermark-estimator state).
+fn paired_coder(c: &mut pb::Components, element: &str, restriction: &str) -> String {
+    let id = format!("sdf/paired/{element}/{restriction}");
+    c.coders.entry(id.clone()).or_insert_with(|| coder(KV, vec![element.into(), restriction.into()]));
+    id
+}
+
+/// The paired element with its size, as split-and-size emits it.
+fn sized_coder(c: &mut pb::Components, paired: &str) -> String {
+    let double = "sdf/double".to_string();
+    c.coders.entry(double.clone()).or_insert_with(|| coder(DOUBLE, vec![]));
+    let id = format!("sdf/sized/{paired}");
+    c.coders.entry(id.clone()).or_insert_with(|| coder(KV, vec![paired.into(), double]));
+    id
+}
+
+fn coder(urn: &str, parts: Vec<String>) -> pb::Coder {
+    pb::Coder { spec: Some(pb::FunctionSpec { urn: urn.into(), payload: vec![] }), component_coder_ids: parts }
+}
+
+/// Whether `t` is a splittable ParDo leaf (not expanded yet).
+fn is_splittable(t: &pb::PTransform) -> Option<pb::ParDoPayload> {
+    let spec = t.spec.as_ref().filter(|s| s.urn == urns::PAR_DO)?;
+    if !t.subtransforms.is_empty() {
+        return None;
+    }
+    pb::ParDoPayload::decode(spec.payload.as_slice()).ok().filter(|p| !p.restriction_coder_id.is_empty())
+}
+
+/// Expands every splittable ParDo; returns how many were expanded. The
+/// ParDo becomes a composite of the three steps, so names and metrics still
+/// read as the user's transform.
+pub fn expand_splittable(pipeline: &mut pb::Pipeline) -> usize {
+    let Some(c) = pipeline.components.as_mut() else { return 0 };
+    let mut ids: Vec<String> = c.transforms.iter().filter(|(_, t)| is_splittable(t).is_some()).map(|(id, _)| id.clone()).collect();
+    ids.sort();
+    ids.iter().filter(|id| expand_one(c, id).is_some()).count()
+}
+
+fn expand_one(c: &mut pb::Components, id: &str) -> Option<()> {
+    let t = c.transforms.get(id)?.clone();
+    let payload = is_splittable(&t)?;
+    let main_tag = t.inputs.keys().find(|k| !payload.side_inputs.contains_key(*k))?.clone();
+    let main = t.inputs[&main_tag].clone();
+    let input = c.pcollections.get(&main)?.clone();
+    let paired = paired_coder(c, &input.coder_id, &payload.restriction_coder_id);
+    let sized = sized_coder(c, &paired);
+    let pcoll = |suffix: &str, coder_id: &str| pb::PCollection {
+        unique_name: format!("{}/{suffix}", input.unique_name),
+        coder_id: coder_id.to_string(),
+        ..input.clone()
+    };
+    let (paired_pc, sized_pc) = (format!("{id}/sdf/paired"), format!("{id}/sdf/sized"));
+    c.pcollections.insert(paired_pc.clone(), pcoll("Paired", &paired));
+    c.pcollections.insert(sized_pc.clone(), pcoll("Sized", &sized));
+    // Pairing and splitting call only the restriction provider: they get
+    // the main input alone (side inputs, state and finalization belong to
+    // the process step, where the user's DoFn runs).
+    let helper_payload = pb::ParDoPayload {
+        side_inputs: Default::default(),
+        state_specs: Default::default(),
+        timer_family_specs: Default::default(),
+        requests_finalization: false,
+        ..payload.clone()
+    }
+    .encode_to_vec();
+    let step = |name: &str, urn: &str, payload: Vec<u8>, inputs, output: &str| pb::PTransform {
+        unique_name: format!("{}/{name}", t.unique_name),
+        spec: Some(pb::FunctionSpec { urn: urn.into(), payload }),
+        inputs,
+        outputs: [("out".to_string(), output.to_string())].into(),
+        environment_id: t.environment_id.clone(),
+        ..Default::default()
+    };
+    let only = |pc: &str| [(main_tag.clone(), pc.to_string())].into();
+    let pair = step("PairWithRestriction", urns::SDF_PAIR_WITH_RESTRICTION, helper_payload.clone(), only(&main), &paired_pc);
+    let split = step("SplitAndSizeRestrictions", urns::SDF_SPLIT_AND_SIZE, helper_payload, only(&paired_pc), &sized_pc);
+    let mut process_inputs = t.inputs.clone();
+    process_inputs.insert(main_tag.clone(), sized_pc.clone());
+    let process = pb::PTransform {
+        unique_name: format!("{}/Process", t.unique_name),
+        spec: Some(pb::FunctionSpec { urn: urns::SDF_PROCESS.into(), payload: payload.encode_to_vec() }),
+        inputs: process_inputs,
+        outputs: t.outputs.clone(),
+        environment_id: t.environment_id.clone(),
+        ..Default::default()
+    };
+    let steps = [("PairWithRestriction", pair), ("SplitAndSizeRestrictions", split), ("Process", process)];
+    let mut sub_ids = Vec::new();
+    for (name, s) in steps {
+        let sid = format!("{id}/sdf/{name}");
+        c.transforms.insert(sid.clone(), s);
+        sub_ids.push(sid);
+    }
+    c.transforms.get_mut(id)?.subtransforms = sub_ids;
+    Some(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::test_pipelines::Builder;
+    use crate::graph::PipelineGraph;
+    use crate::urns::*;
+
+    fn sdf_pipeline(side_input: bool) -> pb::Pipeline {
+        let mut b = Builder::new();
+        b.leaf("impulse", IMPULSE, &[], &["a"], false).leaf("read", PAR_DO, &["a"], &["b"], true).leaf("map", PAR_DO, &["b"], &["c"], true);
+        if side_input {
+            b.leaf("side", PAR_DO, &["a"], &["s"], true).side_input("read", "side0", "s");
+        }
+        let mut p = b.build();
+        let c = p.components.as_mut().unwrap();
+        c.coders.insert("restriction".into(), coder("beam:coder:pickled_python:v1", vec![]));
+        let t = c.transforms.get_mut("read").unwrap();
+        let mut payload = pb::ParDoPayload::decode(t.spec.as_ref().unwrap().payload.as_slice()).unwrap();
+        payload.restriction_coder_id = "restriction".into();
+        t.spec.as_mut().unwrap().payload = payload.encode_to_vec();
+        p
+    }
+
+    #[test]
+    fn a_splittable_pardo_becomes_pair_split_and_process() {
+        let mut p = sdf_pipeline(false);
+        assert_eq!(expand_splittable(&mut p), 1);
+        let g = PipelineGraph::new(&p).unwrap();
+        let urns: Vec<&str> = g.leaves.iter().map(|l| g.urn(l)).collect();
+        assert_eq!(urns, [IMPULSE, SDF_PAIR_WITH_RESTRICTION, SDF_SPLIT_AND_SIZE, SDF_PROCESS, PAR_DO]);
+        let c = p.components.as_ref().unwrap();
+        let sized = &c.pcollections["read/sdf/sized"];
+        let kv = &c.coders[&sized.coder_id];
+        assert_eq!(kv.spec.as_ref().unwrap().urn, KV);
+        let paired = &c.coders[&kv.component_coder_ids[0]];
+        assert_eq!(paired.component_coder_ids, ["bytes", "restriction"]);
+        assert_eq!(c.coders[&kv.component_coder_ids[1]].spec.as_ref().unwrap().urn, DOUBLE);
+        let process = &c.transforms["read/sdf/Process"];
+        assert_eq!(process.outputs.values().next().unwrap(), "b", "the process step writes the ParDo's outputs");
+        assert!(crate::validate::validate(&p).is_empty(), "{:?}", crate::validate::validate(&p));
+        // Expanding twice changes nothing.
+        assert_eq!(expand_splittable(&mut p), 0);
+    }
+
+    #[test]
+    fn side_inputs_go_to_the_process_step_only() {
+        let mut p = sdf_pipeline(true);
+        assert_eq!(expand_splittable(&mut p), 1);
+        let c = p.components.as_ref().unwrap();
+        let pair = &c.transforms["read/sdf/PairWithRestriction"];
+        assert_eq!(pair.inputs.len(), 1);
+        let payload = pb::ParDoPayload::decode(pair.spec.as_ref().unwrap().payload.as_slice()).unwrap();
+        assert!(payload.side_inputs.is_empty());
+        let process = &c.transforms["read/sdf/Process"];
+        assert_eq!(process.inputs.len(), 2);
+        assert_eq!(process.inputs["side0"], "s");
+    }
+}
