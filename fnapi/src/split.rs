@@ -10,6 +10,9 @@ use tokio::sync::oneshot;
 
 use crate::worker::{BundleError, SdkWorker};
 
+/// The part of what is left a split of restrictions keeps.
+const RESTRICTION_KEEP: f64 = 0.01;
+
 /// How long a split waits for the harness's answer.
 const SPLIT_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -58,17 +61,24 @@ pub struct ChannelSplit {
 
 /// The request stopping each data source after its current element
 /// (`fraction_of_remainder` 0: keep as little as possible); `sources` are
-/// (data source, elements sent on it). Element 0 is always kept (no split
+/// (data source, elements sent on it). Element 0 is kept whole (no split
 /// point before it): a bundle whose first element had not started when the
 /// split arrived (a slow `start_bundle`) still makes progress, where a
-/// split at 0 would defer all of it, every cycle.
-pub fn checkpoint_request(bundle_id: &str, sources: &[(String, usize)]) -> fn_pb::ProcessBundleSplitRequest {
+/// split at 0 would defer all of it, every cycle. Except on `splittable`
+/// sources (their elements are restrictions of a splittable DoFn): there
+/// the first element too may be checkpointed where it got to, since a
+/// single restriction (a compressed file, an unbounded source) can run for
+/// longer than a transaction may stay open. They keep a sliver of what is
+/// left (`RESTRICTION_KEEP`): a bounded source's tracker refuses to split
+/// exactly where it is reading.
+pub fn checkpoint_request(bundle_id: &str, sources: &[(String, usize)], splittable: &[String]) -> fn_pb::ProcessBundleSplitRequest {
     let desired_splits = sources
         .iter()
         .filter(|(_, n)| *n > 0)
         .map(|(t, n)| {
-            let allowed_split_points = (1..=*n as i64).collect();
-            (t.clone(), DesiredSplit { fraction_of_remainder: 0.0, estimated_input_elements: *n as i64, allowed_split_points })
+            let (first, fraction_of_remainder) = if splittable.contains(t) { (0, RESTRICTION_KEEP) } else { (1, 0.0) };
+            let allowed_split_points = (first..=*n as i64).collect();
+            (t.clone(), DesiredSplit { fraction_of_remainder, estimated_input_elements: *n as i64, allowed_split_points })
         })
         .collect();
     fn_pb::ProcessBundleSplitRequest { instruction_id: bundle_id.to_string(), desired_splits }
@@ -97,13 +107,18 @@ impl SdkWorker {
     /// processing; `sources` are its data sources and how many elements
     /// each was sent. Returns where each source stopped (none: the bundle
     /// had finished, or not started) and the restrictions it cut.
-    pub async fn split_bundle(&self, bundle_id: &str, sources: &[(String, usize)]) -> Result<SplitResult, BundleError> {
+    pub async fn split_bundle(
+        &self,
+        bundle_id: &str,
+        sources: &[(String, usize)],
+        splittable: &[String],
+    ) -> Result<SplitResult, BundleError> {
         let instruction_id = self.next_instruction_id("split");
         let (tx, rx) = oneshot::channel();
         self.pending.insert(instruction_id.clone(), tx);
         let request = fn_pb::InstructionRequest {
             instruction_id: instruction_id.clone(),
-            request: Some(fn_pb::instruction_request::Request::ProcessBundleSplit(checkpoint_request(bundle_id, sources))),
+            request: Some(fn_pb::instruction_request::Request::ProcessBundleSplit(checkpoint_request(bundle_id, sources, splittable))),
         };
         if !self.send_instruction(request) {
             self.pending.remove(&instruction_id);
@@ -135,9 +150,10 @@ mod tests {
 
     #[test]
     fn a_checkpoint_asks_every_source_with_elements_to_keep_nothing_more() {
-        let r = checkpoint_request("bundle-7", &[("src-a".into(), 40), ("src-b".into(), 0)]);
+        let r = checkpoint_request("bundle-7", &[("src-a".into(), 40), ("src-b".into(), 0), ("sdf".into(), 2)], &["sdf".into()]);
         assert_eq!(r.instruction_id, "bundle-7");
-        assert_eq!(r.desired_splits.len(), 1, "a source sent nothing has nothing to split");
+        assert_eq!(r.desired_splits.len(), 2, "a source sent nothing has nothing to split");
+        assert_eq!(r.desired_splits["sdf"].allowed_split_points, [0, 1, 2], "a restriction may be checkpointed inside the first");
         let d = &r.desired_splits["src-a"];
         assert_eq!(d.fraction_of_remainder, 0.0);
         assert_eq!(d.estimated_input_elements, 40);

@@ -27,8 +27,6 @@ TEST_STREAM = 'TestStream'
 CUSTOM_WINDOW_FN = 'custom WindowFn'
 
 NOT_BUILT = [
-    SDF,
-    FINALIZATION,
     TEST_STREAM,
     CUSTOM_WINDOW_FN,
 ]
@@ -115,13 +113,11 @@ MODE_NEEDS = {
 
 # Skips upstream applies to PortableRunnerTest by its class name (so they miss
 # our subclasses): mirrored here with upstream's reason. Not about a feature
-# of ours; they stay skipped when every feature is built.
-UPSTREAM_PORTABLE_SKIPS = {
-    'test_pardo_et_timer_with_no_firing':
-    'https://github.com/apache/beam/issues/35168',
-    'test_pardo_et_timer_with_no_reset':
-    'https://github.com/apache/beam/issues/35168',
-}
+# of ours; they stay skipped when every feature is built. Empty now: the
+# PeriodicImpulse timer tests upstream skips there (issue 35168) pass here,
+# since residuals wait for the delay their DoFn asked for and hold the
+# watermark where its estimator put it.
+UPSTREAM_PORTABLE_SKIPS = {}
 
 
 def missing_features(test_name: str, mode: str):

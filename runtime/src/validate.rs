@@ -28,7 +28,7 @@ impl std::fmt::Display for Unsupported {
 }
 
 /// Requirements (`Pipeline.requirements`) this runner honours.
-const SUPPORTED_REQUIREMENTS: &[&str] = &[urns::REQUIREMENT_STATEFUL, urns::REQUIREMENT_SPLITTABLE];
+const SUPPORTED_REQUIREMENTS: &[&str] = &[urns::REQUIREMENT_STATEFUL, urns::REQUIREMENT_SPLITTABLE, urns::REQUIREMENT_FINALIZATION];
 
 /// Checks the whole pipeline; an empty result means it can run.
 pub fn validate(pipeline: &pb::Pipeline) -> Vec<Unsupported> {
@@ -254,9 +254,6 @@ fn pardo_problems(t: &pb::PTransform) -> Vec<String> {
     // A splittable ParDo runs as the steps `sdf::expand_splittable` makes.
     if !p.restriction_coder_id.is_empty() && t.spec.as_ref().is_some_and(|s| s.urn == urns::PAR_DO) {
         out.push("is a splittable DoFn that was not expanded into its steps (sdf::expand_splittable)".to_string());
-    }
-    if p.requests_finalization {
-        out.push("requests bundle finalization, not supported yet".to_string());
     }
     if p.requires_time_sorted_input {
         out.push("requires time-sorted input, not supported yet".to_string());

@@ -177,6 +177,7 @@ impl StageActor {
         let kafka_sinks = self.spec.kafka_sinks.clone();
         let producer = self.spec.producer.clone();
         let state = self.spec.state.clone();
+        let splittable: Vec<String> = self.spec.residual_sources.values().cloned().collect();
         let started = Instant::now();
         let inputs = Arc::new(inputs);
         let (split_tx, split_rx) = oneshot::channel();
@@ -199,7 +200,7 @@ impl StageActor {
             let bundle = worker.process_bundle(&bundle_id, &descriptor, &inputs, timers, &families, &sinks, state);
             let split = async {
                 split_rx.await.ok()?;
-                Some(worker.split_bundle(&bundle_id, &sources).await)
+                Some(worker.split_bundle(&bundle_id, &sources, &splittable).await)
             };
             let (result, splits) = split::run_with_split(bundle, split, &split_asked).await;
             let result = result.map_err(|e| match e {

@@ -59,7 +59,8 @@ impl StageActor {
         }
         let after = self.spec.max_bundle_time.as_millis() as u64;
         let running_ms = r.started.elapsed().as_millis() as u64;
-        match decide(after, running_ms, r.elements as usize, r.fires_timers) {
+        let restrictions = !self.spec.residual_sources.is_empty();
+        match decide(after, running_ms, r.elements as usize, r.fires_timers, restrictions) {
             SplitDecision::Never => {}
             SplitDecision::Now => {
                 tracing::debug!(stage = %self.spec.display_name, "splitting bundle {} after {running_ms} ms: a commit waits on it", r.seq);

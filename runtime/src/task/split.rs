@@ -8,7 +8,9 @@
 //! before the flush, are deferred: they go back to the task, become durable
 //! state of the cycle, and are processed after its commit. A bundle that
 //! fires timers is never split (its timers were taken out of the task's
-//! state for it).
+//! state for it). A bundle of splittable DoFn restrictions is split even
+//! when it holds one: the harness checkpoints the restriction where it got
+//! to, and the rest comes back as a residual.
 use std::ops::Range;
 
 /// What to do about the running bundle a flush waits on.
@@ -22,9 +24,11 @@ pub enum SplitDecision {
 
 /// Whether a bundle running for `running_ms`, with `elements` data elements
 /// and timers to fire or not, should be split now (`after_ms`: how long a
-/// waiting flush lets a bundle run).
-pub fn decide(after_ms: u64, running_ms: u64, elements: usize, fires_timers: bool) -> SplitDecision {
-    if fires_timers || elements < 2 {
+/// waiting flush lets a bundle run); `restrictions`: its elements are
+/// splittable DoFn restrictions, which split inside.
+pub fn decide(after_ms: u64, running_ms: u64, elements: usize, fires_timers: bool, restrictions: bool) -> SplitDecision {
+    let least = if restrictions { 1 } else { 2 };
+    if fires_timers || elements < least {
         return SplitDecision::Never;
     }
     if running_ms >= after_ms {
@@ -47,11 +51,13 @@ mod tests {
 
     #[test]
     fn a_bundle_is_split_once_a_flush_waited_long_enough_and_never_with_timers() {
-        assert_eq!(decide(1_000, 1_500, 10, false), SplitDecision::Now);
-        assert_eq!(decide(1_000, 1_000, 10, false), SplitDecision::Now);
-        assert_eq!(decide(1_000, 200, 10, false), SplitDecision::Later(800));
-        assert_eq!(decide(1_000, 5_000, 10, true), SplitDecision::Never, "its timers were taken for it");
-        assert_eq!(decide(1_000, 5_000, 1, false), SplitDecision::Never, "one element is never split");
+        assert_eq!(decide(1_000, 1_500, 10, false, false), SplitDecision::Now);
+        assert_eq!(decide(1_000, 1_000, 10, false, false), SplitDecision::Now);
+        assert_eq!(decide(1_000, 200, 10, false, false), SplitDecision::Later(800));
+        assert_eq!(decide(1_000, 5_000, 10, true, false), SplitDecision::Never, "its timers were taken for it");
+        assert_eq!(decide(1_000, 5_000, 1, false, false), SplitDecision::Never, "one element is never split");
+        assert_eq!(decide(1_000, 5_000, 1, false, true), SplitDecision::Now, "one restriction is, inside");
+        assert_eq!(decide(1_000, 5_000, 0, false, true), SplitDecision::Never);
     }
 
     #[test]
