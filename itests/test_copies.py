@@ -136,15 +136,16 @@ def test_two_copies_share_the_tasks(job_server, binary, broker, tmp_path):
 
 class _Stream:
   """Writes 12 records every 0.2 s until stopped, so kills land mid-flow."""
-  def __init__(self, broker, source):
+  def __init__(self, broker, source, write=_produce_words):
     self.broker, self.source, self.produced = broker, source, 0
+    self._write = write
     self._stop = threading.Event()
     self._thread = threading.Thread(target=self._run, daemon=True)
     self._thread.start()
 
   def _run(self):
     while not self._stop.is_set():
-      _produce_words(self.broker, self.source, self.produced, 12)
+      self._write(self.broker, self.source, self.produced, 12)
       self.produced += 12
       time.sleep(0.2)
 
@@ -155,7 +156,7 @@ class _Stream:
 
 
 def _kill_three_under_stream(binary, pipeline, broker, source, app_id, tmp_path,
-                             everyone):
+                             everyone, write=_produce_words):
   """Runs 3 copies under a steady stream and SIGKILLs one (restarting it with
   a fresh state directory) three times; every copy started goes to
   `everyone`. Returns the copies alive and how many records were produced."""
@@ -164,7 +165,7 @@ def _kill_three_under_stream(binary, pipeline, broker, source, app_id, tmp_path,
   everyone.extend(copies)
   _wait(lambda: sum(c.tasks_running() for c in copies) > 0, 60,
         'the copies to run')
-  stream = _Stream(broker, source)
+  stream = _Stream(broker, source, write)
   try:
     for kill in range(3):
       time.sleep(2)
@@ -264,3 +265,67 @@ def test_copies_killed_with_sigkill_keep_a_stateful_count_exact(
   assert {w: sorted(ns) for w, ns in counts.items()} == {
       w: list(range(1, n + 1)) for w, n in want.items()}
 
+
+
+SDF_COUNT, SDF_STEP = 60, 8
+
+
+class _CountUpTo(beam.DoFn):
+  """A self-checkpointing splittable DoFn, like an unbounded source: for a
+  record, emits record:0 .. record:SDF_COUNT-1, SDF_STEP at a time, and defers
+  the rest of its restriction after each step."""
+  class Range(beam.transforms.core.RestrictionProvider):
+    def initial_restriction(self, element):
+      from apache_beam.io.restriction_trackers import OffsetRange
+      return OffsetRange(0, SDF_COUNT)
+
+    def create_tracker(self, restriction):
+      from apache_beam.io.restriction_trackers import OffsetRestrictionTracker
+      return OffsetRestrictionTracker(restriction)
+
+    def restriction_size(self, element, restriction):
+      return restriction.size()
+
+  @beam.DoFn.unbounded_per_element()
+  def process(self, kv, tracker=beam.DoFn.RestrictionParam(Range())):
+    from apache_beam.utils.timestamp import Duration
+    at = tracker.current_restriction().start
+    for i in range(at, at + SDF_STEP):
+      if not tracker.try_claim(i):
+        return
+      yield b'%s:%d' % (kv[0], i), b'1'
+    tracker.defer_remainder(Duration(seconds=0.05))
+
+
+def _produce_numbers(broker, source, start, n):
+  produce(broker, source, [(i % 4, None, b'%d' % i, None)
+                           for i in range(start, start + n)])
+
+
+def test_copies_killed_with_sigkill_resume_splittable_dofn_checkpoints_exactly(
+    job_server, binary, broker, tmp_path):
+  """Every record's restriction is checkpointed many times (each residual is
+  durable task state until it runs again); copies killed mid-stream lose no
+  residual and run none twice."""
+  source, sink = unique_topic('sdf-in'), unique_topic('sdf-out')
+  create_topic(broker, source, 4)
+  create_topic(broker, sink, 1)
+  pipeline = tmp_path / 'sdf.pb'
+  save_keyed_pipeline(job_server, broker, source, sink, pipeline, _word_key, _CountUpTo())
+  app_id = make_app_id('sdf')
+  everyone = []
+  try:
+    _, produced = _kill_three_under_stream(binary, pipeline, broker, source,
+                                           app_id, tmp_path, everyone,
+                                           write=_produce_numbers)
+    out, _ = _totals(broker, sink, produced * SDF_COUNT, timeout=180)
+  finally:
+    for c in everyone:
+      c.stop()
+  keys = collections.Counter(key for _, key, _ in out)
+  twice = sorted(k for k, n in keys.items() if n > 1)
+  assert not twice, 'written twice: %s' % twice[:20]
+  want = {b'%d:%d' % (r, i) for r in range(produced) for i in range(SDF_COUNT)}
+  missing = sorted(want - set(keys))
+  assert not missing, '%d missing, e.g. %s' % (len(missing), missing[:20])
+  assert set(keys) == want

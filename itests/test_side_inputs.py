@@ -69,3 +69,49 @@ def test_main_elements_wait_for_their_whole_side_window(
     sums[_window_of(ts)] += int(value)
   want = sorted('m%d:%d:%d' % (i, SIDE_PER_WINDOW, sums[i % 2]) for i in range(10))
   assert sorted(collector.lines()) == want
+
+
+def test_a_periodic_impulse_refreshes_a_side_input_each_element_sees_its_time(
+    job_server, broker, tmp_path, collector):
+  """Beam's pattern for a slowly changing side input in streaming: a
+  PeriodicImpulse (a splittable DoFn that checkpoints until its next firing
+  and moves the watermark as it fires) windowed like the main input. Each
+  main element read from Kafka waits for, and sees, the side value of its
+  own window."""
+  import time as _time
+  from apache_beam.transforms.periodicsequence import PeriodicImpulse
+  interval = 2
+  start = (int(_time.time()) // interval + 1) * interval
+  firings = 6
+  main = unique_topic('main')
+  create_topic(broker, main, 2)
+  main_records = [(k % 2, None, b'%d' % k, (start + k) * 1000 + 500)
+                  for k in range(firings * interval)]
+  produce(broker, main, main_records)
+
+  args = portable_args(job_server) + kafka_args(
+      broker, make_app_id('periodic'), tmp_path / 'state') + [
+          '--streaming', '--internal_parallelism=2']
+  p = beam.Pipeline(options=PipelineOptions(args))
+  side = (
+      p
+      | PeriodicImpulse(start_timestamp=start,
+                        stop_timestamp=start + firings * interval,
+                        fire_interval=interval,
+                        apply_windowing=True)
+      | 'SideValue' >> beam.Map(lambda ts: int(float(ts))))
+  _ = (
+      p
+      | 'ReadMain' >> read_from_start(job_server, broker, main,
+          timestamp_policy=ReadFromKafka.create_time_policy,
+          max_num_records=len(main_records))
+      | 'MainValue' >> beam.Map(lambda kv: int(kv[1]))
+      | 'MainWindows' >> beam.WindowInto(window.FixedWindows(interval))
+      | 'Join' >> beam.Map(lambda k, s: '%d:%d' % (k, s),
+                           beam.pvalue.AsSingleton(side))
+      | beam.Map(collector.recorder()))
+  assert p.run().wait_until_finish() == PipelineState.DONE
+
+  want = sorted('%d:%d' % (k, start + k // interval * interval)
+                for k in range(firings * interval))
+  assert sorted(collector.lines()) == want
