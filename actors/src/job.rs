@@ -1,7 +1,7 @@
 //! Running one job: topics, bootstrap records, the actor topology, and the
 //! end of a bounded job (every terminal task at +∞).
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,12 +17,13 @@ use rdkafka::consumer::Consumer;
 use rdkafka::producer::Producer;
 use tokio::sync::{mpsc, watch};
 
+use crate::control;
 use crate::envelope;
 use crate::kafka::admin::{Admin, TopicSpec};
 use crate::kafka::config;
 use crate::kafka::producer::{self as kafka_producer, KafkaProducer, Writes};
 use crate::kafka::rebalance::{JobConsumer, JobContext, Membership};
-use crate::messages::Shutdown;
+use crate::messages::{Drain, Shutdown};
 use crate::poller::{poll_loop, PollSettings};
 
 pub use crate::job_input::JobInput;
@@ -131,6 +132,10 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
         let reason = poll_loop(poll_consumer, poll_routes, settings, poll_generation).await;
         let _ = poll_events.send(TaskEvent::Failed(reason));
     });
+    // A drain asked on the control topic (before the start, or while it runs).
+    let watch_stop = Arc::new(AtomicBool::new(false));
+    let mut drain_rx = control::watch(opts, watch_stop.clone());
+    let mut draining = false;
     // Tasks come and go with the partitions the group gives this process.
     let mut live: HashMap<TaskId, LiveTask> = HashMap::new();
     let mut assigned: BTreeSet<(String, i32)> = BTreeSet::new();
@@ -164,6 +169,9 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
                             for t in started {
                                 for p in &t.partitions {
                                     routes.insert(p.clone(), t.addr.clone().recipient());
+                                }
+                                if draining {
+                                    t.addr.do_send(Drain);
                                 }
                                 live.insert(t.task, t);
                             }
@@ -204,6 +212,9 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
                                 for p in &t.partitions {
                                     routes.insert(p.clone(), t.addr.clone().recipient());
                                 }
+                                if draining {
+                                    t.addr.do_send(Drain);
+                                }
                                 live.insert(t.task, t);
                             }
                         }
@@ -215,9 +226,24 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
                 Some(TaskEvent::Info(text)) => { let _ = events.send(JobEvent::Info(text)); }
                 None => break JobOutcome::Failed("every task stopped before the job finished".into()),
             },
+            Some(()) = drain_rx.recv(), if !draining => {
+                draining = true;
+                for s in io.sources.values() {
+                    s.drain();
+                }
+                for t in live.values() {
+                    t.addr.do_send(Drain);
+                }
+                let _ = events.send(JobEvent::Info(
+                    "draining: sources stop where they are, splittable DoFns truncate their work, and event time moves to \
+                     the end so every window and timer fires; the job then ends DONE"
+                        .into(),
+                ));
+            }
             _ = cancel.changed() => break JobOutcome::Cancelled,
         }
     };
+    watch_stop.store(true, Ordering::Release);
     poller.abort();
     for t in live.values() {
         t.addr.do_send(Shutdown);
@@ -226,7 +252,12 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
     drop(live);
     drop(consumer);
     if outcome == JobOutcome::Done && !opts.keep_runner_topics {
-        cleanup(&admin, &input, &events).await;
+        cleanup(&admin, &input, &events, draining).await;
+    } else if outcome == JobOutcome::Done && draining {
+        // The topics stay: mark the drain done, so a restart runs on.
+        if let Err(e) = control::request(opts, control::DRAINED).await {
+            let _ = events.send(JobEvent::Info(format!("could not mark the drain done: {e}")));
+        }
     }
     tracing::debug!("job ended after {:?}", began.elapsed());
     outcome
@@ -246,6 +277,7 @@ async fn bootstrap(admin: &Admin, input: &JobInput) -> Result<(), String> {
             compacted: true,
             keep_forever: false,
         }))
+        .chain(std::iter::once(control::topic_spec(&opts.application_id)))
         .collect();
     admin.ensure_topics(&specs, opts.topic_replication_factor).await?;
     let mut fresh = Vec::new();
@@ -295,9 +327,25 @@ fn running_message(opts: &RunnerOptions, live: &HashMap<TaskId, LiveTask>) -> St
 }
 
 /// Deletes the topics and consumer group of a finished bounded job.
-async fn cleanup(admin: &Admin, input: &JobInput, events: &mpsc::UnboundedSender<JobEvent>) {
+async fn cleanup(admin: &Admin, input: &JobInput, events: &mpsc::UnboundedSender<JobEvent>, drained: bool) {
     let mut names: Vec<String> = input.plan.runner_topics().map(|t| t.name.clone()).collect();
     names.extend(input.plan.sub_topologies.iter().map(|s| changelog_topic(&input.options.application_id, s.id)));
+    names.push(control::control_topic(&input.options.application_id));
+    // A drained job ended where its sources stopped: a restart reads on from
+    // there, so their positions outlive the group.
+    let sources: Vec<(String, u32)> =
+        input.plan.topics.iter().filter(|t| t.kind == TopicKind::Source).map(|t| (t.name.clone(), t.partitions)).collect();
+    let positions = if drained {
+        match admin.committed_positions(&sources).await {
+            Ok(p) => Some(p),
+            Err(e) => {
+                let _ = events.send(JobEvent::Info(format!("a restart will not resume the sources where the drain stopped: {e}")));
+                None
+            }
+        }
+    } else {
+        None
+    };
     let local = async {
         // Let the actors stop and close their stores first.
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -317,7 +365,14 @@ async fn cleanup(admin: &Admin, input: &JobInput, events: &mpsc::UnboundedSender
     let group = async {
         for attempt in 0..30 {
             match admin.delete_group(&input.options.application_id).await {
-                Ok(()) => return,
+                Ok(()) => {
+                    if let Some(p) = &positions {
+                        if let Err(e) = admin.commit_positions(p) {
+                            let _ = events.send(JobEvent::Info(format!("a restart will not resume the sources where the drain stopped: {e}")));
+                        }
+                    }
+                    return;
+                }
                 Err(e) if attempt == 29 => {
                     let _ = events.send(JobEvent::Info(format!("could not delete the consumer group: {e}")));
                 }

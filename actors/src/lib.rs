@@ -6,6 +6,7 @@
 //! owns them; supervisors feed stage actors, which run bundles on the SDK
 //! harness over the Fn API.
 mod bundle_state;
+pub mod control;
 pub mod envelope;
 mod group_by_key;
 pub mod job;

@@ -55,6 +55,12 @@ pub struct Flush {
 #[rtype(result = "()")]
 pub struct Resume;
 
+/// The job drains: sources stop where they are (their shared bound says
+/// so), and splittable DoFns' restrictions are truncated from now on.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Drain;
+
 /// The cycle that flushed as `Flush{id}` committed: bundles it covered
 /// that asked for finalization are finalized now.
 #[derive(Message)]

@@ -1,7 +1,7 @@
 //! ReadFromKafka inside a task: the partition of a user topic the task owns,
 //! its event-time clock, and the bound of a bounded read, shared by every
 //! task reading the same transform.
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -21,6 +21,8 @@ pub struct SourceShared {
     deadline: Option<Instant>,
     /// A client of the user's group.id, for commit_offset_in_finalize.
     pub finalize: Option<BaseConsumer>,
+    /// The job drains: the read ends where it is.
+    drained: AtomicBool,
 }
 
 impl SourceShared {
@@ -29,7 +31,14 @@ impl SourceShared {
             budget: spec.max_num_records.map(AtomicI64::new),
             deadline: spec.max_read_time_secs.map(|s| Instant::now() + std::time::Duration::from_secs(s as u64)),
             finalize,
+            drained: AtomicBool::new(false),
         }
+    }
+
+    /// Ends the read where it is: records not yet taken are left for a
+    /// later run (they are not committed), and the clocks go to the end.
+    pub fn drain(&self) {
+        self.drained.store(true, Ordering::Release);
     }
 
     /// Gives back records taken but not committed (their task stopped; the
@@ -42,7 +51,7 @@ impl SourceShared {
 
     /// Takes one record from the bound; false once the read is over.
     fn take(&self) -> bool {
-        if self.deadline.is_some_and(|d| Instant::now() >= d) {
+        if self.drained.load(Ordering::Acquire) || self.deadline.is_some_and(|d| Instant::now() >= d) {
             return false;
         }
         match &self.budget {
@@ -52,7 +61,8 @@ impl SourceShared {
     }
 
     fn is_over(&self) -> bool {
-        self.deadline.is_some_and(|d| Instant::now() >= d) || self.budget.as_ref().is_some_and(|b| b.load(Ordering::Acquire) <= 0)
+        self.drained.load(Ordering::Acquire)
+            || self.deadline.is_some_and(|d| Instant::now() >= d) || self.budget.as_ref().is_some_and(|b| b.load(Ordering::Acquire) <= 0)
     }
 }
 

@@ -230,6 +230,7 @@ fn start_tasks(
         let spec = StageSpec {
             display_name: sub.display_name.clone(),
             descriptor_id: sub.descriptor_id.clone(),
+            drain_descriptor_id: sub.drain_descriptor_id.clone(),
             sources: sub.inputs.iter().map(|i| i.source_transform.clone()).collect::<std::collections::BTreeSet<_>>().into_iter().collect(),
             sinks: sub.sinks.clone(),
             outputs: sub.outputs.clone(),

@@ -21,19 +21,22 @@ use crate::topology::{InputKind, TopologyPlan};
 use crate::validate::{read_spec, write_spec};
 use crate::windowing::WindowingSpec;
 
-/// Each sub-topology's spec and descriptor (id `<job_id>-<stage>`, data and
-/// state over the Fn API at `fn_url`).
+/// Each sub-topology's spec and the descriptors to register for it (id
+/// `<job_id>-<stage>`, and `...-drain` for a stage with splittable DoFns:
+/// the one it runs while its job drains), data and state over the Fn API
+/// at `fn_url`.
 pub fn lower(
     graph: &PipelineGraph,
     plan: &TopologyPlan,
     job_id: &str,
     fn_url: &str,
-) -> Result<Vec<(SubTopologySpec, ProcessBundleDescriptor)>, String> {
+) -> Result<Vec<(SubTopologySpec, Vec<ProcessBundleDescriptor>)>, String> {
     let components = graph.components();
     let mut sub_topologies = Vec::new();
     for sub in &plan.sub_topologies {
         let id = format!("{}-{}", job_id, sub.stage.id);
         let descriptor = descriptor::build(graph, &sub.stage, &id, fn_url, fn_url);
+        let drain = crate::sdf::drain_descriptor(graph, &descriptor, &format!("{id}-drain"));
         let mut inputs = Vec::new();
         for i in &sub.inputs {
             let topic = &plan.topics[i.topic];
@@ -137,6 +140,7 @@ pub fn lower(
                 id: sub.id,
                 partitions: sub.partitions,
                 descriptor_id: id,
+                drain_descriptor_id: drain.as_ref().map(|d| d.id.clone()),
                 display_name: sub.stage.id.clone(),
                 sinks: sub.stage.outputs.iter().map(|pc| descriptor::sink_id(pc)).collect(),
                 inputs,
@@ -153,7 +157,7 @@ pub fn lower(
                     .filter_map(|t| graph.main_inputs_of(t).first().map(|pc| (t.clone(), descriptor::source_id(pc))))
                     .collect(),
             },
-            descriptor,
+            std::iter::once(descriptor).chain(drain).collect(),
         ));
     }
 

@@ -114,6 +114,57 @@ fn expand_one(c: &mut pb::Components, id: &str) -> Option<()> {
     Some(())
 }
 
+/// The descriptor a stage runs with while its job drains: each splittable
+/// DoFn's restrictions pass through `TruncateSizedRestrictions` before they
+/// are processed, so the SDK cuts them to what must still be done (by
+/// default nothing of an unbounded one, all of a bounded one). Its data
+/// sources keep their ids, so input and residuals go where they went.
+/// `None` for a stage without splittable DoFns.
+pub fn drain_descriptor(
+    graph: &crate::graph::PipelineGraph,
+    descriptor: &beam_kafka_proto::fn_execution::ProcessBundleDescriptor,
+    drain_id: &str,
+) -> Option<beam_kafka_proto::fn_execution::ProcessBundleDescriptor> {
+    let process: Vec<String> = descriptor
+        .transforms
+        .iter()
+        .filter(|(_, t)| t.spec.as_ref().is_some_and(|s| s.urn == urns::SDF_PROCESS))
+        .map(|(id, _)| id.clone())
+        .collect();
+    if process.is_empty() {
+        return None;
+    }
+    let mut d = descriptor.clone();
+    d.id = drain_id.to_string();
+    for id in process {
+        let t = d.transforms[&id].clone();
+        let Some(main) = graph.main_inputs_of(&id).into_iter().next() else { continue };
+        let Some(pc) = d.pcollections.get(&main).cloned() else { continue };
+        let untruncated = format!("{main}/untruncated");
+        d.pcollections.insert(untruncated.clone(), pb::PCollection { unique_name: format!("{}/Untruncated", pc.unique_name), ..pc });
+        let source = crate::descriptor::source_id(&main);
+        if let Some(src) = d.transforms.get_mut(&source) {
+            for out in src.outputs.values_mut() {
+                *out = untruncated.clone();
+            }
+        }
+        let mut inputs = t.inputs.clone();
+        for v in inputs.values_mut().filter(|v| **v == main) {
+            *v = untruncated.clone();
+        }
+        let truncate = pb::PTransform {
+            unique_name: format!("{}/TruncateSizedRestrictions", t.unique_name.strip_suffix("/Process").unwrap_or(&t.unique_name)),
+            spec: t.spec.as_ref().map(|s| pb::FunctionSpec { urn: urns::SDF_TRUNCATE.into(), payload: s.payload.clone() }),
+            inputs,
+            outputs: [("out".to_string(), main.clone())].into(),
+            environment_id: t.environment_id.clone(),
+            ..Default::default()
+        };
+        d.transforms.insert(format!("{id}/truncate"), truncate);
+    }
+    Some(d)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,6 +207,27 @@ mod tests {
         assert!(crate::validate::validate(&p).is_empty(), "{:?}", crate::validate::validate(&p));
         // Expanding twice changes nothing.
         assert_eq!(expand_splittable(&mut p), 0);
+    }
+
+    #[test]
+    fn a_draining_stage_truncates_restrictions_before_processing_them() {
+        let mut p = sdf_pipeline(false);
+        expand_splittable(&mut p);
+        let g = PipelineGraph::new(&p).unwrap();
+        let stages = crate::fusion::fuse(&g);
+        let process_stage = stages.iter().find(|s| s.transforms.iter().any(|t| g.urn(t) == SDF_PROCESS)).unwrap();
+        assert_eq!(process_stage.inputs, ["read/sdf/sized"], "the process step starts a stage");
+        let d = crate::descriptor::build(&g, process_stage, "pbd", "data", "state");
+        let drain = drain_descriptor(&g, &d, "pbd-drain").unwrap();
+        assert_eq!(drain.id, "pbd-drain");
+        let truncate = &drain.transforms["read/sdf/Process/truncate"];
+        assert_eq!(truncate.spec.as_ref().unwrap().urn, SDF_TRUNCATE);
+        assert_eq!(truncate.outputs.values().next().unwrap(), "read/sdf/sized");
+        let source = &drain.transforms[&crate::descriptor::source_id("read/sdf/sized")];
+        assert_eq!(source.outputs.values().next(), truncate.inputs.values().next(), "the data source feeds the truncation");
+        assert_eq!(drain.transforms["read/sdf/Process"].inputs, d.transforms["read/sdf/Process"].inputs);
+        let first = stages.iter().find(|s| s.transforms.iter().any(|t| g.urn(t) == SDF_PAIR_WITH_RESTRICTION)).unwrap();
+        assert!(drain_descriptor(&g, &crate::descriptor::build(&g, first, "x", "d", "s"), "y").is_none());
     }
 
     #[test]

@@ -54,6 +54,9 @@ pub struct SubTopologySpec {
     pub id: u32,
     pub partitions: u32,
     pub descriptor_id: String,
+    /// The descriptor its bundles use once the job drains (splittable DoFn
+    /// restrictions truncated first).
+    pub drain_descriptor_id: Option<String>,
     pub display_name: String,
     /// Every data sink of the descriptor.
     pub sinks: Vec<String>,

@@ -30,9 +30,16 @@ const WORKER_CONNECT_TIMEOUT: Duration = Duration::from_secs(120);
 pub async fn execute(job: Arc<Job>, services: Services) {
     job.set_state(State::Starting);
     let mut harness = None;
-    let outcome = match prepare_and_run(&job, &services, &mut harness).await {
-        Ok(o) => o,
-        Err(e) => JobOutcome::Failed(e),
+    // A panic is a bug of ours; it still ends the job, with what it said,
+    // instead of leaving its client waiting.
+    let run = std::panic::AssertUnwindSafe(prepare_and_run(&job, &services, &mut harness));
+    let outcome = match futures::FutureExt::catch_unwind(run).await {
+        Ok(Ok(o)) => o,
+        Ok(Err(e)) => JobOutcome::Failed(e),
+        Err(panic) => {
+            let what = panic.downcast_ref::<String>().cloned().or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()));
+            JobOutcome::Failed(format!("internal error of the runner (please report it): {}", what.unwrap_or_default()))
+        }
     };
     report(&job, outcome);
     // The harness goes after the state is final: every bundle has finished
@@ -113,8 +120,10 @@ async fn prepare_and_run(job: &Arc<Job>, services: &Services, started: &mut Opti
 
     let lowered = lower::lower(&graph, &plan, &job.id, &fn_url)?;
     let mut sub_topologies = Vec::new();
-    for (sub, descriptor) in lowered {
-        worker.register_descriptor(descriptor);
+    for (sub, descriptors) in lowered {
+        for descriptor in descriptors {
+            worker.register_descriptor(descriptor);
+        }
         sub_topologies.push(sub);
     }
 

@@ -1,6 +1,7 @@
 //! `beam-kafka`: the job server of the beam-kafka runner.
 mod artifacts;
 mod describe;
+mod drain;
 mod execution;
 mod expansion_service;
 mod job_service;
@@ -34,6 +35,9 @@ enum Command {
     /// Run a saved pipeline as a long-running service (no submitting client);
     /// start more copies with the same application id to scale out.
     Run(run::RunArgs),
+    /// Drain a running application: its sources stop, every window fires,
+    /// and it ends DONE (all its copies, through Kafka).
+    Drain(drain::DrainArgs),
 }
 
 #[derive(clap::Args)]
@@ -76,6 +80,7 @@ fn run() -> anyhow::Result<()> {
     match cli.command {
         Command::JobServer(args) => runtime.block_on(job_server(args)),
         Command::Run(args) => runtime.block_on(run::run(args)),
+        Command::Drain(args) => runtime.block_on(drain::drain(args)),
         Command::Describe(_) => unreachable!("handled above"),
     }
 }

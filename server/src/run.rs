@@ -49,7 +49,7 @@ pub struct RunArgs {
 
 /// `--name=value` / `--name value` / `--flag` → options by name; repeated
 /// names (like --kafka_property) become lists.
-fn parse_options(args: &[String]) -> anyhow::Result<Struct> {
+pub(crate) fn parse_options(args: &[String]) -> anyhow::Result<Struct> {
     let mut values: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut i = 0;
     while i < args.len() {

@@ -277,6 +277,36 @@ impl Admin {
         Ok(())
     }
 
+    /// The job group's committed offsets of `topics` (each with its
+    /// partition count); partitions without one are left out.
+    pub async fn committed_positions(&self, topics: &[(String, u32)]) -> Result<TopicPartitionList, String> {
+        let mut tpl = TopicPartitionList::new();
+        for (topic, partitions) in topics {
+            for p in 0..*partitions as i32 {
+                tpl.add_partition(topic, p);
+            }
+        }
+        let committed = retry_transient(|| self.probe.committed_offsets(tpl.clone(), METADATA_TIMEOUT))
+            .await
+            .map_err(|e| format!("cannot read the committed offsets: {e}"))?;
+        let mut out = TopicPartitionList::new();
+        for e in committed.elements() {
+            if let Offset::Offset(o) = e.offset() {
+                out.add_partition_offset(e.topic(), e.partition(), Offset::Offset(o)).map_err(|e| e.to_string())?;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Commits `positions` to the job's group, from outside it (the group
+    /// has no members).
+    pub fn commit_positions(&self, positions: &TopicPartitionList) -> Result<(), String> {
+        if positions.count() == 0 {
+            return Ok(());
+        }
+        self.probe.commit(positions, CommitMode::Sync).map_err(|e| format!("cannot commit the source positions: {e}"))
+    }
+
     /// Deletes the job's consumer group (its committed offsets).
     pub async fn delete_group(&self, group: &str) -> Result<(), String> {
         let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));

@@ -15,7 +15,7 @@ use tokio::sync::oneshot;
 
 use crate::kafka::producer::KafkaProducer;
 
-use crate::messages::{Committed, Elements, FireTimers, Flush, Resume, Shutdown, StageEvent};
+use crate::messages::{Committed, Drain, Elements, FireTimers, Flush, Resume, Shutdown, StageEvent};
 use crate::output::{write_kafka_sinks, write_outputs, KafkaSink, OutputSink};
 use crate::telemetry::instruments;
 
@@ -23,6 +23,8 @@ pub struct StageSpec {
     /// For messages: the stage's transforms, by user name.
     pub display_name: String,
     pub descriptor_id: String,
+    /// The descriptor used once the job drains (restrictions truncated).
+    pub drain_descriptor_id: Option<String>,
     /// Every data source of the descriptor: each gets its end-of-stream in
     /// every bundle, with or without elements, or the harness waits forever.
     pub sources: Vec<String>,
@@ -355,6 +357,18 @@ impl Handler<Resume> for StageActor {
     fn handle(&mut self, _: Resume, ctx: &mut Context<Self>) {
         self.hold_after = None;
         self.start_next(ctx);
+    }
+}
+
+impl Handler<Drain> for StageActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Drain, _: &mut Context<Self>) {
+        // Bundles started from now on truncate what they process (and what
+        // their residuals bring back) first.
+        if let Some(d) = self.spec.drain_descriptor_id.take() {
+            self.spec.descriptor_id = d;
+        }
     }
 }
 

@@ -38,7 +38,7 @@ use crate::group_by_key::GroupByKeyActor;
 use crate::kafka::producer::KafkaProducer;
 use crate::kafka::rebalance::JobConsumer;
 use crate::kafka::transaction;
-use crate::messages::{GbkEvent, InputRecord, RecordBatch, Shutdown, StageEvent, WatermarkEvent};
+use crate::messages::{Drain, GbkEvent, InputRecord, RecordBatch, Shutdown, StageEvent, WatermarkEvent};
 use crate::side_inputs::{SideInputSpec, SideInputs, SideRecord};
 use crate::source::SourceRoute;
 use crate::stage::StageActor;
@@ -458,6 +458,17 @@ impl Handler<WatermarkEvent> for TaskSupervisor {
 
     fn handle(&mut self, ev: WatermarkEvent, ctx: &mut Context<Self>) {
         self.on_watermark_event(ev, ctx);
+    }
+}
+
+impl Handler<Drain> for TaskSupervisor {
+    type Result = ();
+
+    fn handle(&mut self, _: Drain, ctx: &mut Context<Self>) {
+        self.stage.do_send(Drain);
+        // The sources' bound ended the reads: their clocks go to the end now.
+        self.tick_sources();
+        self.pump(ctx);
     }
 }
 

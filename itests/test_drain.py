@@ -1,0 +1,104 @@
+"""`beam-kafka drain`: a streaming job whose windows cannot close on their
+own (their records are an hour ahead of the clock), and whose
+PeriodicImpulse would run for an hour, ends DONE when drained, with every
+window fired; a second run of the application reads on from where the
+drain stopped."""
+
+import subprocess
+import threading
+import time
+
+import apache_beam as beam
+from apache_beam.io.kafka import ReadFromKafka
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.runners.runner import PipelineState
+from apache_beam.transforms import window
+from apache_beam.transforms.periodicsequence import PeriodicImpulse
+
+from conftest import Collector
+from conftest import kafka_args
+from conftest import make_app_id
+from conftest import portable_args
+from conftest import read_from_start
+from kafka_topics import create_topic
+from kafka_topics import produce
+from kafka_topics import unique_topic
+
+AHEAD_MS = 3_600_000
+
+
+def _drain(binary, broker, app_id):
+  out = subprocess.run([
+      binary, 'drain', '--',
+      '--application_id=%s' % app_id,
+      '--bootstrap_servers=%s' % broker
+  ],
+                       stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE,
+                       timeout=60,
+                       check=False)
+  assert out.returncode == 0, out.stderr.decode(errors='replace')
+  assert b'drain requested' in out.stdout
+
+
+def _run_until_drained(job_server, binary, broker, app_id, topic, tmp_path,
+                       name, expect_seen):
+  seen = Collector(tmp_path / ('%s-seen.txt' % name))
+  fired = Collector(tmp_path / ('%s-fired.txt' % name))
+  ticks = Collector(tmp_path / ('%s-ticks.txt' % name))
+  args = portable_args(job_server) + kafka_args(
+      broker, app_id, tmp_path / 'state') + [
+          '--streaming', '--internal_parallelism=2']
+  p = beam.Pipeline(options=PipelineOptions(args))
+  _ = (
+      p
+      | read_from_start(job_server, broker, topic,
+                        timestamp_policy=ReadFromKafka.create_time_policy)
+      | 'Seen' >> beam.Map(seen.recorder())
+      | beam.Map(lambda kv: (kv[1].decode().split(':')[0], 1))
+      | beam.WindowInto(window.FixedWindows(60))
+      | beam.CombinePerKey(sum)
+      | beam.MapTuple(lambda k, n: '%s=%d' % (k, n))
+      | 'Fired' >> beam.Map(fired.recorder()))
+  # An hour of ticks: only a drain truncates it.
+  now = time.time()
+  _ = (
+      p
+      | PeriodicImpulse(start_timestamp=now, stop_timestamp=now + 3600,
+                        fire_interval=0.5)
+      | 'Tick' >> beam.Map(ticks.recorder()))
+  result = p.run()
+  deadline = time.monotonic() + 120
+  while len(seen.lines()) < expect_seen:
+    assert time.monotonic() < deadline, 'the job read %d of %d records' % (
+        len(seen.lines()), expect_seen)
+    assert result.state not in (PipelineState.FAILED, PipelineState.DONE)
+    time.sleep(0.3)
+  assert fired.lines() == [], 'a window fired before the drain'
+  _drain(binary, broker, app_id)
+  state = result.wait_until_finish()
+  assert state == PipelineState.DONE
+  return seen.lines(), sorted(fired.lines()), ticks.lines()
+
+
+def test_a_drained_streaming_job_fires_every_window_ends_done_and_resumes_there(
+    job_server, binary, broker, tmp_path):
+  topic = unique_topic('drain')
+  create_topic(broker, topic, 2)
+  ahead = int(time.time() * 1000) + AHEAD_MS
+  produce(broker, topic, [(i % 2, None, b'%s:%d' % (b'ab'[i % 2:i % 2 + 1], i),
+                           ahead) for i in range(40)])
+  app_id = make_app_id('drain')
+  seen, fired, ticks = _run_until_drained(job_server, binary, broker, app_id,
+                                          topic, tmp_path, 'first', 40)
+  assert len(seen) == 40
+  assert fired == ['a=20', 'b=20']
+  assert ticks, 'the PeriodicImpulse ran until the drain'
+
+  # The second run starts where the drain stopped: only the new records.
+  produce(broker, topic, [(i % 2, None, b'c:%d' % i, ahead) for i in range(6)])
+  seen, fired, _ = _run_until_drained(job_server, binary, broker, app_id,
+                                      topic, tmp_path, 'second', 6)
+  time.sleep(0)
+  assert len(seen) == 6, seen
+  assert fired == ['c=6']
