@@ -88,6 +88,15 @@ impl Reader {
     }
 }
 
+/// Whether a drain is asked now (read once, before a job starts its tasks,
+/// so a job asked to drain before it ran runs drained from its first
+/// element). A topic that cannot be read counts as nothing asked.
+pub async fn drain_requested(opts: &RunnerOptions) -> bool {
+    let opts = opts.clone();
+    let read = tokio::task::spawn_blocking(move || Reader::new(&opts).and_then(|mut r| r.changed()));
+    matches!(read.await, Ok(Ok(Some(v))) if v == DRAIN)
+}
+
 /// Watches the control topic until `stop`; sends once when a drain is
 /// asked (at once if it already was). A topic that cannot be read is
 /// retried: a drain is never the reason a job fails.

@@ -135,9 +135,12 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
     // A drain asked on the control topic (before the start, or while it runs).
     let watch_stop = Arc::new(AtomicBool::new(false));
     let mut drain_rx = control::watch(opts, watch_stop.clone());
-    let mut draining = false;
     // Tasks come and go with the partitions the group gives this process.
     let mut live: HashMap<TaskId, LiveTask> = HashMap::new();
+    let mut draining = control::drain_requested(opts).await;
+    if draining {
+        start_drain(&io, &live, &events);
+    }
     let mut assigned: BTreeSet<(String, i32)> = BTreeSet::new();
     let mut waiting: BTreeSet<TaskId> = input.plan.terminal_tasks().into_iter().collect();
     let outcome = loop {
@@ -228,17 +231,7 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
             },
             Some(()) = drain_rx.recv(), if !draining => {
                 draining = true;
-                for s in io.sources.values() {
-                    s.drain();
-                }
-                for t in live.values() {
-                    t.addr.do_send(Drain);
-                }
-                let _ = events.send(JobEvent::Info(
-                    "draining: sources stop where they are, splittable DoFns truncate their work, and event time moves to \
-                     the end so every window and timer fires; the job then ends DONE"
-                        .into(),
-                ));
+                start_drain(&io, &live, &events);
             }
             _ = cancel.changed() => break JobOutcome::Cancelled,
         }
@@ -261,6 +254,22 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
     }
     tracing::debug!("job ended after {:?}", began.elapsed());
     outcome
+}
+
+/// Drains the job: its sources' reads end where they are and every running
+/// task is told (tasks started later are told as they start).
+fn start_drain(io: &KafkaIo, live: &HashMap<TaskId, LiveTask>, events: &mpsc::UnboundedSender<JobEvent>) {
+    for s in io.sources.values() {
+        s.drain();
+    }
+    for t in live.values() {
+        t.addr.do_send(Drain);
+    }
+    let _ = events.send(JobEvent::Info(
+        "draining: sources stop where they are, splittable DoFns truncate their work, and event time moves to the end \
+         so every window and timer fires; the job then ends DONE"
+            .into(),
+    ));
 }
 
 /// Creates the runner-owned topics and writes the bootstrap records of every

@@ -52,6 +52,8 @@ for _module, _package in (('hamcrest', 'PyHamcrest'), ('tenacity', 'tenacity')):
 
 import grpc
 
+import apache_beam as beam
+
 from apache_beam.options.pipeline_options import PortableOptions
 from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.portability.api import beam_job_api_pb2
@@ -60,6 +62,7 @@ from apache_beam.portability.api import beam_job_api_pb2_grpc
 # subclass it finds in a test module's namespace, and Beam's own
 # PortableRunnerTest (in-process job service) must not run here.
 from apache_beam.runners.portability import portable_runner_test
+from apache_beam.runners.portability.fn_api_runner import fn_runner_test
 
 import skips
 
@@ -345,6 +348,39 @@ class _BeamKafkaSuite:
     })
     options._all_options.update(_extra_options())  # pylint: disable=protected-access
     return options
+
+  def create_pipeline(self, is_drain=False):
+    """A pipeline for our job server; `is_drain`: its application is drained
+    before it runs, so it runs drained from its first element on (as Beam's
+    own runner runs these tests: restrictions truncated before processing)."""
+    options = self.create_options()
+    if is_drain:
+      app_id = options._all_options['application_id']  # pylint: disable=protected-access
+      subprocess.run([
+          self._binary, 'drain', '--',
+          '--application_id=%s' % app_id,
+          '--bootstrap_servers=%s' % self._bootstrap
+      ],
+                     check=True,
+                     stdout=subprocess.DEVNULL,
+                     timeout=60)
+    return beam.Pipeline(self.get_runner(), options)
+
+  # PortableRunnerTest skips these ("Portable runners don't support drain
+  # yet"); this runner drains, so they run as Beam's runner runs them.
+  def test_sdf_default_truncate_when_bounded(self):
+    fn_runner_test.FnApiRunnerTest.test_sdf_default_truncate_when_bounded(self)
+
+  def test_sdf_default_truncate_when_unbounded(self):
+    fn_runner_test.FnApiRunnerTest.test_sdf_default_truncate_when_unbounded(
+        self)
+
+  def test_sdf_with_truncate(self):
+    fn_runner_test.FnApiRunnerTest.test_sdf_with_truncate(self)
+
+  def test_draining_sdf_with_sdf_initiated_checkpointing(self):
+    fn_runner_test.FnApiRunnerTest.test_draining_sdf_with_sdf_initiated_checkpointing(
+        self)
 
 
 class BatchSuiteTest(_BeamKafkaSuite, portable_runner_test.PortableRunnerTest):
