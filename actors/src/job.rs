@@ -377,7 +377,8 @@ async fn cleanup(admin: &Admin, input: &JobInput, events: &mpsc::UnboundedSender
                 Ok(()) => {
                     if let Some(p) = &positions {
                         if let Err(e) = admin.commit_positions(p) {
-                            let _ = events.send(JobEvent::Info(format!("a restart will not resume the sources where the drain stopped: {e}")));
+                            let _ =
+                                events.send(JobEvent::Info(format!("a restart will not resume the sources where the drain stopped: {e}")));
                         }
                     }
                     return;

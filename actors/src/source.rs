@@ -62,7 +62,8 @@ impl SourceShared {
 
     fn is_over(&self) -> bool {
         self.drained.load(Ordering::Acquire)
-            || self.deadline.is_some_and(|d| Instant::now() >= d) || self.budget.as_ref().is_some_and(|b| b.load(Ordering::Acquire) <= 0)
+            || self.deadline.is_some_and(|d| Instant::now() >= d)
+            || self.budget.as_ref().is_some_and(|b| b.load(Ordering::Acquire) <= 0)
     }
 }
 
