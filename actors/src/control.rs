@@ -2,9 +2,9 @@
 //! how an operator asks every copy of a running application to drain
 //! (`beam-kafka drain`). Its last record is what is asked: `drain` (stop
 //! the sources where they are, truncate splittable DoFns' restrictions, let
-//! event time reach the end so every window fires, end DONE) or `drained`
-//! (a drain completed: nothing asked). Kafka carries it, so every copy sees
-//! it, including copies started after the request.
+//! event time reach the end so every window fires, end DONE). Kafka
+//! carries it, so every copy sees it, including copies started after the
+//! request; the drained job deletes the topic with its other topics.
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,7 +19,6 @@ use crate::kafka::admin::{Admin, TopicSpec};
 use crate::kafka::config;
 
 pub const DRAIN: &[u8] = b"drain";
-pub const DRAINED: &[u8] = b"drained";
 
 /// How often a running job looks for a request.
 const WATCH_EVERY: Duration = Duration::from_millis(500);
@@ -33,7 +32,7 @@ pub fn topic_spec(application_id: &str) -> TopicSpec {
     TopicSpec { name: control_topic(application_id), partitions: 1, compacted: false, keep_forever: false }
 }
 
-/// Writes a request (`DRAIN` or `DRAINED`), creating the topic if needed.
+/// Writes a request (`DRAIN`), creating the topic if needed.
 pub async fn request(opts: &RunnerOptions, what: &[u8]) -> Result<(), String> {
     let admin = Admin::connect(opts)?;
     admin.ensure_topics(&[topic_spec(&opts.application_id)], opts.topic_replication_factor).await?;
@@ -69,17 +68,19 @@ impl Reader {
             .fetch_watermarks(&self.topic, 0, READ_TIMEOUT)
             .map_err(|e| format!("cannot read the end of {}: {e}", self.topic))?;
         if high == self.seen || high == 0 {
-            self.seen = high;
             return Ok(None);
         }
-        self.seen = high;
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition_offset(&self.topic, 0, Offset::Offset(high - 1)).map_err(|e| e.to_string())?;
         self.consumer.assign(&tpl).map_err(|e| format!("cannot read {}: {e}", self.topic))?;
         let deadline = std::time::Instant::now() + READ_TIMEOUT;
         while std::time::Instant::now() < deadline {
             match self.consumer.poll(Duration::from_millis(200)) {
-                Some(Ok(m)) if m.offset() == high - 1 => return Ok(Some(m.payload().unwrap_or_default().to_vec())),
+                Some(Ok(m)) if m.offset() == high - 1 => {
+                    // Only a record read counts as seen: a failed read is tried again.
+                    self.seen = high;
+                    return Ok(Some(m.payload().unwrap_or_default().to_vec()));
+                }
                 Some(Ok(_)) | None => {}
                 Some(Err(e)) => return Err(format!("cannot read {}: {e}", self.topic)),
             }

@@ -244,13 +244,15 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
     consumer.unsubscribe();
     drop(live);
     drop(consumer);
-    if outcome == JobOutcome::Done && !opts.keep_runner_topics {
-        cleanup(&admin, &input, &events, draining).await;
-    } else if outcome == JobOutcome::Done && draining {
-        // The topics stay: mark the drain done, so a restart runs on.
-        if let Err(e) = control::request(opts, control::DRAINED).await {
-            let _ = events.send(JobEvent::Info(format!("could not mark the drain done: {e}")));
+    // A drained job always cleans up: its kept state would say event time
+    // ended, and a restart must start from the sources' positions instead.
+    if outcome == JobOutcome::Done && (!opts.keep_runner_topics || draining) {
+        if opts.keep_runner_topics {
+            let _ = events.send(JobEvent::Info(
+                "keep_runner_topics does not apply to a drained job: its topics and state are deleted, its sources' positions kept".into(),
+            ));
         }
+        cleanup(&admin, &input, &events, draining).await;
     }
     tracing::debug!("job ended after {:?}", began.elapsed());
     outcome

@@ -36,7 +36,9 @@ pub struct Residual {
 impl Residual {
     pub fn from_proto(d: fn_pb::DelayedBundleApplication) -> Result<Residual, BundleError> {
         let app = d.application.ok_or_else(|| BundleError::Worker("the harness returned a residual without an application".into()))?;
-        let delay_ms = d.requested_time_delay.map_or(0, |t| (t.seconds.max(0) as u64) * 1000 + (t.nanos.max(0) as u64) / 1_000_000);
+        let delay_ms = d
+            .requested_time_delay
+            .map_or(0, |t| (t.seconds.max(0) as u64).saturating_mul(1000).saturating_add((t.nanos.max(0) as u64) / 1_000_000));
         let output_watermark =
             app.output_watermarks.values().map(|t| t.seconds.saturating_mul(1000).saturating_add(i64::from(t.nanos) / 1_000_000)).min();
         Ok(Residual { transform_id: app.transform_id, input_id: app.input_id, element: app.element, delay_ms, output_watermark })
@@ -184,6 +186,11 @@ mod tests {
         let r = &read_split(sdf).unwrap().residuals[0];
         assert_eq!((r.transform_id.as_str(), r.element.as_slice()), ("process", b"rest".as_slice()));
         assert_eq!((r.delay_ms, r.output_watermark), (1500, Some(12_005)));
+        let forever = fn_pb::DelayedBundleApplication {
+            application: Some(Default::default()),
+            requested_time_delay: Some(prost_types::Duration { seconds: i64::MAX, nanos: 999_999_999 }),
+        };
+        assert_eq!(Residual::from_proto(forever).unwrap().delay_ms, u64::MAX, "saturates, never overflows");
         let empty = fn_pb::ProcessBundleSplitResponse { residual_roots: vec![Default::default()], ..Default::default() };
         assert!(read_split(empty).is_err(), "a residual must say what to run");
         let bad = fn_pb::ProcessBundleSplitResponse {

@@ -1,10 +1,11 @@
 //! Work a task's stage must do again: elements a split bundle did not
 //! process, and what bundles left of splittable DoFn restrictions
-//! (residuals: checkpoints and split-off rests). Each is durable (an entry
-//! of the task's changelog, written in the cycle that produced it) until it
-//! is handed to the stage again after that cycle committed, not before the
-//! time its DoFn asked for; meanwhile it holds the task's output watermark.
-use std::collections::BTreeMap;
+//! (residuals: checkpoints and split-off rests). Each becomes an entry of
+//! the task's changelog in the next cycle's changes, and is handed to the
+//! stage again only once that cycle committed (before, a crash would lose
+//! it with its removal committed), and not before the time its DoFn asked
+//! for; meanwhile it holds the task's output watermark.
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::coders::{encode_varint, ByteReader};
 use crate::timestamp::{Millis, Watermark};
@@ -61,6 +62,10 @@ pub struct DeferredWork {
     next: u64,
     /// Entries changed since the last `take_changes` (`None` deletes).
     changes: Vec<(u64, Option<Vec<u8>>)>,
+    /// Entries not in a committed cycle yet: not written (`unsaved`), or
+    /// written in the cycle being committed (`saving`).
+    unsaved: BTreeSet<u64>,
+    saving: BTreeSet<u64>,
 }
 
 impl DeferredWork {
@@ -68,7 +73,30 @@ impl DeferredWork {
         let seq = self.next;
         self.next += 1;
         self.changes.push((seq, Some(encode(&d))));
+        self.unsaved.insert(seq);
         self.work.insert(seq, d);
+    }
+
+    fn durable(&self, seq: u64) -> bool {
+        !self.unsaved.contains(&seq) && !self.saving.contains(&seq)
+    }
+
+    /// Whether some entries wait to be written in a cycle.
+    pub fn has_changes(&self) -> bool {
+        !self.changes.is_empty()
+    }
+
+    /// The cycle the last `take_changes` went into committed.
+    pub fn saved(&mut self) {
+        self.saving.clear();
+    }
+
+    /// Makes everything due now (a drain: the work is truncated, and waits
+    /// for nothing).
+    pub fn all_due(&mut self) {
+        for d in self.work.values_mut() {
+            d.not_before = 0;
+        }
     }
 
     /// Restores an entry saved under `seq`.
@@ -85,9 +113,9 @@ impl DeferredWork {
         self.work.len()
     }
 
-    /// Whether some of it may run at `now`.
+    /// Whether some of it may run at `now` (durable and due).
     pub fn has_due(&self, now: Millis) -> bool {
-        self.work.values().any(|d| d.not_before <= now)
+        self.work.iter().any(|(s, d)| d.not_before <= now && self.durable(*s))
     }
 
     /// When the earliest entry not yet due becomes due.
@@ -95,9 +123,10 @@ impl DeferredWork {
         self.work.values().map(|d| d.not_before).filter(|&t| t > now).min()
     }
 
-    /// Takes, in the order deferred, up to `limit` entries due at `now`.
+    /// Takes, in the order deferred, up to `limit` durable entries due at `now`.
     pub fn release(&mut self, now: Millis, limit: usize) -> Vec<Deferred> {
-        let seqs: Vec<u64> = self.work.iter().filter(|(_, d)| d.not_before <= now).map(|(s, _)| *s).take(limit).collect();
+        let seqs: Vec<u64> =
+            self.work.iter().filter(|(s, d)| d.not_before <= now && self.durable(**s)).map(|(s, _)| *s).take(limit).collect();
         seqs.into_iter()
             .map(|s| {
                 self.changes.push((s, None));
@@ -111,7 +140,10 @@ impl DeferredWork {
         self.work.values().map(|d| Watermark::At(d.hold)).min().unwrap_or(Watermark::PosInf)
     }
 
+    /// The changes for the cycle now being written; what they add becomes
+    /// durable once that cycle committed (`saved`).
     pub fn take_changes(&mut self) -> Vec<(u64, Option<Vec<u8>>)> {
+        self.saving.append(&mut self.unsaved);
         std::mem::take(&mut self.changes)
     }
 }
@@ -125,12 +157,30 @@ mod tests {
     }
 
     #[test]
+    fn work_runs_only_once_its_cycle_committed() {
+        let mut w = DeferredWork::default();
+        w.defer(work(10, 0));
+        assert!(!w.has_due(0) && w.release(0, 9).is_empty(), "not written yet");
+        assert!(w.has_changes());
+        assert_eq!(w.take_changes().len(), 1);
+        w.defer(work(20, 0));
+        assert!(w.release(0, 9).is_empty(), "written, not committed");
+        w.saved();
+        assert_eq!(w.release(0, 9).iter().map(|d| d.hold).collect::<Vec<_>>(), [10], "the later one is in no cycle yet");
+        w.take_changes();
+        w.saved();
+        assert_eq!(w.release(0, 9).len(), 1);
+    }
+
+    #[test]
     fn work_runs_in_order_once_due_and_holds_the_watermark_meanwhile() {
         let mut w = DeferredWork::default();
         w.defer(work(30, 1_000));
         w.defer(work(10, 0));
         w.defer(work(20, 0));
         assert_eq!(w.hold_watermark(), Watermark::At(10));
+        w.take_changes();
+        w.saved();
         assert!(w.has_due(0));
         assert_eq!(w.release(500, 1).iter().map(|d| d.hold).collect::<Vec<_>>(), [10], "no more than the limit");
         assert_eq!(w.release(500, 9).iter().map(|d| d.hold).collect::<Vec<_>>(), [20], "the delayed one waits");
@@ -141,8 +191,19 @@ mod tests {
         assert!(w.is_empty());
         assert_eq!((w.hold_watermark(), w.next_due(0)), (Watermark::PosInf, None));
         let changes = w.take_changes();
-        assert_eq!(changes.len(), 6, "three deferred, three released");
-        assert_eq!(changes[3], (1, None));
+        assert_eq!(changes.len(), 3, "three released");
+        assert_eq!(changes[0], (1, None));
+    }
+
+    #[test]
+    fn a_drain_makes_delayed_work_due() {
+        let mut w = DeferredWork::default();
+        w.defer(work(1, i64::MAX));
+        w.take_changes();
+        w.saved();
+        assert!(!w.has_due(10));
+        w.all_due();
+        assert_eq!(w.release(10, 9).len(), 1);
     }
 
     #[test]

@@ -37,6 +37,9 @@ impl StageActor {
         };
         ctx.spawn(run.into_actor(self).map(|result, act, ctx| {
             act.finalizing -= 1;
+            if act.stopping && act.finalizing == 0 {
+                return ctx.stop();
+            }
             match result {
                 Ok(()) => act.start_next(ctx),
                 Err(e) => {

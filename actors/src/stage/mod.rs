@@ -107,8 +107,12 @@ pub struct StageActor {
     to_finalize: Vec<(u64, String)>,
     /// The last bundle each answered flush covered, until its cycle committed.
     flushed: BTreeMap<u64, u64>,
-    /// Finalizations running: bundles wait for them.
+    /// Finalizations running: bundles wait for them, and so does a stop.
     finalizing: usize,
+    stopping: bool,
+    /// The last split deferred a whole bundle of restrictions (split before
+    /// its first began): the next one keeps the first element.
+    whole_bundle_deferred: bool,
 }
 
 impl StageActor {
@@ -133,6 +137,8 @@ impl StageActor {
             to_finalize: Vec::new(),
             flushed: BTreeMap::new(),
             finalizing: 0,
+            stopping: false,
+            whole_bundle_deferred: false,
         }
     }
 
@@ -179,7 +185,10 @@ impl StageActor {
         let kafka_sinks = self.spec.kafka_sinks.clone();
         let producer = self.spec.producer.clone();
         let state = self.spec.state.clone();
-        let splittable: Vec<String> = self.spec.residual_sources.values().cloned().collect();
+        // A slow start_bundle could see every split cut before the first
+        // restriction began; after one such split, the next keeps it.
+        let splittable: Vec<String> =
+            if self.whole_bundle_deferred { Vec::new() } else { self.spec.residual_sources.values().cloned().collect() };
         let started = Instant::now();
         let inputs = Arc::new(inputs);
         let (split_tx, split_rx) = oneshot::channel();
@@ -384,7 +393,11 @@ impl Handler<Shutdown> for StageActor {
     type Result = ();
 
     fn handle(&mut self, _: Shutdown, ctx: &mut Context<Self>) {
-        ctx.stop();
+        // Callbacks of committed bundles run first (each waits at most a minute).
+        self.stopping = true;
+        if self.finalizing == 0 {
+            ctx.stop();
+        }
     }
 }
 

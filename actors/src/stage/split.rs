@@ -99,6 +99,9 @@ impl StageActor {
                 Ok(StageResidual { source: source.clone(), element: r.element, delay_ms: r.delay_ms, output_watermark: r.output_watermark })
             })
             .collect::<Result<Vec<_>, String>>()?;
+        if !self.spec.residual_sources.is_empty() && !split.channels.is_empty() {
+            self.whole_bundle_deferred = split.channels.iter().all(|c| c.first_residual == 0) && residuals.is_empty();
+        }
         let mut deferred: Vec<(String, Vec<Vec<u8>>)> = Vec::new();
         for s in &split.channels {
             if let Some(input) = running.inputs.iter().find(|i| i.transform_id == s.transform_id) {

@@ -214,12 +214,14 @@ impl TaskSupervisor {
             Ok(c) => c,
             Err(e) => return self.fail(ctx, format!("task {}: {e}", self.cfg.task)),
         };
+        // Bundles the cycle covered may be finalized now, before the stage
+        // starts the next bundle.
+        self.stage.do_send(Committed { id: c.id });
         if self.cfg.transactional {
             self.stage.do_send(Resume);
         }
-        // Bundles the cycle covered may be finalized now.
-        self.stage.do_send(Committed { id: c.id });
-        self.deferred_ready = true;
+        // Deferred work this cycle wrote is durable: it may run again.
+        self.deferred.saved();
         for route in self.cfg.inputs.values_mut() {
             if let Some(src) = route.source.as_mut() {
                 src.committed_through(c.id);

@@ -84,7 +84,7 @@ impl TaskSupervisor {
             // cycle's worth).
             // Delayed residuals not yet due do not hold up other input.
             if self.deferred.has_due(now_millis()) {
-                if !self.deferred_ready || self.cycles.is_open() {
+                if self.cycles.is_open() {
                     break;
                 }
                 self.release_deferred();
@@ -308,8 +308,8 @@ impl TaskSupervisor {
 
     /// Work a bundle handed back: elements a split left unprocessed (they
     /// were in flight) and splittable DoFn residuals (new work). Durable
-    /// state of the open cycle (written with its flush's changes), handed
-    /// over again after it.
+    /// state of the cycle that takes them (the open one's flush, or the
+    /// next), handed over again once it committed.
     pub(super) fn take_deferred(&mut self, unprocessed: Vec<(String, Vec<Vec<u8>>)>, residuals: Vec<StageResidual>) -> Result<(), String> {
         for (source, elements) in unprocessed {
             let coder = self.window_coders.get(&source).ok_or_else(|| format!("no window coder for {source}"))?.clone();
@@ -329,10 +329,11 @@ impl TaskSupervisor {
                 None => windowed::split(&r.element, coder)?.timestamp,
             };
             self.residuals_total += 1;
-            let not_before = now.saturating_add(r.delay_ms.min(i64::MAX as u64) as i64);
+            // A draining job waits for nothing: the work is truncated.
+            let delay = if self.draining { 0 } else { r.delay_ms.min(i64::MAX as u64) as i64 };
+            let not_before = now.saturating_add(delay);
             self.deferred.defer(Deferred { source: r.source, element: r.element, hold, not_before });
         }
-        self.deferred_ready = false;
         Ok(())
     }
 

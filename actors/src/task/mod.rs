@@ -191,7 +191,8 @@ pub struct TaskSupervisor {
     /// splittable DoFns); handed to it again once the cycle it was deferred
     /// in committed, and not before the time a residual asked for.
     deferred: DeferredWork,
-    deferred_ready: bool,
+    /// The job drains: residuals wait for no delay.
+    draining: bool,
     /// A wake-up is set for the earliest delayed residual (ms).
     deferred_wake: Option<i64>,
     /// How many elements split bundles handed back, in all.
@@ -294,7 +295,7 @@ impl TaskSupervisor {
             dropped_warned,
             held,
             deferred,
-            deferred_ready: true,
+            draining: false,
             deferred_wake: None,
             deferred_total: 0,
             residuals_total: 0,
@@ -381,7 +382,7 @@ impl Actor for TaskSupervisor {
             ctx.run_interval(sources::SOURCE_TICK, |act, _| act.tick_sources());
         }
         ctx.run_interval(self.cfg.commit_interval, |act, _| {
-            if act.handed != act.committed || act.output_watermark() > act.reported || act.timers_due() {
+            if act.handed != act.committed || act.output_watermark() > act.reported || act.timers_due() || act.deferred.has_changes() {
                 act.request_flush();
             }
         });
@@ -466,6 +467,9 @@ impl Handler<Drain> for TaskSupervisor {
 
     fn handle(&mut self, _: Drain, ctx: &mut Context<Self>) {
         self.stage.do_send(Drain);
+        // Delayed residuals run now: they are truncated, not waited for.
+        self.draining = true;
+        self.deferred.all_due();
         // The sources' bound ended the reads: their clocks go to the end now.
         self.tick_sources();
         self.pump(ctx);
