@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use crate::kafka::producer::{self, KafkaProducer};
 use rdkafka::consumer::BaseConsumer;
-use rdkafka::ClientConfig;
+
+use beam_kafka_runtime::kafka_io::same_cluster;
 
 use crate::job_input::JobInput;
 use crate::kafka::admin::{Admin, StartAt};
@@ -161,21 +162,16 @@ pub fn start_kafka_io(input: &JobInput) -> Result<KafkaIo, String> {
 }
 
 fn sink_producer(opts: &beam_kafka_config::RunnerOptions, sink: &beam_kafka_runtime::spec::KafkaSinkSpec) -> Result<KafkaProducer, String> {
-    let mut c = ClientConfig::new();
-    c.set("client.id", format!("{}-sink", opts.application_id))
-        // Java-compatible key partitioning: a key lands where a Java producer puts it.
-        .set("partitioner", "murmur2_random")
-        .set("enable.idempotence", "true")
-        .set("message.timeout.ms", "30000")
-        .set("socket.connection.setup.timeout.ms", "10000")
-        .set("log_level", "3");
-    for (k, v) in &sink.codec.spec.producer_config {
-        if !JAVA_ONLY_PRODUCER_KEYS.contains(&k.as_str()) {
-            c.set(k, v);
-        }
-    }
-    // A missing topic must be an error, never created by a metadata request.
-    c.set("allow.auto.create.topics", "false");
+    let own: Vec<(&str, &str)> = sink
+        .codec
+        .spec
+        .producer_config
+        .iter()
+        .filter(|(k, _)| !JAVA_ONLY_PRODUCER_KEYS.contains(&k.as_str()))
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let servers = sink.codec.spec.producer_config.get("bootstrap.servers").map(String::as_str).unwrap_or_default();
+    let c = config::sink_producer(opts, same_cluster(servers, &opts.bootstrap_servers), &own);
     producer::create(&c).map_err(|e| format!("WriteToKafka '{}': producer_config is not usable: {e}", sink.name))
 }
 

@@ -53,8 +53,20 @@ impl fmt::Display for OptionError {
 
 /// Client properties the runner sets itself; a user value would break the
 /// runner's guarantees, so it is refused rather than silently overridden.
-const RUNNER_OWNED_PROPERTIES: &[&str] =
-    &["bootstrap.servers", "group.id", "transactional.id", "enable.auto.commit", "isolation.level", "enable.idempotence"];
+/// Client properties the runner sets itself, with what to use instead.
+const RUNNER_OWNED_PROPERTIES: &[(&str, &str)] = &[
+    ("bootstrap.servers", "use --bootstrap_servers"),
+    ("group.id", "the group is the application id (--application_id)"),
+    ("transactional.id", "each task has its own, derived from the application id"),
+    ("enable.auto.commit", "tasks commit their offsets with their outputs"),
+    ("isolation.level", "it follows --processing_guarantee"),
+    ("enable.idempotence", "it follows --processing_guarantee"),
+    ("session.timeout.ms", "use --session_timeout_ms"),
+    (
+        "auto.offset.reset",
+        "runner topics are always read from their start; for a source, set auto.offset.reset in ReadFromKafka's consumer_config",
+    ),
+];
 
 struct Reader<'a> {
     values: &'a BTreeMap<String, OptionValue>,
@@ -173,8 +185,8 @@ fn parse_properties(r: &mut Reader, entries: Vec<String>) -> Vec<(String, String
         match entry.split_once('=') {
             Some((k, v)) if !k.trim().is_empty() => {
                 let key = k.trim().to_string();
-                if RUNNER_OWNED_PROPERTIES.contains(&key.as_str()) {
-                    r.fail("kafka_property", format!("'{key}' is set by the runner and cannot be overridden"));
+                if let Some((_, instead)) = RUNNER_OWNED_PROPERTIES.iter().find(|(k, _)| *k == key) {
+                    r.fail("kafka_property", format!("'{key}' is set by the runner and cannot be overridden: {instead}"));
                 } else {
                     out.push((key, v.to_string()));
                 }

@@ -231,6 +231,31 @@ mod tests {
     }
 
     #[test]
+    fn the_process_stage_reads_spread_restrictions_and_knows_where_residuals_go() {
+        let mut p = sdf_pipeline(false);
+        expand_splittable(&mut p);
+        let g = PipelineGraph::new(&p).unwrap();
+        let plan = crate::topology::TopologyPlan::plan(&g, "app", 4).unwrap();
+        let lowered = crate::lower::lower(&g, &plan, "job", "localhost:1").unwrap();
+        let (process, descriptors) =
+            lowered.iter().find(|(s, _)| !s.residual_sources.is_empty()).expect("a sub-topology runs the process step");
+        let source = crate::descriptor::source_id("read/sdf/sized");
+        assert_eq!(process.residual_sources["read/sdf/Process"], source);
+        assert_eq!(process.partitions, 4, "one task per edge partition");
+        assert_eq!(descriptors.len(), 2, "its descriptor and its drain descriptor");
+        assert_eq!(process.drain_descriptor_id.as_deref(), Some(descriptors[1].id.as_str()));
+        // The SDK encodes residuals with the PCollection's coder: the wire
+        // coder, whose pickled restriction is length-prefixed.
+        let d = &descriptors[0];
+        let sized = &d.pcollections["read/sdf/sized"];
+        let port = beam_kafka_proto::fn_execution::RemoteGrpcPort::decode(d.transforms[&source].spec.as_ref().unwrap().payload.as_slice())
+            .unwrap();
+        assert_eq!(d.coders[&port.coder_id].component_coder_ids[0], sized.coder_id);
+        let (upstream, _) = lowered.iter().find(|(s, _)| s.residual_sources.is_empty() && !s.outputs.is_empty()).unwrap();
+        assert!(upstream.outputs.iter().all(|o| o.spread), "split restrictions spread over the partitions");
+    }
+
+    #[test]
     fn side_inputs_go_to_the_process_step_only() {
         let mut p = sdf_pipeline(true);
         assert_eq!(expand_splittable(&mut p), 1);
