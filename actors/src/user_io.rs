@@ -116,17 +116,21 @@ pub fn start_kafka_io(input: &JobInput) -> Result<KafkaIo, String> {
                 if MANAGED_CONSUMER_KEYS.contains(&k.as_str()) {
                     continue;
                 }
+                let shown = |value: &str| beam_kafka_config::secrets::shown(k, value).to_string();
                 if let Some((who, old)) = set_by.get(k).filter(|(_, old)| old != v) {
                     return Err(format!(
-                        "ReadFromKafka '{}' sets consumer_config '{k}'='{v}', but '{who}' sets it to '{old}'; \
+                        "ReadFromKafka '{}' sets consumer_config '{k}'='{}', but '{who}' sets it to '{}'; \
                          the runner reads every topic with one consumer",
-                        src.name
+                        src.name,
+                        shown(v),
+                        shown(old)
                     ));
                 }
                 if opts.kafka_properties.iter().any(|(pk, pv)| pk == k && pv != v) {
                     return Err(format!(
-                        "ReadFromKafka '{}' sets consumer_config '{k}'='{v}', which --kafka_property sets differently",
-                        src.name
+                        "ReadFromKafka '{}' sets consumer_config '{k}'='{}', which --kafka_property sets differently",
+                        src.name,
+                        shown(v)
                     ));
                 }
                 set_by.insert(k.clone(), (src.name.clone(), v.clone()));

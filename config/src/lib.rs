@@ -3,6 +3,7 @@
 //! validation into [`RunnerOptions`]. Pure: no I/O, no dependencies.
 mod options;
 mod parse;
+pub mod secrets;
 mod value;
 
 pub use options::{OptionKind, OptionSpec, OPTIONS};

@@ -97,7 +97,7 @@ async fn prepare_and_run(job: &Arc<Job>, services: &Services, started: &mut Opti
     let spec = WorkerSpec {
         worker_id: worker_id.clone(),
         provision_info: fn_pb::ProvisionInfo {
-            pipeline_options: Some(job.options.clone()),
+            pipeline_options: Some(crate::options::redacted(&job.options, false)),
             retrieval_token: job.staging_token.clone(),
             logging_endpoint: Some(api(&fn_url)),
             artifact_endpoint: Some(api(&services.artifact_url)),

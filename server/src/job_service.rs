@@ -78,7 +78,7 @@ impl jm::job_service_server::JobService for JobService {
             .map(|j| jm::JobInfo {
                 job_id: j.id.clone(),
                 job_name: j.name.clone(),
-                pipeline_options: Some(j.options.clone()),
+                pipeline_options: Some(crate::options::redacted(&j.options, true)),
                 state: j.state().state,
             })
             .collect();

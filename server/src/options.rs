@@ -11,6 +11,48 @@ fn option_name(key: &str) -> Option<&str> {
     key.strip_prefix("beam:option:").and_then(|k| k.strip_suffix(":v1"))
 }
 
+/// The options with secrets hidden: every `--kafka_property` holding one
+/// (the runner's client credentials, which no SDK needs) and, when
+/// `secret_names`, every option whose name says it holds one (for answers
+/// to Job API clients; the harness still gets the user's own options).
+pub fn redacted(s: &Struct, secret_names: bool) -> Struct {
+    use beam_kafka_config::secrets::{is_secret, redact_entry, REDACTED};
+    let hide = |v: &Value| -> Value {
+        match &v.kind {
+            Some(Kind::StringValue(e)) => Value { kind: Some(Kind::StringValue(redact_entry(e))) },
+            Some(Kind::ListValue(l)) => Value {
+                kind: Some(Kind::ListValue(prost_types::ListValue {
+                    values: l
+                        .values
+                        .iter()
+                        .map(|x| match &x.kind {
+                            Some(Kind::StringValue(e)) => Value { kind: Some(Kind::StringValue(redact_entry(e))) },
+                            _ => x.clone(),
+                        })
+                        .collect(),
+                })),
+            },
+            _ => v.clone(),
+        }
+    };
+    let fields = s
+        .fields
+        .iter()
+        .map(|(k, v)| {
+            let name = option_name(k).unwrap_or(k);
+            let v = if name == "kafka_property" {
+                hide(v)
+            } else if secret_names && is_secret(name) {
+                Value { kind: Some(Kind::StringValue(REDACTED.into())) }
+            } else {
+                v.clone()
+            };
+            (k.clone(), v)
+        })
+        .collect();
+    Struct { fields }
+}
+
 fn convert(v: &Value) -> OptionValue {
     match &v.kind {
         None | Some(Kind::NullValue(_)) => OptionValue::Null,
@@ -97,6 +139,20 @@ pub fn check_submission(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn secrets_are_hidden_from_answers() {
+        let text = |s: &str| Value { kind: Some(Kind::StringValue(s.into())) };
+        let mut s = Struct::default();
+        let list = prost_types::ListValue { values: vec![text("sasl.password=PLANTED"), text("sasl.username=alice")] };
+        s.fields.insert("beam:option:kafka_property:v1".into(), Value { kind: Some(Kind::ListValue(list)) });
+        s.fields.insert("beam:option:db_password:v1".into(), text("PLANTED"));
+        s.fields.insert("beam:option:application_id:v1".into(), text("app"));
+        let to_client = format!("{:?}", redacted(&s, true));
+        assert!(!to_client.contains("PLANTED") && to_client.contains("alice") && to_client.contains("app"), "{to_client}");
+        let to_harness = format!("{:?}", redacted(&s, false));
+        assert_eq!(to_harness.matches("PLANTED").count(), 1, "the user's own option stays: {to_harness}");
+    }
 
     #[test]
     fn struct_keys_are_unwrapped_and_values_converted() {
