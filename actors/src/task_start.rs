@@ -275,7 +275,11 @@ async fn seek_to_commits(
     generation: Arc<AtomicU64>,
     seen: u64,
 ) -> Result<Option<HashMap<(String, i32), rdkafka::Offset>>, String> {
-    const PATIENCE: Duration = Duration::from_secs(60);
+    // Once seen (CI, a freshly created edge topic) waiting out 60 s: longer
+    // than the broker's default transaction timeout, in case a pending
+    // transactional offset commit holds librdkafka's offset lookup.
+    const PATIENCE: Duration = Duration::from_secs(150);
+    const WARN_AFTER: Duration = Duration::from_secs(10);
     let mut tpl = TopicPartitionList::new();
     for (t, p) in partitions {
         tpl.add_partition(t, *p);
@@ -288,7 +292,9 @@ async fn seek_to_commits(
         let committed =
             consumer.committed_offsets(tpl, Duration::from_secs(30)).map_err(|e| format!("cannot read committed offsets: {e}"))?;
         let mut starts = HashMap::new();
-        let deadline = Instant::now() + PATIENCE;
+        let began = Instant::now();
+        let deadline = began + PATIENCE;
+        let mut warned = false;
         for e in committed.elements() {
             let key = (e.topic().to_string(), e.partition());
             let to = match e.offset() {
@@ -302,7 +308,18 @@ async fn seek_to_commits(
                 match consumer.seek(e.topic(), e.partition(), offset, Duration::from_secs(30)) {
                     Ok(()) => break,
                     Err(_) if moved() => return Ok(None),
-                    Err(err) if fetcher_not_started(&err) && Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+                    Err(err) if fetcher_not_started(&err) && Instant::now() < deadline => {
+                        if !warned && began.elapsed() > WARN_AFTER {
+                            warned = true;
+                            tracing::warn!(
+                                "{}[{}]: librdkafka has not started fetching it after {:?} ({err}); still waiting",
+                                e.topic(),
+                                e.partition(),
+                                began.elapsed()
+                            );
+                        }
+                        std::thread::sleep(Duration::from_millis(20))
+                    }
                     Err(err) => return Err(format!("cannot move to the last commit of {}[{}]: {err}", e.topic(), e.partition())),
                 }
             }
