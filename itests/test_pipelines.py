@@ -8,7 +8,9 @@ import pytest
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.runner import PipelineState
+from apache_beam.coders import StrUtf8Coder
 from apache_beam.testing import test_stream
+from apache_beam.transforms import userstate
 
 from beam_kafka import runner as beam_kafka_runner
 from conftest import kafka_args
@@ -93,6 +95,53 @@ def test_a_bundle_of_large_elements_reaches_the_harness_whole(
       | beam.Map(collector.recorder()))
   assert p.run().wait_until_finish() == PipelineState.DONE
   assert sorted(collector.lines()) == ['900001'] * 9
+
+
+class _BagUntilTheEnd(beam.DoFn):
+  """Keeps every value of a key in bag state until the window ends."""
+  BAG = userstate.BagStateSpec('values', StrUtf8Coder())
+  END = userstate.TimerSpec('end', userstate.TimeDomain.WATERMARK)
+
+  def process(self, kv, bag=beam.DoFn.StateParam(BAG),
+              end=beam.DoFn.TimerParam(END), w=beam.DoFn.WindowParam):
+    bag.add(kv[1])
+    end.set(w.max_timestamp())
+
+  @userstate.on_timer(END)
+  def flush(self, bag=beam.DoFn.StateParam(BAG)):
+    yield 'bag:' + ','.join(str(len(v)) for v in sorted(bag.read()))
+
+
+def _slowly_made_large(i):
+  time.sleep(0.2)  # one element per bundle and commit upstream
+  return 0, '%02d' % i + 'x' * 300_000
+
+
+def test_state_larger_than_a_kafka_record_grows_over_many_commits(
+    broker, job_server, app_id, collector, tmp_path):
+  """A group and a bag of 12 x 300 kB arrive over a dozen commit cycles:
+  each commit writes the new values, never one record of the whole state
+  (which Kafka refuses above 1 MB)."""
+  p = beam.Pipeline(options=PipelineOptions(
+      portable_args(job_server) + kafka_args(broker, app_id, tmp_path / 'state')
+      + ['--max_bundle_size=1']))
+  big = (
+      p
+      | beam.Create(range(12))
+      | beam.Reshuffle()
+      | beam.Map(_slowly_made_large))
+  _ = (
+      big
+      | beam.GroupByKey()
+      | beam.Map(lambda kv: 'group:' + ','.join(str(len(v)) for v in sorted(kv[1])))
+      | 'RecordGroup' >> beam.Map(collector.recorder()))
+  _ = (
+      big
+      | beam.ParDo(_BagUntilTheEnd())
+      | 'RecordBag' >> beam.Map(collector.recorder()))
+  assert p.run().wait_until_finish() == PipelineState.DONE
+  sizes = ','.join(['300002'] * 12)
+  assert sorted(collector.lines()) == ['bag:' + sizes, 'group:' + sizes]
 
 
 def test_failing_dofn_reports_stage_and_traceback(

@@ -175,6 +175,10 @@ fn start_tasks(
                     let cell = StateCell::decode(cell).map_err(|e| format!("task {task}: unreadable user state: {e}"))?;
                     user.restore(cell, v);
                 }
+                task_state::Store::UserStateChunk { cell, seq } => {
+                    let cell = StateCell::decode(cell).map_err(|e| format!("task {task}: unreadable user state: {e}"))?;
+                    user.restore_chunk(cell, seq, v);
+                }
                 task_state::Store::Held(seq) => {
                     let (source, element) =
                         beam_kafka_runtime::held::decode(&v).map_err(|e| format!("task {task}: unreadable held element: {e}"))?;
@@ -187,6 +191,7 @@ fn start_tasks(
                 }
             }
         }
+        user.finish_restore();
         for (topic, route) in inputs.iter_mut() {
             if let (Some(gbk), Some(entries)) = (route.gbk.as_mut(), gbk_entries.get(topic)) {
                 gbk.restore(entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice())))

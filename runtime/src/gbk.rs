@@ -10,6 +10,7 @@
 //! it again from the changelog, and it holds the output watermark meanwhile.
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+use crate::chunks::Stored;
 use crate::coder::Coder;
 use crate::timestamp::{Millis, Watermark};
 use crate::windowed::{self, encode_pane, Timing, Window};
@@ -30,6 +31,8 @@ pub(crate) struct Pane {
     pub(crate) in_changes: bool,
     /// Listed in `GroupByKey::closed` (not stored).
     pub(crate) queued: bool,
+    /// What of `values` the pane's chunk entries hold (see `gbk_state`).
+    pub(crate) stored: Stored,
 }
 
 pub struct GroupByKey {
@@ -43,6 +46,8 @@ pub struct GroupByKey {
     /// Panes changed since the last `take_changes` (see `gbk_state`).
     pub(crate) dirty: BTreeSet<(Vec<u8>, Window)>,
     pub(crate) meta_dirty: bool,
+    /// Chunk entries of panes removed since the last `take_changes`, to delete.
+    pub(crate) gone: BTreeMap<(Vec<u8>, Window), Stored>,
     /// Panes whose window the watermark closed, to fire on time, oldest
     /// watermark step first.
     closed: VecDeque<(Vec<u8>, Window)>,
@@ -66,6 +71,7 @@ impl GroupByKey {
             dropped_late: 0,
             dirty: BTreeSet::new(),
             meta_dirty: false,
+            gone: BTreeMap::new(),
             closed: VecDeque::new(),
         })
     }
@@ -141,6 +147,19 @@ impl GroupByKey {
         Ok(())
     }
 
+    /// Removes a pane, remembering its chunk entries for `take_changes` to
+    /// delete; the pane it returns has none (it may move to another window).
+    fn remove_pane(&mut self, id: &(Vec<u8>, Window)) -> Option<Pane> {
+        let mut pane = self.panes.remove(id)?;
+        let stored = std::mem::take(&mut pane.stored);
+        if stored.chunks > 0 {
+            let gone = self.gone.entry(id.clone()).or_default();
+            gone.chunks = gone.chunks.max(stored.chunks);
+        }
+        self.dirty.insert(id.clone());
+        Some(pane)
+    }
+
     /// Merges `window` with the key's overlapping session windows (moving
     /// their contents) and returns the merged window.
     fn merge_into(&mut self, key: &[u8], window: Window) -> Window {
@@ -158,14 +177,13 @@ impl GroupByKey {
             if overlapping.is_empty() {
                 return Window::Interval { start, end };
             }
-            let mut merged = self.panes.remove(&(key.to_vec(), Window::Interval { start, end })).unwrap_or_default();
+            let mut merged = self.remove_pane(&(key.to_vec(), Window::Interval { start, end })).unwrap_or_default();
             for w in overlapping {
                 if let Window::Interval { start: s, end: e } = w {
                     start = start.min(s);
                     end = end.max(e);
                 }
-                let p = self.panes.remove(&(key.to_vec(), w)).expect("listed above");
-                self.dirty.insert((key.to_vec(), w));
+                let p = self.remove_pane(&(key.to_vec(), w)).expect("listed above");
                 merged.values.extend(p.values);
                 merged.min_ts = min_opt(merged.min_ts, p.min_ts);
                 merged.max_ts = max_opt(merged.max_ts, p.max_ts);
@@ -212,6 +230,7 @@ impl GroupByKey {
         pane.since_fire = 0;
         if !accumulating {
             pane.values.clear();
+            pane.stored.invalidate();
             pane.min_ts = None;
             pane.max_ts = None;
         }
@@ -236,8 +255,7 @@ impl GroupByKey {
         self.queue_closed();
         let expired: Vec<_> = self.panes.iter().filter(|((_, w), p)| !p.queued && self.expired(w)).map(|(k, _)| k.clone()).collect();
         for k in expired {
-            self.panes.remove(&k);
-            self.dirty.insert(k);
+            self.remove_pane(&k);
         }
     }
 
@@ -279,10 +297,10 @@ impl GroupByKey {
             if let Some(p) = self.panes.get_mut(&id) {
                 p.on_time_done = true;
                 p.queued = false;
+                self.dirty.insert(id.clone());
                 if expires {
-                    self.panes.remove(&id);
+                    self.remove_pane(&id);
                 }
-                self.dirty.insert(id);
             }
         }
         fired

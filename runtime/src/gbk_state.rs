@@ -3,7 +3,14 @@
 //!
 //! Entry keys: `[0]` for the GroupByKey's own progress (input watermark and
 //! late-drop count); `[1] varint(len) key window` for the pane of (key,
-//! window). A `None` value deletes the entry (a changelog tombstone).
+//! window): its timestamps and firing counts; `[2] varint(len) key window
+//! u32(i)` for chunk `i` of the pane's values (`chunks`), so a pane of any
+//! size is stored and a commit writes only the values added since the last.
+//! A `None` value deletes the entry (a changelog tombstone). A pane entry of
+//! the older layout holds its values itself; it still restores.
+use std::collections::BTreeMap;
+
+use crate::chunks::{self, Stored};
 use crate::coders::{encode_varint, ByteReader};
 use crate::gbk::{GroupByKey, Pane};
 use crate::timestamp::Watermark;
@@ -11,24 +18,52 @@ use crate::windowed::Window;
 
 const META: u8 = 0;
 const PANE: u8 = 1;
+const CHUNK: u8 = 2;
 
 pub type Entry = (Vec<u8>, Option<Vec<u8>>);
 
-fn pane_key(key: &[u8], window: &Window) -> Vec<u8> {
-    let mut out = vec![PANE];
+type PaneId = (Vec<u8>, Window);
+
+fn pane_key(kind: u8, key: &[u8], window: &Window) -> Vec<u8> {
+    let mut out = vec![kind];
     encode_varint(key.len() as u64, &mut out);
     out.extend_from_slice(key);
     window.encode(&mut out);
     out
 }
 
-fn encode_pane_state(p: &Pane) -> Vec<u8> {
-    let mut out = Vec::new();
-    encode_varint(p.values.len() as u64, &mut out);
-    for v in &p.values {
-        encode_varint(v.len() as u64, &mut out);
+fn chunk_key(id: &PaneId) -> impl Fn(u32) -> Vec<u8> {
+    let head = pane_key(CHUNK, &id.0, &id.1);
+    move |i| {
+        let mut k = head.clone();
+        k.extend_from_slice(&i.to_be_bytes());
+        k
+    }
+}
+
+fn encode_values(values: &[Vec<u8>], out: &mut Vec<u8>) {
+    for v in values {
+        encode_varint(v.len() as u64, out);
         out.extend_from_slice(v);
     }
+}
+
+/// The whole values of a chunk stream, and whether it ended after one.
+fn decode_values(buf: &[u8]) -> (Vec<Vec<u8>>, bool) {
+    let mut c = ByteReader::new(buf);
+    let mut out = Vec::new();
+    while c.at < buf.len() {
+        let Ok(len) = c.varint() else { return (out, false) };
+        let Ok(v) = c.take(len as usize) else { return (out, false) };
+        out.push(v.to_vec());
+    }
+    (out, true)
+}
+
+/// The pane's entry: everything but its values, which are in chunks.
+fn encode_pane_state(p: &Pane) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode_varint(0, &mut out);
     for ts in [p.min_ts, p.max_ts] {
         match ts {
             None => out.push(0),
@@ -71,7 +106,15 @@ fn decode_pane_state(buf: &[u8]) -> Result<Pane, String> {
         since_fire,
         in_changes: false,
         queued: false,
+        stored: Stored::default(),
     })
+}
+
+fn decode_id(k: &[u8], window_coder: &crate::coder::Coder) -> Result<PaneId, String> {
+    let mut c = ByteReader { buf: k, at: 1 };
+    let len = c.varint()? as usize;
+    let key = c.take(len)?.to_vec();
+    Ok((key, Window::decode(&k[c.at..], window_coder)?))
 }
 
 impl GroupByKey {
@@ -85,17 +128,29 @@ impl GroupByKey {
             out.push((vec![META], Some(v)));
         }
         for id in std::mem::take(&mut self.dirty) {
-            let value = self.panes.get_mut(&id).map(|p| {
-                p.in_changes = false;
-                encode_pane_state(p)
-            });
-            out.push((pane_key(&id.0, &id.1), value));
+            let gone = self.gone.remove(&id);
+            let Some(p) = self.panes.get_mut(&id) else {
+                chunks::delete(gone.unwrap_or_default(), chunk_key(&id), &mut out);
+                out.push((pane_key(PANE, &id.0, &id.1), None));
+                continue;
+            };
+            p.in_changes = false;
+            if let Some(g) = gone {
+                // The window's earlier pane was removed and a new one began.
+                p.stored.chunks = p.stored.chunks.max(g.chunks);
+                p.stored.invalidate();
+            }
+            let mut appended = Vec::new();
+            encode_values(&p.values[p.stored.len.min(p.values.len())..], &mut appended);
+            chunks::write(&mut p.stored, p.values.len(), &appended, chunk_key(&id), &mut out);
+            out.push((pane_key(PANE, &id.0, &id.1), Some(encode_pane_state(p))));
         }
         out
     }
 
     /// Rebuilds the state from stored entries (the latest value per key).
     pub fn restore<'a>(&mut self, entries: impl IntoIterator<Item = (&'a [u8], &'a [u8])>) -> Result<(), String> {
+        let mut pane_chunks: BTreeMap<PaneId, BTreeMap<u32, Vec<u8>>> = BTreeMap::new();
         for (k, v) in entries {
             match k.first() {
                 Some(&META) => {
@@ -104,17 +159,39 @@ impl GroupByKey {
                     self.dropped_late = c.varint()?;
                 }
                 Some(&PANE) => {
-                    let mut c = ByteReader { buf: k, at: 1 };
-                    let len = c.varint()? as usize;
-                    let key = c.take(len)?.to_vec();
-                    let window = Window::decode(&k[c.at..], &self.spec.window_coder)?;
-                    self.panes.insert((key, window), decode_pane_state(v)?);
+                    let id = decode_id(k, &self.spec.window_coder)?;
+                    self.panes.insert(id, decode_pane_state(v)?);
+                }
+                Some(&CHUNK) => {
+                    let (head, seq) = chunks::split_seq(k)?;
+                    let id = decode_id(head, &self.spec.window_coder)?;
+                    pane_chunks.entry(id).or_default().insert(seq, v.to_vec());
                 }
                 _ => return Err("unknown GroupByKey state entry".into()),
             }
         }
         self.dirty.clear();
         self.meta_dirty = false;
+        for (id, pieces) in pane_chunks {
+            let restored = chunks::assemble(pieces);
+            let (values, clean) = decode_values(&restored.bytes);
+            let Some(p) = self.panes.get_mut(&id) else {
+                // Chunks of a pane whose entry was never written (an
+                // interrupted at-least-once commit): deleted at the next one.
+                self.gone.insert(id.clone(), Stored { chunks: restored.chunks, len: 0 });
+                self.dirty.insert(id);
+                continue;
+            };
+            let legacy = !p.values.is_empty();
+            let whole = restored.complete && clean;
+            p.values.extend(values);
+            p.stored = Stored { chunks: restored.chunks, len: if legacy || !whole { 0 } else { p.values.len() } };
+            if !whole {
+                // A partial chunk from an interrupted at-least-once write.
+                p.in_changes = true;
+                self.dirty.insert(id);
+            }
+        }
         // Windows closed before the last commit that had not fired yet.
         self.queue_closed();
         Ok(())
@@ -126,6 +203,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
+    use crate::coder::Coder;
     use crate::gbk_fixtures::{interval_element, interval_gbk};
 
     fn gbk(merging: bool) -> GroupByKey {
@@ -177,12 +255,17 @@ mod tests {
         let mut out = Vec::new();
         g.add(&element(1, 0, 10, "k", 1), &mut out).unwrap();
         let first = g.take_changes();
-        assert_eq!(first.len(), 1);
-        assert!(first[0].1.is_some());
+        assert_eq!(first.len(), 2, "one chunk of values and the pane: {first:?}");
+        assert!(first.iter().all(|(_, v)| v.is_some()));
         g.advance(Watermark::PosInf, &mut out);
         let after = g.take_changes();
         assert_eq!(after[0].0, vec![META]);
-        assert_eq!(after[1], (first[0].0.clone(), None), "the expired pane is deleted");
+        let deleted: Vec<_> = after[1..].iter().filter(|(_, v)| v.is_none()).map(|(k, _)| k.clone()).collect();
+        let mut written: Vec<_> = first.iter().map(|(k, _)| k.clone()).collect();
+        written.sort();
+        let mut deleted_sorted = deleted.clone();
+        deleted_sorted.sort();
+        assert_eq!(deleted_sorted, written, "the expired pane and its chunk are deleted");
         assert_eq!(out.len(), 1);
     }
 
@@ -191,9 +274,112 @@ mod tests {
         let mut g = gbk(false);
         let mut out = Vec::new();
         g.add(&element(1, 0, 10, "k", 1), &mut out).unwrap();
-        let (k, v) = g.take_changes().remove(0);
+        let (k, v) = g.take_changes().into_iter().find(|(k, _)| k[0] == PANE).unwrap();
         let v = v.unwrap();
         let mut fresh = gbk(false);
         assert!(fresh.restore([(k.as_slice(), &v[..v.len() - 1])]).is_err());
+    }
+
+    fn bytes_gbk(accumulating: bool) -> GroupByKey {
+        let mut spec = interval_gbk(false).spec.clone();
+        spec.accumulating = accumulating;
+        spec.trigger = crate::windowing::Trigger::RepeatedCount(1000);
+        GroupByKey::new(spec, &Coder::Kv(Box::new(Coder::StringUtf8), Box::new(Coder::Bytes))).unwrap()
+    }
+
+    fn big(ts: i64, key: &str, fill: u8, len: usize) -> Vec<u8> {
+        let mut kv = Vec::new();
+        crate::coders::encode_nested_bytes(key.as_bytes(), &mut kv);
+        crate::coders::encode_nested_bytes(&vec![fill; len], &mut kv);
+        let mut out = Vec::new();
+        crate::windowed::encode(ts, &Window::Interval { start: 0, end: 100 }, &[0x0f], &kv, &mut out);
+        out
+    }
+
+    fn restored(store: &BTreeMap<Vec<u8>, Vec<u8>>, accumulating: bool) -> GroupByKey {
+        let mut g = bytes_gbk(accumulating);
+        g.restore(store.iter().map(|(k, v)| (k.as_slice(), v.as_slice()))).unwrap();
+        g
+    }
+
+    #[test]
+    fn a_pane_larger_than_a_kafka_record_is_stored_in_small_entries_written_once() {
+        let mut g = bytes_gbk(false);
+        let mut store = BTreeMap::new();
+        let mut out = Vec::new();
+        let mut written = 0;
+        for i in 0..12 {
+            g.add(&big(i, "k", i as u8, 900_000), &mut out).unwrap();
+            let changes = g.take_changes();
+            assert!(changes.iter().all(|(_, v)| v.as_ref().is_none_or(|v| v.len() <= chunks::CHUNK_BYTES)));
+            let bytes: usize = changes.iter().filter_map(|(_, v)| v.as_ref()).map(|v| v.len()).sum();
+            assert!(bytes < 1_000_000, "a commit writes the value added, not the pane: {bytes} bytes");
+            written += bytes;
+            apply(&mut store, changes);
+        }
+        assert!(written < 12 * 1_000_000);
+        let mut back = restored(&store, false);
+        assert!(back.take_changes().is_empty());
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        g.advance(Watermark::PosInf, &mut a);
+        back.advance(Watermark::PosInf, &mut b);
+        assert_eq!(a.len(), 1);
+        assert!(a[0].len() > 12 * 900_000);
+        assert_eq!(a, b, "the restored pane fires the same values");
+        apply(&mut store, back.take_changes());
+        assert_eq!(store.keys().filter(|k| k[0] != META).count(), 0, "a fired, expired pane leaves nothing");
+    }
+
+    /// A pane's values, short enough to print: (length, first byte).
+    fn summary(g: &GroupByKey) -> Vec<Vec<(usize, u8)>> {
+        g.panes.values().map(|p| p.values.iter().map(|v| (v.len(), v[v.len() - 1])).collect()).collect()
+    }
+
+    #[test]
+    fn a_discarding_firing_rewrites_and_an_accumulating_one_appends() {
+        for accumulating in [false, true] {
+            let mut g = bytes_gbk(accumulating);
+            g.spec.trigger = crate::windowing::Trigger::RepeatedCount(2);
+            let mut store = BTreeMap::new();
+            let mut fired = Vec::new();
+            for i in 0..7 {
+                g.add(&big(i, "k", i as u8, 300_000), &mut fired).unwrap();
+                apply(&mut store, g.take_changes());
+                let back = restored(&store, accumulating);
+                assert_eq!(summary(&back), summary(&g), "accumulating={accumulating}, after element {i}");
+                let stored = store.len();
+                assert!(stored <= 2 + 2 * (i as usize + 1), "{stored} entries: stale chunks are deleted");
+            }
+            assert_eq!(fired.len(), 3);
+        }
+    }
+
+    #[test]
+    fn chunks_without_their_pane_are_deleted_and_old_whole_panes_still_restore() {
+        // The older layout: the pane entry holds its values.
+        let mut legacy = Vec::new();
+        encode_varint(2, &mut legacy);
+        for v in [b"\x05".as_slice(), b"\x07"] {
+            encode_varint(v.len() as u64, &mut legacy);
+            legacy.extend_from_slice(v);
+        }
+        legacy.extend_from_slice(&[1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0]);
+        let window = Window::Interval { start: 0, end: 10 };
+        let mut key = Vec::new();
+        crate::coders::encode_nested_bytes(b"k", &mut key);
+        let orphan = chunk_key(&(key.clone(), Window::Interval { start: 20, end: 30 }))(0);
+        let mut g = gbk(false);
+        g.restore([(pane_key(PANE, &key, &window).as_slice(), legacy.as_slice()), (orphan.as_slice(), b"\x01\x09".as_slice())]).unwrap();
+        let changes = g.take_changes();
+        assert_eq!(changes.len(), 2, "the orphan chunk and its (absent) pane are deleted: {changes:?}");
+        assert!(changes.iter().any(|(k, v)| *k == orphan && v.is_none()));
+        let mut out = Vec::new();
+        g.add(&element(3, 0, 10, "k", 9), &mut out).unwrap();
+        let mut store = BTreeMap::new();
+        store.insert(pane_key(PANE, &key, &window), legacy.clone());
+        apply(&mut store, g.take_changes());
+        let mut back = gbk(false);
+        back.restore(store.iter().map(|(k, v)| (k.as_slice(), v.as_slice()))).unwrap();
+        assert_eq!(back.panes[&(key, window)].values, vec![vec![5], vec![7], vec![9]], "rewritten in the new layout");
     }
 }

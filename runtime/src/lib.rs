@@ -1,6 +1,7 @@
 //! The pure core of beam-kafka: what a pipeline means and how it maps onto
 //! Kafka, with no I/O, no async, no gRPC and no Kafka client. Everything here is
 //! unit-tested without a broker.
+pub mod chunks;
 pub mod coder;
 pub mod coders;
 pub mod deferred;

@@ -9,6 +9,7 @@ const HELD: u64 = 2;
 const USER_STATE: u64 = 3;
 const TIMER: u64 = 4;
 const DEFERRED: u64 = 5;
+const USER_STATE_CHUNK: u64 = 6;
 
 /// Which store an entry belongs to.
 #[derive(Debug, PartialEq, Eq)]
@@ -21,8 +22,14 @@ pub enum Store<'a> {
     },
     /// A main-input element waiting for side inputs (`held`), by sequence.
     Held(u64),
-    /// A cell of a stateful ParDo's user state (`user_state::StateCell`).
+    /// A cell of a stateful ParDo's user state (`user_state::StateCell`),
+    /// whole: the older layout.
     UserState(&'a [u8]),
+    /// Chunk `seq` of a cell of user state (`chunks`).
+    UserStateChunk {
+        cell: &'a [u8],
+        seq: u32,
+    },
     /// A pending timer (`timers::TimerId`).
     Timer(&'a [u8]),
     /// An element a split bundle did not process (`held` encoding), by sequence.
@@ -65,6 +72,15 @@ pub fn user_state_key(cell: &[u8]) -> Vec<u8> {
     out
 }
 
+pub fn user_state_chunk_key(cell: &[u8], seq: u32) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode_varint(USER_STATE_CHUNK, &mut out);
+    encode_varint(cell.len() as u64, &mut out);
+    out.extend_from_slice(cell);
+    out.extend_from_slice(&seq.to_be_bytes());
+    out
+}
+
 pub fn timer_key(id: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
     encode_varint(TIMER, &mut out);
@@ -90,6 +106,12 @@ pub fn split(key: &[u8]) -> Result<Store<'_>, String> {
             Ok(Store::Deferred(u64::from_be_bytes(raw)))
         }
         USER_STATE => Ok(Store::UserState(&key[r.at..])),
+        USER_STATE_CHUNK => {
+            let len = r.varint()? as usize;
+            let cell = r.take(len)?;
+            let raw: [u8; 4] = r.take(4)?.try_into().map_err(|_| "bad user state chunk key")?;
+            Ok(Store::UserStateChunk { cell, seq: u32::from_be_bytes(raw) })
+        }
         TIMER => Ok(Store::Timer(&key[r.at..])),
         other => Err(format!("unknown state store {other}")),
     }
@@ -108,6 +130,8 @@ mod tests {
         assert_eq!(split(&deferred_key(7)).unwrap(), Store::Deferred(7));
         assert!(split(&deferred_key(7)[..5]).is_err());
         assert_eq!(split(&user_state_key(&[4, 2])).unwrap(), Store::UserState(&[4, 2]));
+        assert_eq!(split(&user_state_chunk_key(&[4, 2], 9)).unwrap(), Store::UserStateChunk { cell: &[4, 2], seq: 9 });
+        assert!(split(&user_state_chunk_key(&[4, 2], 9)[..5]).is_err());
         assert!(split(&[9]).is_err());
         assert!(split(&k[..4]).is_err());
     }

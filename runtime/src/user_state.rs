@@ -5,9 +5,16 @@
 //! set state) has one cell per map key. Bundles read
 //! and change it through the State API; the task persists what changed in
 //! its commit cycle, so state and input offsets commit together.
+//!
+//! A cell is stored as chunk entries (`chunks`): a bag grows by appends, and
+//! a commit writes only what was appended, however large the bag. A cell of
+//! the older layout is one whole entry; it still restores and is rewritten
+//! as chunks when it next changes.
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::chunks::{self, Entry, Stored};
 use crate::coders::{encode_varint, ByteReader};
+use crate::task_state;
 
 pub const BAG_PROTOCOL: &str = "beam:user_state:bag:v1";
 pub const ORDERED_LIST_PROTOCOL: &str = "beam:user_state:ordered_list:v1";
@@ -72,6 +79,18 @@ impl StateCell {
 pub struct UserState {
     bags: BTreeMap<StateCell, Vec<u8>>,
     dirty: BTreeSet<StateCell>,
+    /// What of each cell its chunk entries hold (also of cleared cells
+    /// until their chunks are deleted).
+    stored: BTreeMap<StateCell, Stored>,
+    /// Cells restored from a whole entry of the older layout.
+    legacy: BTreeSet<StateCell>,
+    /// Chunks read back while restoring, assembled by `finish_restore`.
+    restoring: BTreeMap<StateCell, BTreeMap<u32, Vec<u8>>>,
+}
+
+fn chunk_key(cell: &StateCell) -> impl Fn(u32) -> Vec<u8> {
+    let cell = cell.encode();
+    move |i| task_state::user_state_chunk_key(&cell, i)
 }
 
 impl UserState {
@@ -86,6 +105,14 @@ impl UserState {
 
     pub fn clear(&mut self, cell: StateCell) {
         self.bags.remove(&cell);
+        self.rewritten(cell);
+    }
+
+    /// The cell changed other than by appending: it is written anew.
+    fn rewritten(&mut self, cell: StateCell) {
+        if let Some(s) = self.stored.get_mut(&cell) {
+            s.invalidate();
+        }
         self.dirty.insert(cell);
     }
 
@@ -101,7 +128,7 @@ impl UserState {
         all.extend(entries(data)?.into_iter().map(|(k, e)| (k, e.to_vec())));
         all.sort_by_key(|(k, _)| *k);
         self.bags.insert(cell.clone(), all.into_iter().flat_map(|(_, e)| e).collect());
-        self.dirty.insert(cell);
+        self.rewritten(cell);
         Ok(())
     }
 
@@ -114,7 +141,7 @@ impl UserState {
         } else {
             self.bags.insert(cell.clone(), kept);
         }
-        self.dirty.insert(cell);
+        self.rewritten(cell);
         Ok(())
     }
 
@@ -156,20 +183,54 @@ impl UserState {
         }
     }
 
-    /// What changed since the last call: (cell, contents; `None` deletes).
-    pub fn take_changes(&mut self) -> Vec<(StateCell, Option<Vec<u8>>)> {
-        std::mem::take(&mut self.dirty)
-            .into_iter()
-            .map(|c| {
-                let v = self.bags.get(&c).cloned();
-                (c, v)
-            })
-            .collect()
+    /// The task-state entries changed since the last call.
+    pub fn take_changes(&mut self) -> Vec<Entry> {
+        let mut out = Vec::new();
+        for cell in std::mem::take(&mut self.dirty) {
+            let mut stored = self.stored.remove(&cell).unwrap_or_default();
+            if self.legacy.remove(&cell) {
+                out.push((task_state::user_state_key(&cell.encode()), None));
+                stored.invalidate();
+            }
+            match self.bags.get(&cell) {
+                None => chunks::delete(stored, chunk_key(&cell), &mut out),
+                Some(bytes) => {
+                    if stored.len > bytes.len() {
+                        stored.invalidate();
+                    }
+                    let from = stored.len;
+                    chunks::write(&mut stored, bytes.len(), &bytes[from..], chunk_key(&cell), &mut out);
+                    self.stored.insert(cell, stored);
+                }
+            }
+        }
+        out
     }
 
-    /// Restores a cell from the task's store.
+    /// Restores a cell from a whole entry of the older layout.
     pub fn restore(&mut self, cell: StateCell, contents: Vec<u8>) {
-        self.bags.insert(cell, contents);
+        self.legacy.insert(cell.clone());
+        self.bags.entry(cell).or_insert(contents);
+    }
+
+    /// Restores chunk `seq` of a cell; `finish_restore` puts the cell together.
+    pub fn restore_chunk(&mut self, cell: StateCell, seq: u32, bytes: Vec<u8>) {
+        self.restoring.entry(cell).or_default().insert(seq, bytes);
+    }
+
+    pub fn finish_restore(&mut self) {
+        for (cell, pieces) in std::mem::take(&mut self.restoring) {
+            let restored = chunks::assemble(pieces);
+            let mut stored = Stored { chunks: restored.chunks, len: restored.bytes.len() };
+            if !restored.complete {
+                // An interrupted at-least-once write: rewritten next commit.
+                stored.invalidate();
+                self.dirty.insert(cell.clone());
+            }
+            // Chunks are newer than a whole entry of the same cell.
+            self.bags.insert(cell.clone(), restored.bytes);
+            self.stored.insert(cell, stored);
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -187,6 +248,81 @@ mod tests {
 
     fn map_entry(key: &[u8], map_key: &[u8]) -> StateCell {
         StateCell { state_id: "m".into(), map_key: Some(map_key.to_vec()), ..cell(key, b"") }
+    }
+
+    /// The cells the entries touch: (cell, written rather than deleted).
+    fn touched(changes: Vec<Entry>) -> Vec<(StateCell, bool)> {
+        let mut out: Vec<(StateCell, bool)> = Vec::new();
+        for (k, v) in changes {
+            let task_state::Store::UserStateChunk { cell, .. } = task_state::split(&k).unwrap() else { panic!("not a chunk") };
+            let c = StateCell::decode(cell).unwrap();
+            if out.last().is_none_or(|(last, _)| *last != c) {
+                out.push((c, v.is_some()));
+            }
+        }
+        out
+    }
+
+    fn apply(store: &mut BTreeMap<Vec<u8>, Vec<u8>>, changes: Vec<Entry>) {
+        for (k, v) in changes {
+            match v {
+                Some(v) => store.insert(k, v),
+                None => store.remove(&k),
+            };
+        }
+    }
+
+    /// What a task restores from the store.
+    fn reloaded(store: &BTreeMap<Vec<u8>, Vec<u8>>) -> UserState {
+        let mut s = UserState::default();
+        for (k, v) in store {
+            match task_state::split(k).unwrap() {
+                task_state::Store::UserStateChunk { cell, seq } => s.restore_chunk(StateCell::decode(cell).unwrap(), seq, v.clone()),
+                task_state::Store::UserState(cell) => s.restore(StateCell::decode(cell).unwrap(), v.clone()),
+                other => panic!("{other:?}"),
+            }
+        }
+        s.finish_restore();
+        s
+    }
+
+    #[test]
+    fn a_bag_larger_than_a_kafka_record_is_written_a_chunk_at_a_time() {
+        let mut s = UserState::default();
+        let mut store = BTreeMap::new();
+        let c = cell(b"k", b"");
+        for i in 0..8u8 {
+            s.append(c.clone(), &vec![i; 700_000]);
+            let changes = s.take_changes();
+            let bytes: usize = changes.iter().filter_map(|(_, v)| v.as_ref()).map(|v| v.len()).sum();
+            assert_eq!(bytes, 700_000, "only the appended bytes are written");
+            assert!(changes.iter().all(|(_, v)| v.as_ref().is_none_or(|v| v.len() <= chunks::CHUNK_BYTES)));
+            apply(&mut store, changes);
+        }
+        assert_eq!(reloaded(&store).get(&c), s.get(&c));
+        // A read-modify-write (clear, then append) rewrites and drops the rest.
+        s.clear(c.clone());
+        s.append(c.clone(), b"small");
+        apply(&mut store, s.take_changes());
+        assert_eq!(store.len(), 1);
+        let mut back = reloaded(&store);
+        assert_eq!(back.get(&c), b"small");
+        back.append(c.clone(), b"+more");
+        apply(&mut store, back.take_changes());
+        assert_eq!(reloaded(&store).get(&c), b"small+more");
+    }
+
+    #[test]
+    fn a_whole_cell_of_the_older_layout_restores_and_is_replaced_by_chunks() {
+        let c = cell(b"k", b"");
+        let mut store = BTreeMap::from([(task_state::user_state_key(&c.encode()), b"old".to_vec())]);
+        let mut s = reloaded(&store);
+        assert_eq!(s.get(&c), b"old");
+        assert!(s.take_changes().is_empty());
+        s.append(c.clone(), b"+new");
+        apply(&mut store, s.take_changes());
+        assert!(!store.contains_key(&task_state::user_state_key(&c.encode())), "the whole entry is gone");
+        assert_eq!(reloaded(&store).get(&c), b"old+new");
     }
 
     #[test]
@@ -209,7 +345,7 @@ mod tests {
         assert!(s.map_keys(&map).is_empty());
         assert_eq!(s.map_keys(&map_entry(b"other", b"")), b"\x01z");
         assert_eq!(s.get(&cell(b"user", b"")), &[7]);
-        assert_eq!(s.take_changes(), [(map_entry(b"user", b"\x01b"), None)]);
+        assert_eq!(touched(s.take_changes()), [(map_entry(b"user", b"\x01b"), false)]);
     }
 
     #[test]
@@ -219,12 +355,20 @@ mod tests {
         s.append(cell(b"a", b""), &[2]);
         s.append(cell(b"b", b""), &[3]);
         assert_eq!(s.get(&cell(b"a", b"")), &[1, 2]);
+        let mut store = BTreeMap::new();
         let changes = s.take_changes();
-        assert_eq!(changes, [(cell(b"a", b""), Some(vec![1, 2])), (cell(b"b", b""), Some(vec![3]))]);
+        assert_eq!(touched(changes.clone()), [(cell(b"a", b""), true), (cell(b"b", b""), true)]);
+        apply(&mut store, changes);
+        assert_eq!(reloaded(&store).get(&cell(b"a", b"")), &[1, 2]);
         assert!(s.take_changes().is_empty());
         s.clear(cell(b"a", b""));
         assert!(s.get(&cell(b"a", b"")).is_empty());
-        assert_eq!(s.take_changes(), [(cell(b"a", b""), None)]);
+        let changes = s.take_changes();
+        assert_eq!(touched(changes.clone()), [(cell(b"a", b""), false)]);
+        apply(&mut store, changes);
+        let back = reloaded(&store);
+        assert!(back.get(&cell(b"a", b"")).is_empty());
+        assert_eq!(back.get(&cell(b"b", b"")), &[3]);
     }
 
     #[test]
@@ -236,7 +380,7 @@ mod tests {
         s.expire(|c| c.window == b"old");
         assert!(s.get(&cell(b"a", b"old")).is_empty());
         assert_eq!(s.get(&cell(b"a", b"new")), &[2]);
-        assert_eq!(s.take_changes(), [(cell(b"a", b"old"), None)]);
+        assert_eq!(touched(s.take_changes()), [(cell(b"a", b"old"), false)]);
     }
 
     fn entry(key: i64, value: &[u8]) -> Vec<u8> {

@@ -89,7 +89,7 @@ impl TaskSupervisor {
         let deferred_hold = self.deferred.hold_watermark();
         let Some(c) = self.cycles.open_mut() else { return };
         c.metrics = metrics;
-        c.changes.extend(user_changes.into_iter().map(|(cell, v)| (task_state::user_state_key(&cell.encode()), v)));
+        c.changes.extend(user_changes);
         c.changes.extend(timer_changes.into_iter().map(|(id, t)| (task_state::timer_key(&id.encode()), t.map(|t| t.encode()))));
         c.changes.extend(deferred_changes.into_iter().map(|(seq, v)| (task_state::deferred_key(seq), v)));
         c.watermark = c.watermark.min(timer_hold).min(deferred_hold);
