@@ -4,6 +4,8 @@
 #   kafka.sh start [PORT]     start a broker on localhost:PORT (default 9092), wait until ready
 #   kafka.sh stop  [PORT]     stop it
 #   kafka.sh status [PORT]    exit 0 when a broker answers on localhost:PORT
+#   kafka.sh kill [PORT]      SIGKILL the broker, keeping its data (a crash)
+#   kafka.sh resume [PORT]    start a killed broker again on the same data
 # Idempotent: start on a running broker and stop on a stopped one do nothing.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
@@ -92,6 +94,12 @@ L4J
   java -Dlog4j2.configurationFile="$dir/log4j2.properties" -cp "$LIBS/*" kafka.tools.StorageTool format \
       -t "$cluster_id" -c "$dir/server.properties" >"$dir/format.log" 2>&1 \
     || { cat "$dir/format.log" >&2; die "could not format the broker's storage"; }
+  launch "$port"
+}
+
+# Runs the broker configured in the port's directory and waits until it answers.
+launch() {
+  local port="$1" dir; dir="$(port_dir "$1")"
   log "starting Kafka $KAFKA_VERSION on localhost:$port (logs: $dir)"
   nohup java -Xms256m -Xmx1g -Dlog4j2.configurationFile="$dir/log4j2.properties" \
       -cp "$LIBS/*" kafka.Kafka "$dir/server.properties" >"$dir/stdout.log" 2>&1 &
@@ -104,6 +112,22 @@ L4J
     sleep 1
   done
   die "the broker did not become ready on localhost:$port within 120 s (logs: $dir)"
+}
+
+kill_broker() {
+  local port="${1:-9092}" dir; dir="$(port_dir "$port")"
+  [[ -f "$dir/pid" ]] || die "no broker of ours on localhost:$port"
+  kill -9 "$(cat "$dir/pid")" 2>/dev/null || true
+  rm -f "$dir/pid"
+  log "broker on localhost:$port killed (data kept)"
+}
+
+resume() {
+  local port="${1:-9092}" dir; dir="$(port_dir "$port")"
+  fetch
+  [[ -f "$dir/server.properties" ]] || die "no broker data for localhost:$port to resume (use start)"
+  if status "$port"; then log "broker already answering on localhost:$port"; return 0; fi
+  launch "$port"
 }
 
 stop() {
@@ -124,5 +148,7 @@ case "$cmd" in
   start) start "$@" ;;
   stop) stop "$@" ;;
   status) fetch; status "$@" ;;
-  *) die "usage: kafka.sh fetch|start [PORT]|stop [PORT]|status [PORT]" ;;
+  kill) kill_broker "$@" ;;
+  resume) resume "$@" ;;
+  *) die "usage: kafka.sh fetch|start [PORT]|stop [PORT]|status [PORT]|kill [PORT]|resume [PORT]" ;;
 esac

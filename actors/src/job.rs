@@ -9,6 +9,7 @@ use actix::prelude::*;
 use beam_kafka_config::{ProcessingGuarantee, RunnerOptions};
 use beam_kafka_proto::pipeline::MonitoringInfo;
 use beam_kafka_runtime::coders::impulse_element;
+use beam_kafka_runtime::failure::{self, Backoff, Verdict};
 use beam_kafka_runtime::kafka_io::same_cluster;
 use beam_kafka_runtime::timestamp::Watermark;
 use beam_kafka_runtime::topology::{changelog_topic, TaskId, TopicKind};
@@ -142,6 +143,7 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
         start_drain(&io, &live, &events);
     }
     let mut assigned: BTreeSet<(String, i32)> = BTreeSet::new();
+    let mut restarts = Restarts::default();
     let mut waiting: BTreeSet<TaskId> = input.plan.terminal_tasks().into_iter().collect();
     let outcome = loop {
         tokio::select! {
@@ -167,22 +169,21 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
                 Some(Membership::Assigned(parts)) => {
                     tracing::debug!("start-up: {} partition(s) assigned after {:?}", parts.len(), began.elapsed());
                     assigned.extend(parts);
-                    match start_assigned(&input, &io, &assigned, &live, &consumer, &producer, &task_tx, &generation).await {
-                        Ok(started) if !started.is_empty() => {
-                            for t in started {
-                                for p in &t.partitions {
-                                    routes.insert(p.clone(), t.addr.clone().recipient());
-                                }
-                                if draining {
-                                    t.addr.do_send(Drain);
-                                }
-                                live.insert(t.task, t);
-                            }
+                    if restarts.is_waiting() {
+                        continue; // the pending restart starts these too
+                    }
+                    let started = start_assigned(&input, &io, &assigned, &live, &consumer, &producer, &task_tx, &generation).await;
+                    match register(started, &mut live, &routes, draining) {
+                        Ok(0) => {}
+                        Ok(_) => {
                             tracing::debug!("start-up: tasks started after {:?}", began.elapsed());
                             let _ = events.send(JobEvent::Info(running_message(opts, &live)));
                         }
-                        Ok(_) => {}
-                        Err(e) => break JobOutcome::Failed(e),
+                        Err(e) => {
+                            if let Err(fatal) = restarts.after_failed_start(&e, &events) {
+                                break JobOutcome::Failed(fatal);
+                            }
+                        }
                     }
                 }
                 None => break JobOutcome::Failed("the consumer stopped reporting its group membership".into()),
@@ -208,27 +209,34 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
                     if !gone.partitions.iter().all(|p| assigned.contains(p)) {
                         continue;
                     }
-                    let _ = events.send(JobEvent::Info(format!("task {task} stopped ({reason}); restarting it from its last commit")));
-                    match start_assigned(&input, &io, &assigned, &live, &consumer, &producer, &task_tx, &generation).await {
-                        Ok(started) => {
-                            for t in started {
-                                for p in &t.partitions {
-                                    routes.insert(p.clone(), t.addr.clone().recipient());
-                                }
-                                if draining {
-                                    t.addr.do_send(Drain);
-                                }
-                                live.insert(t.task, t);
-                            }
-                        }
-                        Err(e) => break JobOutcome::Failed(e),
-                    }
+                    let delay = restarts.schedule();
+                    let _ = events.send(JobEvent::Info(format!(
+                        "task {task} stopped ({reason}); restarting it from its last commit in {:.1} s",
+                        delay.as_secs_f64()
+                    )));
                 }
                 Some(TaskEvent::Metrics(m)) => { let _ = events.send(JobEvent::Metrics(m)); }
                 Some(TaskEvent::CommittedMetrics(m)) => { let _ = events.send(JobEvent::CommittedMetrics(m)); }
                 Some(TaskEvent::Info(text)) => { let _ = events.send(JobEvent::Info(text)); }
                 None => break JobOutcome::Failed("every task stopped before the job finished".into()),
             },
+            _ = tokio::time::sleep_until(restarts.due()), if restarts.is_waiting() => {
+                restarts.clear();
+                let started = start_assigned(&input, &io, &assigned, &live, &consumer, &producer, &task_tx, &generation).await;
+                match register(started, &mut live, &routes, draining) {
+                    Ok(n) => {
+                        restarts.succeeded();
+                        if n > 0 {
+                            let _ = events.send(JobEvent::Info(running_message(opts, &live)));
+                        }
+                    }
+                    Err(e) => {
+                        if let Err(fatal) = restarts.after_failed_start(&e, &events) {
+                            break JobOutcome::Failed(fatal);
+                        }
+                    }
+                }
+            }
             Some(()) = drain_rx.recv(), if !draining => {
                 draining = true;
                 start_drain(&io, &live, &events);
@@ -326,6 +334,80 @@ async fn bootstrap(admin: &Admin, input: &JobInput) -> Result<(), String> {
         .await
         .map_err(|e| format!("writing the impulse failed: {e}"))?
         .map_err(|e| format!("cannot commit the impulse: {e}"))
+}
+
+/// Routes the started tasks' partitions to them and adds them to `live`;
+/// returns how many started.
+fn register(
+    started: Result<Vec<LiveTask>, String>,
+    live: &mut HashMap<TaskId, LiveTask>,
+    routes: &Routes,
+    draining: bool,
+) -> Result<usize, String> {
+    let started = started?;
+    let n = started.len();
+    for t in started {
+        for p in &t.partitions {
+            routes.insert(p.clone(), t.addr.clone().recipient());
+        }
+        if draining {
+            t.addr.do_send(Drain);
+        }
+        live.insert(t.task, t);
+    }
+    Ok(n)
+}
+
+/// When to start the tasks that stopped or could not start: after a capped
+/// exponential backoff while the cause is transient (a broker restarting),
+/// so the job stays RUNNING through an outage without spinning.
+#[derive(Default)]
+struct Restarts {
+    due: Option<tokio::time::Instant>,
+    backoff: Backoff,
+}
+
+impl Restarts {
+    fn is_waiting(&self) -> bool {
+        self.due.is_some()
+    }
+
+    fn due(&self) -> tokio::time::Instant {
+        self.due.unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(86_400))
+    }
+
+    fn clear(&mut self) {
+        self.due = None;
+    }
+
+    fn succeeded(&mut self) {
+        self.backoff = Backoff::default();
+    }
+
+    /// Plans a restart (keeping an earlier one); returns the wait.
+    fn schedule(&mut self) -> Duration {
+        // Jitter from the clock: copies restarting together spread out.
+        let jitter = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.5, |d| d.subsec_nanos() as f64 / 1e9);
+        let delay = Duration::from_millis(self.backoff.next_delay_ms(jitter));
+        let at = tokio::time::Instant::now() + delay;
+        self.due = Some(self.due.map_or(at, |d| d.min(at)));
+        delay
+    }
+
+    /// A start failed: retried later if the cause is transient, else the
+    /// job's failure message with what to fix.
+    fn after_failed_start(&mut self, error: &str, events: &mpsc::UnboundedSender<JobEvent>) -> Result<(), String> {
+        match failure::classify(error) {
+            Verdict::Transient { waiting_for } => {
+                let delay = self.schedule();
+                let text = format!("cannot start tasks yet ({error}); waiting for {waiting_for}, next try in {:.1} s", delay.as_secs_f64());
+                tracing::warn!("{text}");
+                let _ = events.send(JobEvent::Info(text));
+                Ok(())
+            }
+            Verdict::Fatal { .. } => Err(failure::explain(error)),
+        }
+    }
 }
 
 type Routes = Arc<DashMap<(String, i32), Recipient<crate::messages::RecordBatch>>>;

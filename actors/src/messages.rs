@@ -95,6 +95,9 @@ pub enum StageEvent {
     },
     Failed {
         error: String,
+        /// Writing to Kafka failed (not the user's code): the task may
+        /// restart from its last commit if the cause is transient.
+        kafka: bool,
     },
     /// Work the stage handed back: elements unprocessed (a bundle split for
     /// a flush), per data source, and residuals of splittable DoFns. Sent

@@ -10,6 +10,7 @@ use dashmap::DashMap;
 use futures::FutureExt;
 
 use crate::kafka::rebalance::JobConsumer;
+use beam_kafka_runtime::failure;
 use rdkafka::message::{Headers, Message};
 
 use crate::messages::{InputRecord, RecordBatch};
@@ -37,6 +38,12 @@ pub async fn poll_loop(
             Err(_) => continue,
             Ok(Ok(m)) => input_record(&m),
             Ok(Err(e)) => {
+                // Refused credentials or permissions end the job with their
+                // fix; anything else librdkafka retries on its own.
+                let text = format!("the job's Kafka consumer failed: {e}");
+                if failure::is_access_denied(&text) {
+                    return failure::explain(&text);
+                }
                 tracing::warn!("Kafka consumer: {e}");
                 tokio::time::sleep(Duration::from_millis(200)).await;
                 continue;

@@ -7,6 +7,7 @@ pub mod coders;
 pub mod deferred;
 pub mod descriptor;
 pub mod expansion;
+pub mod failure;
 pub mod fusion;
 pub mod gbk;
 #[cfg(any(test, feature = "fixtures"))]

@@ -45,7 +45,7 @@ impl StageActor {
                 Err(e) => {
                     act.failed = true;
                     let error = format!("Error in {} while finalizing a bundle: {e}", act.spec.display_name);
-                    act.supervisor.do_send(StageEvent::Failed { error });
+                    act.supervisor.do_send(StageEvent::Failed { error, kafka: false });
                 }
             }
         }));

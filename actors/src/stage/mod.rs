@@ -215,17 +215,17 @@ impl StageActor {
             };
             let (result, splits) = split::run_with_split(bundle, split, &split_asked).await;
             let result = result.map_err(|e| match e {
-                BundleError::User(text) => text,
-                other => other.to_string(),
+                BundleError::User(text) => (text, false),
+                other => (other.to_string(), false),
             })?;
-            let splits = splits.map_err(|e| e.to_string())?;
+            let splits = splits.map_err(|e| (e.to_string(), false))?;
             let out: Vec<(String, usize)> = result.outputs.iter().map(|(k, v)| (k.clone(), v.len())).collect();
             tracing::debug!("bundle {seq} outputs (bytes): {out:?}");
             let mut written = result.outputs;
-            write_kafka_sinks(&kafka_sinks, &mut written).await?;
-            write_outputs(&producer, &outputs, written).await?;
+            write_kafka_sinks(&kafka_sinks, &mut written).await.map_err(|e| (e, true))?;
+            write_outputs(&producer, &outputs, written).await.map_err(|e| (e, true))?;
             let done = Done { monitoring_infos: result.monitoring_infos, timers: result.timers, splits, residuals: result.residuals };
-            Ok::<_, String>((done, result.requires_finalization))
+            Ok::<_, (String, bool)>((done, result.requires_finalization))
         };
         ctx.spawn(run.into_actor(self).map(move |result, act, ctx| {
             let Some(running) = act.running.take() else { return };
@@ -249,7 +249,7 @@ impl StageActor {
                         Err(e) => {
                             act.failed = true;
                             let error = format!("Error in {}: {e}", act.spec.display_name);
-                            return act.supervisor.do_send(StageEvent::Failed { error });
+                            return act.supervisor.do_send(StageEvent::Failed { error, kafka: false });
                         }
                     };
                     if requires_finalization {
@@ -260,10 +260,10 @@ impl StageActor {
                     act.answer_waiters();
                     act.start_next(ctx);
                 }
-                Err(e) => {
+                Err((e, kafka)) => {
                     act.failed = true;
                     let error = format!("Error in {}: {e}", act.spec.display_name);
-                    act.supervisor.do_send(StageEvent::Failed { error });
+                    act.supervisor.do_send(StageEvent::Failed { error, kafka });
                 }
             }
         }));

@@ -123,8 +123,7 @@ impl TaskSupervisor {
                 return;
             }
             match result {
-                Err(e) if act.fenced(&e) => return act.stop_uncommitted(ctx, e),
-                Err(e) => return act.fail(ctx, e),
+                Err(e) => return act.kafka_failed(ctx, e),
                 Ok(last) => {
                     if let Some(c) = act.cycles.open_mut() {
                         c.changelog_last = last;
@@ -170,7 +169,7 @@ impl TaskSupervisor {
                     // Fenced by a new owner, or aborted: this incarnation stops
                     // and whoever owns the task next redoes what it did not commit.
                     Err(e @ (TxnError::TaskMigrated(_) | TxnError::Aborted(_))) => act.stop_uncommitted(ctx, e.to_string()),
-                    Err(e) => act.fail(ctx, format!("task {}: {e}", act.cfg.task)),
+                    Err(e) => act.kafka_failed(ctx, format!("task {}: {e}", act.cfg.task)),
                 }
             }));
             return;
@@ -179,7 +178,7 @@ impl TaskSupervisor {
         let offsets = c.offsets.clone();
         if let Err(e) = self.commit_offsets(&offsets, mode) {
             if !self.cycles.retry() {
-                return self.fail(ctx, e);
+                return self.kafka_failed(ctx, e);
             }
             tracing::debug!(task = %self.cfg.task, "commit failed, retrying: {e}");
             ctx.run_later(RETRY_EVERY, |act, ctx| act.commit_cycle(ctx));
@@ -229,7 +228,9 @@ impl TaskSupervisor {
         }
         // The changes are committed: the local store may have them now.
         if let Err(e) = self.store.apply(&c.changes) {
-            return self.fail(ctx, format!("task {}: {e}", self.cfg.task));
+            // Committed to the changelog already: a restart rebuilds the
+            // local store from it.
+            return self.kafka_failed(ctx, format!("task {}: its local state store: {e}", self.cfg.task));
         }
         if let Some(last) = c.changelog_last {
             self.changelog_next = last + 1;

@@ -20,6 +20,7 @@ use actix::prelude::*;
 use beam_kafka_proto::pipeline::MonitoringInfo;
 use beam_kafka_runtime::coder::Coder;
 use beam_kafka_runtime::deferred::{Deferred, DeferredWork};
+use beam_kafka_runtime::failure::{self, Verdict};
 use beam_kafka_runtime::gbk::GroupByKey;
 use beam_kafka_runtime::held::HeldElements;
 use beam_kafka_runtime::task::cycle::Cycles;
@@ -329,6 +330,22 @@ impl TaskSupervisor {
         self.cfg.transactional && (transaction::is_fenced(error) || transaction::producer_fenced(&self.producer))
     }
 
+    /// A Kafka or local store error: a transient one (or this incarnation
+    /// being fenced) restarts the task from its last commit, anything else
+    /// fails the job with what to fix.
+    fn kafka_failed(&mut self, ctx: &mut Context<Self>, error: String) {
+        if self.fenced(&error) {
+            return self.stop_uncommitted(ctx, error);
+        }
+        match failure::classify(&error) {
+            Verdict::Transient { waiting_for } => {
+                tracing::warn!(task = %self.cfg.task, "{error}; restarting from the last commit once it can (waiting for {waiting_for})");
+                self.stop_uncommitted(ctx, format!("{error}; waiting for {waiting_for}"))
+            }
+            Verdict::Fatal { .. } => self.fail(ctx, failure::explain(&error)),
+        }
+    }
+
     fn refund_sources(&mut self) {
         for route in self.cfg.inputs.values_mut() {
             if let Some(src) = route.source.as_mut() {
@@ -429,8 +446,9 @@ impl Handler<StageEvent> for TaskSupervisor {
             }
             // A write refused because a newer owner fenced this task is a
             // move, not a failure.
-            StageEvent::Failed { error } if self.fenced(&error) => self.stop_uncommitted(ctx, error),
-            StageEvent::Failed { error } => self.fail(ctx, error),
+            StageEvent::Failed { error, kafka: true } => self.kafka_failed(ctx, error),
+            StageEvent::Failed { error, kafka: false } if self.fenced(&error) => self.stop_uncommitted(ctx, error),
+            StageEvent::Failed { error, kafka: false } => self.fail(ctx, error),
             StageEvent::TimersSet(set) => {
                 if let Err(e) = self.apply_timers(set) {
                     self.fail(ctx, format!("task {}: {e}", self.cfg.task));

@@ -1,0 +1,122 @@
+"""A broker that crashes and comes back is a non-event: under a running
+exactly-once job with user state, the broker is SIGKILLed, stays down for
+20 s and restarts on its data. The job's tasks wait and restart from their
+last commit; the job reaches DONE and every count is written exactly once.
+
+The broker here is the test's own (its own port and data), so the other
+tests' broker never goes down."""
+
+import collections
+import socket
+import subprocess
+import threading
+import time
+import typing
+
+import pytest
+
+import apache_beam as beam
+from apache_beam.io.kafka import WriteToKafka
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.runners.runner import PipelineState
+
+from conftest import REPO_ROOT
+from conftest import kafka_args
+from conftest import make_app_id
+from conftest import portable_args
+from conftest import read_from_start
+from kafka_topics import create_topic
+from kafka_topics import produce
+from kafka_topics import read_committed
+from kafka_topics import unique_topic
+from test_user_state import KEYS
+from test_user_state import _RunningCount
+
+SCRIPT = str(REPO_ROOT / 'scripts' / 'kafka.sh')
+DOWN_SECS = 20
+HALF = 1500
+
+
+def _kafka(*args, timeout=300):
+  done = subprocess.run([SCRIPT, *args], stdout=subprocess.PIPE,
+                        stderr=subprocess.STDOUT, timeout=timeout, check=False)
+  assert done.returncode == 0, done.stdout.decode(errors='replace')
+
+
+def _free(port):
+  with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+    try:
+      s.bind(('localhost', port))
+      return True
+    except OSError:
+      return False
+
+
+@pytest.fixture(scope='module')
+def own_broker():
+  # Two free ports in a row: the broker's and its controller's.
+  port = next(p for p in range(29092, 29992, 2) if _free(p) and _free(p + 1))
+  _kafka('start', str(port))
+  try:
+    yield 'localhost:%d' % port, str(port)
+  finally:
+    _kafka('stop', str(port), timeout=120)
+
+
+def _slow(kv):
+  time.sleep(0.004)  # the job is mid-way when the broker dies
+  return kv[1], b''
+
+
+def _produce(broker, source, start, n):
+  produce(broker, source,
+          [(i % 2, None, KEYS[i % 3], None) for i in range(start, start + n)])
+
+
+@pytest.mark.timeout_seconds(420)
+def test_a_broker_down_for_20_seconds_under_an_exactly_once_job(
+    job_server, own_broker, tmp_path):
+  broker, port = own_broker
+  source, sink = unique_topic('bounce-in'), unique_topic('bounce-out')
+  create_topic(broker, source, 2)
+  create_topic(broker, sink, 1)
+  _produce(broker, source, 0, HALF)
+  args = portable_args(job_server) + kafka_args(
+      broker, make_app_id('bounce'), tmp_path / 'state')
+  p = beam.Pipeline(options=PipelineOptions(args))
+  _ = (
+      p
+      | read_from_start(job_server, broker, source, max_num_records=2 * HALF)
+      | beam.Map(_slow).with_output_types(typing.Tuple[bytes, bytes])
+      | beam.ParDo(_RunningCount()).with_output_types(typing.Tuple[bytes, bytes])
+      | WriteToKafka(
+          producer_config={'bootstrap.servers': broker},
+          topic=sink,
+          expansion_service='localhost:%d' % job_server.expansion_port))
+  result = p.run()
+  # Wait until outputs are being committed, then crash the broker.
+  deadline = time.monotonic() + 120
+  while not read_committed(broker, sink, expected=1, timeout=2, settle=0):
+    assert time.monotonic() < deadline, 'no output after 120 s'
+    assert result.state not in (PipelineState.FAILED, PipelineState.DONE)
+  _kafka('kill', port)
+  time.sleep(DOWN_SECS)
+  assert result.state == PipelineState.RUNNING, 'an outage must not end the job'
+  _kafka('resume', port)
+  _produce(broker, source, HALF, HALF)
+  ended = {}
+  waiter = threading.Thread(
+      target=lambda: ended.setdefault('state', result.wait_until_finish()))
+  waiter.start()
+  waiter.join(240)
+  assert ended.get('state') == PipelineState.DONE, result.state
+
+  out = read_committed(broker, sink, expected=2 * HALF, timeout=60)
+  counts = collections.defaultdict(list)
+  for _, key, value in out:
+    k, n = value.split(b':')
+    assert k == key
+    counts[key].append(int(n))
+  # Each key counted 1..1000 once: nothing lost, repeated or restarted.
+  assert {k: sorted(v) for k, v in counts.items()} == {
+      k: list(range(1, 2 * HALF // 3 + 1)) for k in KEYS}
