@@ -4,6 +4,9 @@
 #   kafka.sh start [PORT]     start a broker on localhost:PORT (default 9092), wait until ready
 #   kafka.sh stop  [PORT]     stop it
 #   kafka.sh status [PORT]    exit 0 when a broker answers on localhost:PORT
+#   kafka.sh secure [PORT]    like start, plus a SASL_SSL listener on PORT+2: TLS with a
+#                             throwaway CA, SCRAM-SHA-512 user beam / beam-secret; writes the
+#                             client settings to <broker dir>/client.properties
 #   kafka.sh kill [PORT]      SIGKILL the broker, keeping its data (a crash)
 #   kafka.sh resume [PORT]    start a killed broker again on the same data
 # Idempotent: start on a running broker and stop on a stopped one do nothing.
@@ -47,20 +50,58 @@ status() {
     --command-config /dev/null >/dev/null 2>&1
 }
 
+# A CA, a certificate for localhost signed by it (PKCS12 for the broker, PEM
+# for clients), the SASL_SSL listener's settings and a client.properties.
+make_tls() {
+  local dir="$1" port="$2" pass="beam-kafka-test"
+  command -v openssl >/dev/null || die "openssl is needed for a TLS broker (scripts/setup.sh installs it)"
+  (
+    cd "$dir"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj "/CN=beam-kafka test CA" \
+      -keyout ca.key -out ca.pem >/dev/null 2>&1
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" -keyout broker.key -out broker.csr >/dev/null 2>&1
+    printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' > san.ext
+    openssl x509 -req -in broker.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 30 \
+      -extfile san.ext -out broker.pem >/dev/null 2>&1
+    openssl pkcs12 -export -in broker.pem -inkey broker.key -certfile ca.pem -name broker \
+      -passout "pass:$pass" -out broker.p12
+  ) || die "could not make the test broker's certificates"
+  cat >> "$dir/server.properties" <<PROPS
+ssl.keystore.type=PKCS12
+ssl.keystore.location=$dir/broker.p12
+ssl.keystore.password=$pass
+ssl.key.password=$pass
+sasl.enabled.mechanisms=SCRAM-SHA-512
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+PROPS
+  cat > "$dir/client.properties" <<PROPS
+bootstrap.servers=localhost:$((port + 2))
+security.protocol=SASL_SSL
+sasl.mechanism=SCRAM-SHA-512
+sasl.username=beam
+sasl.password=beam-secret
+ssl.ca.location=$dir/ca.pem
+PROPS
+}
+
 start() {
-  local port="${1:-9092}" ctrl=$(( ${1:-9092} + 1 ))
+  local port="${1:-9092}" ctrl=$(( ${1:-9092} + 1 )) secure="${SECURE:-}"
   fetch
   if status "$port"; then log "broker already answering on localhost:$port"; return 0; fi
   local dir; dir="$(port_dir "$port")"
   rm -rf "$dir"; mkdir -p "$dir/data"
+  local listeners="PLAINTEXT://localhost:$port" map="PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+  if [[ -n "$secure" ]]; then
+    listeners="$listeners,SASL_SSL://localhost:$((port + 2))"; map="$map,SASL_SSL:SASL_SSL"
+  fi
   cat > "$dir/server.properties" <<PROPS
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@localhost:$ctrl
-listeners=PLAINTEXT://localhost:$port,CONTROLLER://localhost:$ctrl
-advertised.listeners=PLAINTEXT://localhost:$port
+listeners=$listeners,CONTROLLER://localhost:$ctrl
+advertised.listeners=$listeners
 controller.listener.names=CONTROLLER
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=$map
 inter.broker.listener.name=PLAINTEXT
 log.dirs=$dir/data
 num.partitions=1
@@ -89,10 +130,16 @@ appender.file.fileName=$dir/broker.log
 appender.file.layout.type=PatternLayout
 appender.file.layout.pattern=[%d] %p %m (%c)%n
 L4J
+  local scram=()
+  if [[ -n "$secure" ]]; then
+    make_tls "$dir" "$port"
+    # SCRAM credentials are part of a KRaft cluster's metadata from the start.
+    scram=(--add-scram 'SCRAM-SHA-512=[name=beam,password=beam-secret]')
+  fi
   # A cluster id is 16 bytes in URL-safe base64 (22 characters).
   local cluster_id; cluster_id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | head -c 22)"
   java -Dlog4j2.configurationFile="$dir/log4j2.properties" -cp "$LIBS/*" kafka.tools.StorageTool format \
-      -t "$cluster_id" -c "$dir/server.properties" >"$dir/format.log" 2>&1 \
+      -t "$cluster_id" -c "$dir/server.properties" "${scram[@]}" >"$dir/format.log" 2>&1 \
     || { cat "$dir/format.log" >&2; die "could not format the broker's storage"; }
   launch "$port"
 }
@@ -146,9 +193,10 @@ cmd="${1:-}"; shift || true
 case "$cmd" in
   fetch) fetch ;;
   start) start "$@" ;;
+  secure) SECURE=1 start "$@" ;;
   stop) stop "$@" ;;
   status) fetch; status "$@" ;;
   kill) kill_broker "$@" ;;
   resume) resume "$@" ;;
-  *) die "usage: kafka.sh fetch|start [PORT]|stop [PORT]|status [PORT]|kill [PORT]|resume [PORT]" ;;
+  *) die "usage: kafka.sh fetch|start [PORT]|secure [PORT]|stop [PORT]|status [PORT]|kill [PORT]|resume [PORT]" ;;
 esac

@@ -9,6 +9,7 @@ PACKAGES=(
   libcurl4-openssl-dev  # librdkafka's cmake build wants curl headers even with curl off
   zlib1g-dev        # gzip compression in librdkafka
   libssl-dev        # TLS and SASL (SCRAM, OAUTHBEARER) in librdkafka
+  openssl           # the test broker's throwaway CA and certificates (kafka.sh secure)
   libclang-dev      # bindgen for rocksdb
   g++ make pkg-config
   protobuf-compiler libprotobuf-dev  # protoc and the well-known types for tonic/prost

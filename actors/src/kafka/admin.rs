@@ -4,12 +4,14 @@ use std::time::Duration;
 
 use beam_kafka_config::RunnerOptions;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::{Offset, TopicPartitionList};
 
+use beam_kafka_runtime::failure;
+
 use crate::kafka::config;
+use crate::kafka::context::AccessWatch;
 
 const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -49,9 +51,10 @@ async fn retry_transient<T>(mut op: impl FnMut() -> Result<T, KafkaError>) -> Re
 }
 
 pub struct Admin {
-    client: AdminClient<DefaultClientContext>,
+    client: AdminClient<AccessWatch>,
+    access: AccessWatch,
     /// A consumer of the job's group, used to read offsets without subscribing.
-    probe: BaseConsumer,
+    probe: BaseConsumer<AccessWatch>,
     /// The same with read_uncommitted, only to read the group's committed
     /// offsets without asking for stable ones: a copy killed mid-transaction
     /// leaves offsets pending until a new owner of its tasks fences it, and a
@@ -84,26 +87,44 @@ pub struct TopicSpec {
 impl Admin {
     /// Connects and checks that the brokers answer; the error says what to fix.
     pub fn connect(opts: &RunnerOptions) -> Result<Admin, String> {
-        let client: AdminClient<DefaultClientContext> =
-            config::base(opts, "admin").create().map_err(|e| format!("cannot create a Kafka admin client: {e}"))?;
-        let probe: BaseConsumer = config::consumer(opts).create().map_err(|e| format!("cannot create a Kafka consumer: {e}"))?;
+        let access = AccessWatch::default();
+        let client: AdminClient<AccessWatch> = config::base(opts, "admin")
+            .create_with_context(access.clone())
+            .map_err(|e| format!("cannot create a Kafka admin client: {e}"))?;
+        let probe: BaseConsumer<AccessWatch> =
+            config::consumer(opts).create_with_context(access.clone()).map_err(|e| format!("cannot create a Kafka consumer: {e}"))?;
         let offsets_probe: BaseConsumer = config::consumer(opts)
             .set("isolation.level", "read_uncommitted")
             .create()
             .map_err(|e| format!("cannot create a Kafka consumer: {e}"))?;
-        let admin = Admin { client, probe, offsets_probe, bootstrap: opts.bootstrap_servers.clone() };
+        let admin = Admin { client, access, probe, offsets_probe, bootstrap: opts.bootstrap_servers.clone() };
         admin.check_reachable()?;
         Ok(admin)
     }
 
+    /// Asks for metadata in short tries, so credentials the cluster refuses
+    /// fail within about a second instead of looking like an outage.
     fn check_reachable(&self) -> Result<(), String> {
-        self.client.inner().fetch_metadata(None, METADATA_TIMEOUT).map(|_| ()).map_err(|e| {
-            format!(
-                "cannot reach Kafka at {} within {} s ({e}); check --bootstrap_servers and that the brokers are running",
-                self.bootstrap,
-                METADATA_TIMEOUT.as_secs()
-            )
-        })
+        let deadline = std::time::Instant::now() + METADATA_TIMEOUT;
+        loop {
+            let e = match self.probe.fetch_metadata(None, Duration::from_secs(1)) {
+                Ok(_) => return Ok(()),
+                Err(e) => e,
+            };
+            // Serves the probe's event queue: its error callback (the
+            // refusal) runs only here.
+            let _ = self.probe.poll(Duration::ZERO);
+            if let Some(reason) = self.access.denied() {
+                return Err(failure::explain(&format!("Kafka at {} refused the runner's client: {reason}", self.bootstrap)));
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(format!(
+                    "cannot reach Kafka at {} within {} s ({e}); check --bootstrap_servers and that the brokers are running",
+                    self.bootstrap,
+                    METADATA_TIMEOUT.as_secs()
+                ));
+            }
+        }
     }
 
     /// Partition count of an existing topic, `None` if it does not exist.

@@ -2,6 +2,7 @@
 //! write goes through, transactions and group membership.
 pub mod admin;
 pub mod config;
+pub mod context;
 pub mod producer;
 pub mod rebalance;
 pub mod transaction;

@@ -1,0 +1,142 @@
+"""Every runner client over SASL_SSL: a broker of the test's own with a TLS
+listener (a throwaway CA made by scripts/kafka.sh) that requires SCRAM-SHA-512.
+The job's only way in is that listener, so any client the runner creates
+without the user's --kafka_property settings could not connect. A wrong
+password ends the job within seconds, naming authentication."""
+
+import collections
+import socket
+import subprocess
+import time
+import typing
+
+import pytest
+
+import apache_beam as beam
+from apache_beam.io.kafka import WriteToKafka
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.runners.runner import PipelineState
+
+from conftest import REPO_ROOT
+from conftest import kafka_args
+from conftest import make_app_id
+from conftest import portable_args
+from conftest import read_from_start
+from kafka_topics import create_topic
+from kafka_topics import produce
+from kafka_topics import read_committed
+from kafka_topics import unique_topic
+from test_user_state import KEYS
+from test_user_state import _RunningCount
+
+SCRIPT = str(REPO_ROOT / 'scripts' / 'kafka.sh')
+N = 300
+
+
+def _kafka(*args, timeout=300):
+  done = subprocess.run([SCRIPT, *args], stdout=subprocess.PIPE,
+                        stderr=subprocess.STDOUT, timeout=timeout, check=False)
+  assert done.returncode == 0, done.stdout.decode(errors='replace')
+  return done.stdout.decode(errors='replace')
+
+
+def _free(port):
+  with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+    try:
+      s.bind(('localhost', port))
+      return True
+    except OSError:
+      return False
+
+
+@pytest.fixture(scope='module')
+def secure_broker():
+  """(plaintext address for the test's own setup, client properties of the
+  SASL_SSL listener)."""
+  port = next(p for p in range(29500, 29900, 4)
+              if all(_free(p + i) for i in range(3)))
+  _kafka('secure', str(port))
+  props_file = subprocess.run(
+      ['bash', '-c', 'source %s/scripts/common.sh && echo "$BEAM_KAFKA_CACHE"'
+       % REPO_ROOT], stdout=subprocess.PIPE, check=True).stdout.decode().strip()
+  props = {}
+  with open('%s/broker-%d/client.properties' % (props_file, port)) as f:
+    for line in f:
+      if '=' in line:
+        k, v = line.strip().split('=', 1)
+        props[k] = v
+  try:
+    yield 'localhost:%d' % port, props
+  finally:
+    _kafka('stop', str(port), timeout=120)
+
+
+def _options(job_server, props, app_id, tmp_path, password=None):
+  secure = dict(props)
+  if password is not None:
+    secure['sasl.password'] = password
+  return portable_args(job_server) + kafka_args(
+      secure.pop('bootstrap.servers'), app_id, tmp_path / 'state') + [
+          '--kafka_property=%s=%s' % kv for kv in sorted(secure.items())]
+
+
+def _pipeline(job_server, props, source, sink, options):
+  p = beam.Pipeline(options=PipelineOptions(options))
+  # The transforms name the same cluster: the runner's client settings
+  # (--kafka_property) apply to them, credentials included.
+  # A side input: its topic is read whole by a consumer of its own.
+  suffix = p | 'Suffix' >> beam.Create([b''])
+  _ = (
+      p
+      | read_from_start(job_server, props['bootstrap.servers'], source,
+                        max_num_records=N)
+      | beam.Map(lambda kv, s: (kv[1] + s, b''),
+                 s=beam.pvalue.AsSingleton(suffix)).with_output_types(
+                     typing.Tuple[bytes, bytes])
+      | beam.ParDo(_RunningCount()).with_output_types(
+          typing.Tuple[bytes, bytes])
+      | WriteToKafka(
+          producer_config={'bootstrap.servers': props['bootstrap.servers']},
+          topic=sink,
+          expansion_service='localhost:%d' % job_server.expansion_port))
+  return p
+
+
+@pytest.mark.timeout_seconds(300)
+def test_a_stateful_topic_to_topic_job_runs_entirely_over_sasl_ssl(
+    job_server, secure_broker, tmp_path):
+  plain, props = secure_broker
+  source, sink = unique_topic('tls-in'), unique_topic('tls-out')
+  create_topic(plain, source, 2)
+  create_topic(plain, sink, 1)
+  produce(plain, source, [(i % 2, None, KEYS[i % 3], None) for i in range(N)])
+  options = _options(job_server, props, make_app_id('tls'), tmp_path)
+  result = _pipeline(job_server, props, source, sink, options).run()
+  assert result.wait_until_finish() == PipelineState.DONE
+  out = read_committed(plain, sink, expected=N, timeout=60)
+  counts = collections.defaultdict(list)
+  for _, key, value in out:
+    k, n = value.split(b':')
+    assert k == key
+    counts[key].append(int(n))
+  assert {k: sorted(v) for k, v in counts.items()} == {
+      k: list(range(1, N // 3 + 1)) for k in KEYS}
+
+
+@pytest.mark.timeout_seconds(120)
+def test_a_wrong_password_fails_the_job_within_seconds_naming_authentication(
+    job_server, secure_broker, tmp_path):
+  plain, props = secure_broker
+  source, sink = unique_topic('tls-in'), unique_topic('tls-out')
+  create_topic(plain, source, 1)
+  create_topic(plain, sink, 1)
+  options = _options(job_server, props, make_app_id('tls-bad'), tmp_path,
+                     password='not-the-password')
+  p = _pipeline(job_server, props, source, sink, options)
+  began = time.monotonic()
+  with pytest.raises(Exception) as excinfo:
+    p.run().wait_until_finish()
+  took = time.monotonic() - began
+  assert 'uthentication' in str(excinfo.value), excinfo.value
+  assert 'not-the-password' not in str(excinfo.value)
+  assert took < 30, 'took %.0f s' % took
