@@ -7,8 +7,6 @@ The broker here is the test's own (its own port and data), so the other
 tests' broker never goes down."""
 
 import collections
-import socket
-import subprocess
 import threading
 import time
 import typing
@@ -20,7 +18,6 @@ from apache_beam.io.kafka import WriteToKafka
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.runner import PipelineState
 
-from conftest import REPO_ROOT
 from conftest import kafka_args
 from conftest import make_app_id
 from conftest import portable_args
@@ -29,38 +26,19 @@ from kafka_topics import create_topic
 from kafka_topics import produce
 from kafka_topics import read_committed
 from kafka_topics import unique_topic
+from own_broker import kafka
+from own_broker import own_broker
 from test_user_state import KEYS
 from test_user_state import _RunningCount
 
-SCRIPT = str(REPO_ROOT / 'scripts' / 'kafka.sh')
 DOWN_SECS = 20
 HALF = 1500
 
 
-def _kafka(*args, timeout=300):
-  done = subprocess.run([SCRIPT, *args], stdout=subprocess.PIPE,
-                        stderr=subprocess.STDOUT, timeout=timeout, check=False)
-  assert done.returncode == 0, done.stdout.decode(errors='replace')
-
-
-def _free(port):
-  with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-    try:
-      s.bind(('localhost', port))
-      return True
-    except OSError:
-      return False
-
-
 @pytest.fixture(scope='module')
-def own_broker():
-  # Two free ports in a row: the broker's and its controller's.
-  port = next(p for p in range(29092, 29992, 2) if _free(p) and _free(p + 1))
-  _kafka('start', str(port))
-  try:
+def own():
+  with own_broker(29092) as port:
     yield 'localhost:%d' % port, str(port)
-  finally:
-    _kafka('stop', str(port), timeout=120)
 
 
 def _slow(kv):
@@ -75,8 +53,8 @@ def _produce(broker, source, start, n):
 
 @pytest.mark.timeout_seconds(420)
 def test_a_broker_down_for_20_seconds_under_an_exactly_once_job(
-    job_server, own_broker, tmp_path):
-  broker, port = own_broker
+    job_server, own, tmp_path):
+  broker, port = own
   source, sink = unique_topic('bounce-in'), unique_topic('bounce-out')
   create_topic(broker, source, 2)
   create_topic(broker, sink, 1)
@@ -99,10 +77,10 @@ def test_a_broker_down_for_20_seconds_under_an_exactly_once_job(
   while not read_committed(broker, sink, expected=1, timeout=2, settle=0):
     assert time.monotonic() < deadline, 'no output after 120 s'
     assert result.state not in (PipelineState.FAILED, PipelineState.DONE)
-  _kafka('kill', port)
+  kafka('kill', port)
   time.sleep(DOWN_SECS)
   assert result.state == PipelineState.RUNNING, 'an outage must not end the job'
-  _kafka('resume', port)
+  kafka('resume', port)
   _produce(broker, source, HALF, HALF)
   ended = {}
   waiter = threading.Thread(

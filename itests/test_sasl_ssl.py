@@ -5,8 +5,6 @@ without the user's --kafka_property settings could not connect. A wrong
 password ends the job within seconds, naming authentication."""
 
 import collections
-import socket
-import subprocess
 import time
 import typing
 
@@ -17,7 +15,6 @@ from apache_beam.io.kafka import WriteToKafka
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.runner import PipelineState
 
-from conftest import REPO_ROOT
 from conftest import kafka_args
 from conftest import make_app_id
 from conftest import portable_args
@@ -26,49 +23,26 @@ from kafka_topics import create_topic
 from kafka_topics import produce
 from kafka_topics import read_committed
 from kafka_topics import unique_topic
+from own_broker import broker_dir
+from own_broker import own_broker
 from test_user_state import KEYS
 from test_user_state import _RunningCount
 
-SCRIPT = str(REPO_ROOT / 'scripts' / 'kafka.sh')
 N = 300
-
-
-def _kafka(*args, timeout=300):
-  done = subprocess.run([SCRIPT, *args], stdout=subprocess.PIPE,
-                        stderr=subprocess.STDOUT, timeout=timeout, check=False)
-  assert done.returncode == 0, done.stdout.decode(errors='replace')
-  return done.stdout.decode(errors='replace')
-
-
-def _free(port):
-  with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-    try:
-      s.bind(('localhost', port))
-      return True
-    except OSError:
-      return False
 
 
 @pytest.fixture(scope='module')
 def secure_broker():
   """(plaintext address for the test's own setup, client properties of the
   SASL_SSL listener)."""
-  port = next(p for p in range(29500, 29900, 4)
-              if all(_free(p + i) for i in range(3)))
-  _kafka('secure', str(port))
-  props_file = subprocess.run(
-      ['bash', '-c', 'source %s/scripts/common.sh && echo "$BEAM_KAFKA_CACHE"'
-       % REPO_ROOT], stdout=subprocess.PIPE, check=True).stdout.decode().strip()
-  props = {}
-  with open('%s/broker-%d/client.properties' % (props_file, port)) as f:
-    for line in f:
-      if '=' in line:
-        k, v = line.strip().split('=', 1)
-        props[k] = v
-  try:
+  with own_broker(29500, secure=True) as port:
+    props = {}
+    with open(broker_dir(port) / 'client.properties') as f:
+      for line in f:
+        if '=' in line:
+          k, v = line.strip().split('=', 1)
+          props[k] = v
     yield 'localhost:%d' % port, props
-  finally:
-    _kafka('stop', str(port), timeout=120)
 
 
 def _options(job_server, props, app_id, tmp_path, password=None):

@@ -64,7 +64,11 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
         return JobOutcome::Cancelled;
     }
     let began = std::time::Instant::now();
-    let admin = match Admin::connect(&input.options) {
+    let io = match start_kafka_io(&input) {
+        Ok(io) => io,
+        Err(e) => return JobOutcome::Failed(e),
+    };
+    let admin = match Admin::connect_with(&input.options, &io.consumer_properties) {
         Ok(a) => a,
         Err(e) => return JobOutcome::Failed(e),
     };
@@ -72,10 +76,7 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
         Ok(s) => s,
         Err(e) => return JobOutcome::Failed(e),
     };
-    let io = match start_kafka_io(&input) {
-        Ok(io) => KafkaIo { start_offsets, ..io },
-        Err(e) => return JobOutcome::Failed(e),
-    };
+    let io = KafkaIo { start_offsets, ..io };
     let opts = &input.options;
     if opts.processing_guarantee == ProcessingGuarantee::ExactlyOnce {
         for k in io.sinks.values().flatten() {

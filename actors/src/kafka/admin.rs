@@ -87,16 +87,27 @@ pub struct TopicSpec {
 impl Admin {
     /// Connects and checks that the brokers answer; the error says what to fix.
     pub fn connect(opts: &RunnerOptions) -> Result<Admin, String> {
+        Admin::connect_with(opts, &[])
+    }
+
+    /// The same, with the probes of user topics configured as the job's
+    /// consumer of them (`consumer_properties`: ReadFromKafka's consumer_config).
+    pub fn connect_with(opts: &RunnerOptions, consumer_properties: &[(String, String)]) -> Result<Admin, String> {
+        let consumer = || {
+            let mut c = config::consumer(opts);
+            for (k, v) in consumer_properties {
+                c.set(k, v);
+            }
+            c
+        };
         let access = AccessWatch::default();
         let client: AdminClient<AccessWatch> = config::base(opts, "admin")
             .create_with_context(access.clone())
             .map_err(|e| format!("cannot create a Kafka admin client: {e}"))?;
         let probe: BaseConsumer<AccessWatch> =
             config::consumer(opts).create_with_context(access.clone()).map_err(|e| format!("cannot create a Kafka consumer: {e}"))?;
-        let offsets_probe: BaseConsumer = config::consumer(opts)
-            .set("isolation.level", "read_uncommitted")
-            .create()
-            .map_err(|e| format!("cannot create a Kafka consumer: {e}"))?;
+        let offsets_probe: BaseConsumer =
+            consumer().set("isolation.level", "read_uncommitted").create().map_err(|e| format!("cannot create a Kafka consumer: {e}"))?;
         let admin = Admin { client, access, probe, offsets_probe, bootstrap: opts.bootstrap_servers.clone() };
         admin.check_reachable()?;
         Ok(admin)
