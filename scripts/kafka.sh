@@ -119,6 +119,9 @@ group.min.session.timeout.ms=1000
 transaction.abort.timed.out.transaction.cleanup.interval.ms=1000
 auto.create.topics.enable=false
 delete.topic.enable=true
+# Tests write records with made-up old timestamps: time-based retention
+# would delete them (active segment included) at its next check.
+log.retention.ms=-1
 log.flush.interval.messages=9223372036854775807
 PROPS
   cat > "$dir/log4j2.properties" <<L4J

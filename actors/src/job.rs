@@ -30,7 +30,7 @@ use crate::poller::{poll_loop, PollSettings};
 pub use crate::job_input::JobInput;
 use crate::task::TaskEvent;
 use crate::task_start::{start_assigned, LiveTask};
-use crate::user_io::{resolve_sources, start_kafka_io, KafkaIo};
+use crate::user_io::{consumer_properties, resolve_sources, start_kafka_io, KafkaIo};
 
 /// What a running job reports as it goes.
 #[derive(Debug)]
@@ -64,11 +64,9 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
         return JobOutcome::Cancelled;
     }
     let began = std::time::Instant::now();
-    let io = match start_kafka_io(&input) {
-        Ok(io) => io,
-        Err(e) => return JobOutcome::Failed(e),
-    };
-    let admin = match Admin::connect_with(&input.options, &io.consumer_properties) {
+    // The admin first: an unreachable cluster or refused credentials are
+    // reported as such before any transform's client tries.
+    let admin = match consumer_properties(&input).and_then(|props| Admin::connect_with(&input.options, &props)) {
         Ok(a) => a,
         Err(e) => return JobOutcome::Failed(e),
     };
@@ -76,7 +74,10 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
         Ok(s) => s,
         Err(e) => return JobOutcome::Failed(e),
     };
-    let io = KafkaIo { start_offsets, ..io };
+    let io = match start_kafka_io(&input) {
+        Ok(io) => KafkaIo { start_offsets, ..io },
+        Err(e) => return JobOutcome::Failed(e),
+    };
     let opts = &input.options;
     if opts.processing_guarantee == ProcessingGuarantee::ExactlyOnce {
         for k in io.sinks.values().flatten() {
@@ -120,7 +121,7 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
     if let Err(e) = consumer.subscribe(&topic_names) {
         return JobOutcome::Failed(format!("cannot subscribe to {}: {e}", topic_names.join(", ")));
     }
-    let producer: Arc<KafkaProducer> = match kafka_producer::create(&config::producer(opts)) {
+    let mut producer: Arc<KafkaProducer> = match kafka_producer::create(&config::producer(opts)) {
         Ok(p) => Arc::new(p),
         Err(e) => return JobOutcome::Failed(format!("cannot create the Kafka producer: {e}")),
     };
@@ -223,6 +224,15 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
             },
             _ = tokio::time::sleep_until(restarts.due()), if restarts.is_waiting() => {
                 restarts.clear();
+                // An idempotent producer the broker reset (a fatal error)
+                // never writes again: the restarted tasks get a new one.
+                if let Some((code, reason)) = producer.client().fatal_error() {
+                    tracing::warn!("replacing the shared producer after its fatal error {code:?}: {reason}");
+                    match kafka_producer::create(&config::producer(opts)) {
+                        Ok(p) => producer = Arc::new(p),
+                        Err(e) => break JobOutcome::Failed(format!("cannot create the Kafka producer: {e}")),
+                    }
+                }
                 let started = start_assigned(&input, &io, &assigned, &live, &consumer, &producer, &task_tx, &generation).await;
                 match register(started, &mut live, &routes, draining) {
                     Ok(n) => {

@@ -15,6 +15,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use crate::kafka::config;
 use crate::kafka::producer::{KafkaProducer, Writes};
 use crate::store::{task_dir, Entries, TaskStore};
+use beam_kafka_runtime::failure::{self, Verdict};
 use beam_kafka_runtime::topology::{changelog_topic, TaskId};
 
 const RESTORE_TIMEOUT: Duration = Duration::from_secs(120);
@@ -105,6 +106,12 @@ pub fn restore_task(opts: &RunnerOptions, task: TaskId) -> Result<(TaskStore, En
     let (store, from) = TaskStore::open(dir.clone())?;
     let (store, (changes, next)) = match read_changelog(opts, &topic, task.partition as i32, from) {
         Ok(read) => (store, read),
+        // The brokers are away for a while: the store is still current up
+        // to `from`, and a later start reads on from there.
+        Err(e) if from > 0 && matches!(failure::classify(&e), Verdict::Transient { .. }) => {
+            store.write_checkpoint(from)?;
+            return Err(e);
+        }
         Err(e) if from > 0 => {
             tracing::info!(task = %task, "rebuilding the state store: {e}");
             drop(store);

@@ -400,7 +400,18 @@ pub(crate) async fn start_assigned(
     let mut restored = restore_states(input, &to_start).await?;
     tracing::debug!("tasks {to_start:?}: state restored after {:?}", began.elapsed());
     let partitions: Vec<(String, i32)> = to_start.iter().flat_map(|t| task_partitions(input, *t)).collect();
-    let starts = seek_to_commits(consumer, &partitions, &io.start_offsets, generation.clone(), seen).await?;
+    let starts = match seek_to_commits(consumer, &partitions, &io.start_offsets, generation.clone(), seen).await {
+        Ok(s) => s,
+        Err(e) => {
+            // Restored stores stay trusted for the next try.
+            for (task, r) in restored {
+                if let Err(e) = r.store.write_checkpoint(r.next) {
+                    tracing::warn!(task = %task, "{e}");
+                }
+            }
+            return Err(e);
+        }
+    };
     let Some(starts) = starts.filter(|_| generation.load(Ordering::Acquire) == seen) else {
         // Resuming now could resume partitions a newer assignment paused.
         tracing::debug!("the assignment changed while tasks {to_start:?} were being prepared; not starting them");

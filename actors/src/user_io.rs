@@ -101,40 +101,62 @@ pub async fn resolve_sources(admin: &Admin, input: &mut JobInput) -> Result<Hash
     Ok(start_offsets)
 }
 
+/// The client properties ReadFromKafka transforms set for the job's one
+/// consumer of their topics (their consumer_config, without what the runner
+/// manages); two transforms, or a transform and --kafka_property, that
+/// disagree are an error naming both.
+pub fn consumer_properties(input: &JobInput) -> Result<Vec<(String, String)>, String> {
+    let opts = &input.options;
+    let mut out = Vec::new();
+    let mut set_by: HashMap<String, (String, String)> = HashMap::new();
+    let mut seen = std::collections::HashSet::new();
+    for src in input.sub_topologies.iter().flat_map(|s| &s.inputs).filter_map(|i| i.source.as_ref()) {
+        if !seen.insert(&src.transform) {
+            continue;
+        }
+        for (k, v) in &src.spec().consumer_config {
+            if MANAGED_CONSUMER_KEYS.contains(&k.as_str()) {
+                continue;
+            }
+            let shown = |value: &str| beam_kafka_config::secrets::shown(k, value).to_string();
+            if let Some((who, old)) = set_by.get(k).filter(|(_, old)| old != v) {
+                return Err(format!(
+                    "ReadFromKafka '{}' sets consumer_config '{k}'='{}', but '{who}' sets it to '{}'; \
+                     the runner reads every topic with one consumer",
+                    src.name,
+                    shown(v),
+                    shown(old)
+                ));
+            }
+            if opts.kafka_properties.iter().any(|(pk, pv)| pk == k && pv != v) {
+                return Err(format!(
+                    "ReadFromKafka '{}' sets consumer_config '{k}'='{}', which --kafka_property sets differently",
+                    src.name,
+                    shown(v)
+                ));
+            }
+            if set_by.insert(k.clone(), (src.name.clone(), v.clone())).is_none() {
+                out.push((k.clone(), v.clone()));
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Builds the shared state of every source and a producer for every sink.
 pub fn start_kafka_io(input: &JobInput) -> Result<KafkaIo, String> {
     let opts = &input.options;
-    let mut io = KafkaIo { consumer_properties: Vec::new(), sources: HashMap::new(), sinks: HashMap::new(), start_offsets: HashMap::new() };
-    let mut set_by: HashMap<String, (String, String)> = HashMap::new();
+    let mut io = KafkaIo {
+        consumer_properties: consumer_properties(input)?,
+        sources: HashMap::new(),
+        sinks: HashMap::new(),
+        start_offsets: HashMap::new(),
+    };
     for sub in &input.sub_topologies {
         for i in &sub.inputs {
             let Some(src) = &i.source else { continue };
             if io.sources.contains_key(&src.transform) {
                 continue;
-            }
-            for (k, v) in &src.spec().consumer_config {
-                if MANAGED_CONSUMER_KEYS.contains(&k.as_str()) {
-                    continue;
-                }
-                let shown = |value: &str| beam_kafka_config::secrets::shown(k, value).to_string();
-                if let Some((who, old)) = set_by.get(k).filter(|(_, old)| old != v) {
-                    return Err(format!(
-                        "ReadFromKafka '{}' sets consumer_config '{k}'='{}', but '{who}' sets it to '{}'; \
-                         the runner reads every topic with one consumer",
-                        src.name,
-                        shown(v),
-                        shown(old)
-                    ));
-                }
-                if opts.kafka_properties.iter().any(|(pk, pv)| pk == k && pv != v) {
-                    return Err(format!(
-                        "ReadFromKafka '{}' sets consumer_config '{k}'='{}', which --kafka_property sets differently",
-                        src.name,
-                        shown(v)
-                    ));
-                }
-                set_by.insert(k.clone(), (src.name.clone(), v.clone()));
-                io.consumer_properties.push((k.clone(), v.clone()));
             }
             let finalize = if src.spec().commit_offset_in_finalize {
                 let group = src.spec().consumer_config.get("group.id").cloned().unwrap_or_default();

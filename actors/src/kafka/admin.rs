@@ -105,7 +105,7 @@ impl Admin {
             .create_with_context(access.clone())
             .map_err(|e| format!("cannot create a Kafka admin client: {e}"))?;
         let probe: BaseConsumer<AccessWatch> =
-            config::consumer(opts).create_with_context(access.clone()).map_err(|e| format!("cannot create a Kafka consumer: {e}"))?;
+            consumer().create_with_context(access.clone()).map_err(|e| format!("cannot create a Kafka consumer: {e}"))?;
         let offsets_probe: BaseConsumer =
             consumer().set("isolation.level", "read_uncommitted").create().map_err(|e| format!("cannot create a Kafka consumer: {e}"))?;
         let admin = Admin { client, access, probe, offsets_probe, bootstrap: opts.bootstrap_servers.clone() };
