@@ -179,7 +179,8 @@ mod tests {
                 "gbk output credit=2 panes=0 wm=NegInf closed=0",
                 "gbk output credit=0 panes=0 wm=At(25) closed=2",
                 // Behind the step: the state it answers with has the step in it.
-                "gbk barrier 7 changes=3 wm=At(25) hold=Some(At(9))",
+                // The progress entry, and each pane's entry and first chunk.
+                "gbk barrier 7 changes=5 wm=At(25) hold=Some(At(9))",
                 "gbk output credit=10 panes=2 wm=At(25) closed=0",
             ]
         );

@@ -19,6 +19,14 @@ use crate::registry::Registry;
 /// must be quick (lookups in memory), never block on the bundle's owner.
 pub trait StateHandler: Send + Sync {
     fn handle(&self, request: &fn_pb::StateRequest) -> Result<fn_pb::state_response::Response, String>;
+
+    /// Cache tokens for the bundle's request: while a token stays the same,
+    /// the SDK may answer reads of that state from its own cache, across
+    /// bundles. A handler must change its token whenever the state changes
+    /// other than through the SDK's own writes.
+    fn cache_tokens(&self) -> Vec<fn_pb::process_bundle_request::CacheToken> {
+        Vec::new()
+    }
 }
 
 /// A request's kind, for error messages.

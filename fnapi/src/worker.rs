@@ -243,6 +243,7 @@ impl SdkWorker {
         if let Some(reason) = self.closed_reason() {
             return Err(BundleError::Worker(reason));
         }
+        let cache_tokens = state.as_ref().map(|h| h.cache_tokens()).unwrap_or_default();
         let (route_tx, mut route_rx) = mpsc::unbounded_channel();
         self.routes.insert(instruction_id.to_string(), route_tx);
         let (resp_tx, resp_rx) = oneshot::channel();
@@ -250,7 +251,8 @@ impl SdkWorker {
         if let Some(h) = state {
             self.state_handlers.insert(instruction_id.to_string(), h);
         }
-        let result = self.run_bundle(instruction_id, descriptor_id, inputs, timers, families, outputs, &mut route_rx, resp_rx).await;
+        let result =
+            self.run_bundle(instruction_id, descriptor_id, cache_tokens, inputs, timers, families, outputs, &mut route_rx, resp_rx).await;
         self.routes.remove(instruction_id);
         self.pending.remove(instruction_id);
         self.state_handlers.remove(instruction_id);
@@ -262,6 +264,7 @@ impl SdkWorker {
         &self,
         instruction_id: &str,
         descriptor_id: &str,
+        cache_tokens: Vec<fn_pb::process_bundle_request::CacheToken>,
         inputs: &[BundleInput],
         mut timers: HashMap<TimerFamily, Vec<u8>>,
         families: &[TimerFamily],
@@ -274,6 +277,7 @@ impl SdkWorker {
             instruction_id: instruction_id.to_string(),
             request: Some(fn_pb::instruction_request::Request::ProcessBundle(fn_pb::ProcessBundleRequest {
                 process_bundle_descriptor_id: descriptor_id.to_string(),
+                cache_tokens,
                 ..Default::default()
             })),
         };

@@ -74,9 +74,16 @@ impl StateCell {
     }
 }
 
+/// Tells apart the user state of every task incarnation in this process.
+static INCARNATIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// The bags of one task, with what changed since the last commit.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct UserState {
+    /// This instance (one per task incarnation) and how often the runner
+    /// changed it behind the SDK's back: together the SDK's cache token.
+    instance: u64,
+    generation: u64,
     bags: BTreeMap<StateCell, Vec<u8>>,
     dirty: BTreeSet<StateCell>,
     /// What of each cell its chunk entries hold (also of cleared cells
@@ -86,6 +93,20 @@ pub struct UserState {
     legacy: BTreeSet<StateCell>,
     /// Chunks read back while restoring, assembled by `finish_restore`.
     restoring: BTreeMap<StateCell, BTreeMap<u32, Vec<u8>>>,
+}
+
+impl Default for UserState {
+    fn default() -> Self {
+        UserState {
+            instance: INCARNATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            generation: 0,
+            bags: BTreeMap::new(),
+            dirty: BTreeSet::new(),
+            stored: BTreeMap::new(),
+            legacy: BTreeSet::new(),
+            restoring: BTreeMap::new(),
+        }
+    }
 }
 
 fn chunk_key(cell: &StateCell) -> impl Fn(u32) -> Vec<u8> {
@@ -175,12 +196,23 @@ impl UserState {
         }
     }
 
-    /// Drops every cell `expired` says is past garbage collection.
+    /// Drops every cell `expired` says is past garbage collection. The SDK
+    /// may hold those cells in its cache: a new cache token disowns it.
     pub fn expire(&mut self, expired: impl Fn(&StateCell) -> bool) {
         let gone: Vec<StateCell> = self.bags.keys().filter(|c| expired(c)).cloned().collect();
+        if !gone.is_empty() {
+            self.generation += 1;
+        }
         for c in gone {
             self.clear(c);
         }
+    }
+
+    /// The SDK's cache token for this state: valid while only the SDK
+    /// changes it. A restarted or moved task has a new instance (its state
+    /// came back from the last commit), and expiry bumps the generation.
+    pub fn cache_token(&self) -> Vec<u8> {
+        format!("user-state/{}/{}/{}", std::process::id(), self.instance, self.generation).into_bytes()
     }
 
     /// The task-state entries changed since the last call.
@@ -369,6 +401,22 @@ mod tests {
         let back = reloaded(&store);
         assert!(back.get(&cell(b"a", b"")).is_empty());
         assert_eq!(back.get(&cell(b"b", b"")), &[3]);
+    }
+
+    #[test]
+    fn the_cache_token_changes_with_the_instance_and_with_expiry_only() {
+        let mut s = UserState::default();
+        let first = s.cache_token();
+        s.append(cell(b"a", b"old"), &[1]);
+        s.clear(cell(b"a", b"old"));
+        s.take_changes();
+        assert_eq!(s.cache_token(), first, "the SDK's own writes keep it");
+        s.append(cell(b"a", b"old"), &[1]);
+        s.expire(|c| c.window == b"new");
+        assert_eq!(s.cache_token(), first, "nothing expired");
+        s.expire(|c| c.window == b"old");
+        assert_ne!(s.cache_token(), first, "the runner dropped state the SDK may cache");
+        assert_ne!(UserState::default().cache_token(), s.cache_token(), "a new incarnation");
     }
 
     #[test]
