@@ -6,7 +6,6 @@ last commit; the job reaches DONE and every count is written exactly once.
 The broker here is the test's own (its own port and data), so the other
 tests' broker never goes down."""
 
-import collections
 import threading
 import time
 import typing
@@ -30,6 +29,7 @@ from own_broker import kafka
 from own_broker import own_broker
 from test_user_state import KEYS
 from test_user_state import _RunningCount
+from test_user_state import running_counts
 
 DOWN_SECS = 20
 HALF = 1500
@@ -94,11 +94,5 @@ def test_a_broker_down_for_20_seconds_under_an_exactly_once_job(
   assert ended.get('state') == PipelineState.DONE, result.state
 
   out = read_committed(broker, sink, expected=2 * HALF, timeout=60)
-  counts = collections.defaultdict(list)
-  for _, key, value in out:
-    k, n = value.split(b':')
-    assert k == key
-    counts[key].append(int(n))
   # Each key counted 1..1000 once: nothing lost, repeated or restarted.
-  assert {k: sorted(v) for k, v in counts.items()} == {
-      k: list(range(1, 2 * HALF // 3 + 1)) for k in KEYS}
+  assert running_counts(out) == {k: list(range(1, 2 * HALF // 3 + 1)) for k in KEYS}

@@ -4,7 +4,6 @@ The job's only way in is that listener, so any client the runner creates
 without the user's --kafka_property settings could not connect. A wrong
 password ends the job within seconds, naming authentication."""
 
-import collections
 import time
 import typing
 
@@ -27,6 +26,7 @@ from own_broker import broker_dir
 from own_broker import own_broker
 from test_user_state import KEYS
 from test_user_state import _RunningCount
+from test_user_state import running_counts
 
 N = 300
 
@@ -43,6 +43,13 @@ def secure_broker():
           k, v = line.strip().split('=', 1)
           props[k] = v
     yield 'localhost:%d' % port, props
+
+
+def _topics(plain, partitions):
+  source, sink = unique_topic('tls-in'), unique_topic('tls-out')
+  create_topic(plain, source, partitions)
+  create_topic(plain, sink, 1)
+  return source, sink
 
 
 def _options(job_server, props, app_id, tmp_path, password=None):
@@ -80,30 +87,20 @@ def _pipeline(job_server, props, source, sink, options):
 def test_a_stateful_topic_to_topic_job_runs_entirely_over_sasl_ssl(
     job_server, secure_broker, tmp_path):
   plain, props = secure_broker
-  source, sink = unique_topic('tls-in'), unique_topic('tls-out')
-  create_topic(plain, source, 2)
-  create_topic(plain, sink, 1)
+  source, sink = _topics(plain, 2)
   produce(plain, source, [(i % 2, None, KEYS[i % 3], None) for i in range(N)])
   options = _options(job_server, props, make_app_id('tls'), tmp_path)
   result = _pipeline(job_server, props, source, sink, options).run()
   assert result.wait_until_finish() == PipelineState.DONE
   out = read_committed(plain, sink, expected=N, timeout=60)
-  counts = collections.defaultdict(list)
-  for _, key, value in out:
-    k, n = value.split(b':')
-    assert k == key
-    counts[key].append(int(n))
-  assert {k: sorted(v) for k, v in counts.items()} == {
-      k: list(range(1, N // 3 + 1)) for k in KEYS}
+  assert running_counts(out) == {k: list(range(1, N // 3 + 1)) for k in KEYS}
 
 
 @pytest.mark.timeout_seconds(120)
 def test_a_wrong_password_fails_the_job_within_seconds_naming_authentication(
     job_server, secure_broker, tmp_path):
   plain, props = secure_broker
-  source, sink = unique_topic('tls-in'), unique_topic('tls-out')
-  create_topic(plain, source, 1)
-  create_topic(plain, sink, 1)
+  source, sink = _topics(plain, 1)
   options = _options(job_server, props, make_app_id('tls-bad'), tmp_path,
                      password='not-the-password')
   p = _pipeline(job_server, props, source, sink, options)
