@@ -40,7 +40,8 @@ const TRANSIENT: &[(&str, &str)] = &[
     ("ThrottlingQuotaExceeded", BROKERS),
     ("PurgeQueue", BROKERS),
     ("PurgeInflight", BROKERS),
-    ("Destroy", BROKERS),
+    ("BrokerDestroy", BROKERS),
+    ("DestroyBroker", BROKERS),
     ("Retry", BROKERS),
     ("LeaderNotAvailable", LEADER),
     ("NotLeaderForPartition", LEADER),
@@ -59,9 +60,11 @@ const TRANSIENT: &[(&str, &str)] = &[
     ("OutOfOrderSequenceNumber", PRODUCER),
     ("UnknownProducerId", PRODUCER),
     ("InvalidProducerIdMapping", PRODUCER),
-    ("InconsistentTransactionalState", PRODUCER),
-    ("InvalidTransactionState", PRODUCER),
+    ("InvalidTransactionalState", PRODUCER),
     ("State", PRODUCER),
+    // An idempotent or transactional producer librdkafka gave up on: the
+    // restarted task gets a new one.
+    ("Fatal", PRODUCER),
 ];
 
 /// Code names that no restart cures, with what to fix.
@@ -95,12 +98,13 @@ const FATAL: &[(&str, &str)] = &[
     ("UnsupportedVersion", "the broker is too old for this runner: it needs Kafka 2.5 or later (transactions with consumer group metadata)"),
     ("UnsupportedFeature", "the broker does not support a feature the job needs (transactions, idempotence)"),
     ("PolicyViolation", "the broker's policy refused a topic setting: create the topic yourself or relax the policy"),
-    ("RecordListTooLarge", "a batch is larger than the broker accepts: lower batch.size or raise the broker's message.max.bytes"),
+    ("MessageBatchTooLarge", "a batch is larger than the broker accepts: lower batch.size or raise the broker's message.max.bytes"),
 ];
 
 /// Wording of the runner's own and the operating system's errors.
 const TRANSIENT_TEXT: &[(&str, &str)] = &[
     ("did not acknowledge writes within", BROKERS),
+    ("took longer than", BROKERS),
     ("connection refused", BROKERS),
     ("timed out", BROKERS),
     ("no space left on device", DISK),
@@ -115,8 +119,10 @@ pub fn classify(error: &str) -> Verdict {
     let words: Vec<&str> = error.split(|c: char| !c.is_ascii_alphanumeric() && c != '_').filter(|w| !w.is_empty()).collect();
     // A fatal cause anywhere wins: a timeout wrapping an authorization
     // failure must not be retried forever.
+    // Code names match exactly: "ssl://host" or "SSL handshake failed"
+    // (a transport error) are not the `Ssl` code.
     for (code, fix) in FATAL {
-        if words.iter().any(|w| w.eq_ignore_ascii_case(code)) {
+        if words.contains(code) {
             return Verdict::Fatal { fix: Some(fix) };
         }
     }
@@ -147,7 +153,7 @@ pub fn is_access_denied(error: &str) -> bool {
         "Authentication",
         "Ssl",
     ];
-    error.split(|c: char| !c.is_ascii_alphanumeric() && c != '_').any(|w| CODES.iter().any(|c| w.eq_ignore_ascii_case(c)))
+    error.split(|c: char| !c.is_ascii_alphanumeric() && c != '_').any(|w| CODES.contains(&w))
 }
 
 /// The error with its fix, for the job's failure message.
@@ -198,6 +204,12 @@ mod tests {
             Verdict::Transient { waiting_for: COORDINATOR }
         );
         assert_eq!(classify("IO error: No space left on device: /state/000012.log"), Verdict::Transient { waiting_for: DISK });
+        // A transaction error as `transaction::describe` words it.
+        assert_eq!(
+            classify("task 1_0: cannot initialise transactions (a-task-1_0): Transaction error: Broker: Not coordinator [NotCoordinator]"),
+            Verdict::Transient { waiting_for: COORDINATOR }
+        );
+        assert_eq!(classify("Message production error: Fatal (Local: Fatal error)"), Verdict::Transient { waiting_for: PRODUCER });
     }
 
     #[test]
@@ -210,6 +222,12 @@ mod tests {
         assert!(explain("MessageSizeTooLarge (Broker: Message size too large)").contains("max.message.bytes"));
         assert!(is_access_denied(e));
         assert!(!is_access_denied("Subscribed topic not available: t: Broker: Unknown topic or partition (UnknownTopicOrPartition)"));
+        // A broker that is down, reached over TLS, is not a TLS refusal.
+        let down =
+            "Global error: BrokerTransportFailure (Local: Broker transport failure): ssl://b1:9093/1: SSL handshake failed: Disconnected";
+        assert!(!is_access_denied(down));
+        assert_eq!(classify(down), Verdict::Transient { waiting_for: BROKERS });
+        assert!(is_access_denied("Global error: Ssl (Local: SSL error): ssl://b1:9093/bootstrap: certificate verify failed"));
     }
 
     #[test]

@@ -220,8 +220,8 @@ impl UserState {
         let mut out = Vec::new();
         for cell in std::mem::take(&mut self.dirty) {
             let mut stored = self.stored.remove(&cell).unwrap_or_default();
-            if self.legacy.remove(&cell) {
-                out.push((task_state::user_state_key(&cell.encode()), None));
+            let legacy = self.legacy.remove(&cell);
+            if legacy {
                 stored.invalidate();
             }
             match self.bags.get(&cell) {
@@ -232,8 +232,13 @@ impl UserState {
                     }
                     let from = stored.len;
                     chunks::write(&mut stored, bytes.len(), &bytes[from..], chunk_key(&cell), &mut out);
-                    self.stored.insert(cell, stored);
+                    self.stored.insert(cell.clone(), stored);
                 }
+            }
+            // After the chunks that replace it: a write cut short keeps the
+            // older whole entry rather than losing the cell.
+            if legacy {
+                out.push((task_state::user_state_key(&cell.encode()), None));
             }
         }
         out

@@ -63,12 +63,23 @@ pub fn producer_fenced(producer: &KafkaProducer) -> bool {
     matches!(producer.client().fatal_error(), Some((Code::Fenced | Code::ProducerFenced | Code::InvalidProducerEpoch, _)))
 }
 
+/// The error with its code name: a transaction error shows only librdkafka's
+/// description ("Broker: Not coordinator"), and `failure::classify` reads
+/// code names.
+pub fn describe(e: &KafkaError) -> String {
+    match e.rdkafka_error_code() {
+        Some(code) => format!("{e} [{code:?}]"),
+        None => e.to_string(),
+    }
+}
+
 fn classify(e: KafkaError) -> TxnError {
+    let text = describe(&e);
     match &e {
-        _ if is_fenced(&e.to_string()) => TxnError::TaskMigrated(e.to_string()),
-        KafkaError::Transaction(t) if t.is_retriable() => TxnError::Retriable(e.to_string()),
-        KafkaError::Transaction(t) if t.txn_requires_abort() => TxnError::Aborted(e.to_string()),
-        _ => TxnError::Fatal(e.to_string()),
+        _ if is_fenced(&text) => TxnError::TaskMigrated(text),
+        KafkaError::Transaction(t) if t.is_retriable() => TxnError::Retriable(text),
+        KafkaError::Transaction(t) if t.txn_requires_abort() => TxnError::Aborted(text),
+        _ => TxnError::Fatal(text),
     }
 }
 
@@ -85,9 +96,9 @@ pub fn start(opts: &RunnerOptions, task: TaskId) -> Result<Arc<KafkaProducer>, S
     // librdkafka refuses a delivery timeout longer than the transaction's.
     let delivery: u64 = c.get("message.timeout.ms").and_then(|v| v.parse().ok()).unwrap_or(30_000);
     c.set("message.timeout.ms", delivery.min(opts.transaction_timeout_ms).to_string());
-    let producer = producer::create(&c).map_err(|e| format!("task {task}: cannot create its transactional producer: {e}"))?;
-    producer.init_transactions(API_TIMEOUT).map_err(|e| format!("task {task}: cannot initialise transactions ({id}): {e}"))?;
-    producer.begin_transaction().map_err(|e| format!("task {task}: cannot begin a transaction: {e}"))?;
+    let producer = producer::create(&c).map_err(|e| format!("task {task}: cannot create its transactional producer: {}", describe(&e)))?;
+    producer.init_transactions(API_TIMEOUT).map_err(|e| format!("task {task}: cannot initialise transactions ({id}): {}", describe(&e)))?;
+    producer.begin_transaction().map_err(|e| format!("task {task}: cannot begin a transaction: {}", describe(&e)))?;
     Ok(Arc::new(producer))
 }
 
