@@ -155,6 +155,15 @@ class _Stream:
     return self.produced
 
 
+def _save_story(everyone):
+  """Every copy's whole log, for scripts/inspect_app.py and a reader, when
+  BEAM_KAFKA_CHAOS_STORY names where."""
+  if os.environ.get('BEAM_KAFKA_CHAOS_STORY'):
+    for i, c in enumerate(everyone):
+      with open('%s.copy%d.log' % (os.environ['BEAM_KAFKA_CHAOS_STORY'], i), 'w') as f:
+        f.write('\n'.join(c.lines))
+
+
 def _kill_three_under_stream(binary, pipeline, broker, source, app_id, tmp_path,
                              everyone, write=_produce_words, extra=()):
   """Runs 3 copies under a steady stream and SIGKILLs one (restarting it with
@@ -203,11 +212,7 @@ def test_copies_killed_with_sigkill_lose_and_duplicate_nothing(
   story = 'app %s, source %s, sink %s\n' % (app_id, source, sink) + '\n'.join(
       '%d: %s' % (i, l) for i, c in enumerate(everyone) for l in c.lines
       if 'task' in l and ('running' in l or 'stopped' in l) or ' ERROR ' in l)
-  if os.environ.get('BEAM_KAFKA_CHAOS_STORY'):
-    # Every copy's whole log, for scripts/inspect_app.py and a reader.
-    for i, c in enumerate(everyone):
-      with open('%s.copy%d.log' % (os.environ['BEAM_KAFKA_CHAOS_STORY'], i), 'w') as f:
-        f.write('\n'.join(c.lines))
+  _save_story(everyone)
   _check(out, sums, produced, story)
 
 
@@ -259,6 +264,7 @@ def test_copies_killed_with_sigkill_keep_a_stateful_count_exact(
   finally:
     for c in everyone:
       c.stop()
+  _save_story(everyone)
   counts = collections.defaultdict(list)
   for _, key, _ in out:
     word, n = key.split(b'@')

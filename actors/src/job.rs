@@ -147,24 +147,19 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
     let mut assigned: BTreeSet<(String, i32)> = BTreeSet::new();
     let mut restarts = Restarts::default();
     let mut waiting: BTreeSet<TaskId> = input.plan.terminal_tasks().into_iter().collect();
+    let mut reconcile = tokio::time::interval(RECONCILE_EVERY);
+    reconcile.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let outcome = loop {
         tokio::select! {
             m = membership_rx.recv() => match m {
                 Some(Membership::Revoked(parts)) => {
-                    for p in &parts {
-                        assigned.remove(p);
+                    if revoke(&parts, &mut assigned, &mut live, &routes) {
+                        let _ = events.send(JobEvent::Info(running_message(opts, &live)));
                     }
-                    let moving: Vec<TaskId> =
-                        live.values().filter(|t| t.partitions.iter().any(|p| parts.contains(p))).map(|t| t.task).collect();
-                    let stopped = !moving.is_empty();
-                    for t in moving {
-                        let gone = live.remove(&t).expect("listed above");
-                        for p in &gone.partitions {
-                            routes.remove(p);
-                        }
-                        gone.addr.do_send(Shutdown);
-                    }
-                    if stopped {
+                }
+                Some(Membership::RevokedAll) => {
+                    let parts: Vec<(String, i32)> = assigned.iter().cloned().collect();
+                    if revoke(&parts, &mut assigned, &mut live, &routes) {
                         let _ = events.send(JobEvent::Info(running_message(opts, &live)));
                     }
                 }
@@ -174,7 +169,10 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
                     if restarts.is_waiting() {
                         continue; // the pending restart starts these too
                     }
-                    let started = start_assigned(&input, &io, &assigned, &live, &consumer, &producer, &task_tx, &generation).await;
+                    let started = tokio::select! {
+                        s = start_assigned(&input, &io, &assigned, &live, &consumer, &producer, &task_tx, &generation, &watch_stop) => s,
+                        _ = cancel.changed() => break JobOutcome::Cancelled,
+                    };
                     match register(started, &mut live, &routes, draining) {
                         Ok(0) => {}
                         Ok(_) => {
@@ -233,7 +231,10 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
                         Err(e) => break JobOutcome::Failed(format!("cannot create the Kafka producer: {e}")),
                     }
                 }
-                let started = start_assigned(&input, &io, &assigned, &live, &consumer, &producer, &task_tx, &generation).await;
+                let started = tokio::select! {
+                    s = start_assigned(&input, &io, &assigned, &live, &consumer, &producer, &task_tx, &generation, &watch_stop) => s,
+                    _ = cancel.changed() => break JobOutcome::Cancelled,
+                };
                 match register(started, &mut live, &routes, draining) {
                     Ok(n) => {
                         restarts.succeeded();
@@ -245,6 +246,24 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
                         if let Err(fatal) = restarts.after_failed_start(&e, &events) {
                             break JobOutcome::Failed(fatal);
                         }
+                    }
+                }
+            }
+            _ = reconcile.tick() => {
+                // librdkafka's own assignment is the truth. A partition it no
+                // longer has (a rebalance this process learnt of late, or
+                // whose revocation crossed a task's restart) must not keep a
+                // task running here: it would keep the partition's offsets in
+                // open transactions, starving its real owner.
+                if !membership_rx.is_empty() {
+                    continue; // pending events decide first
+                }
+                let Some(actual) = real_assignment(&consumer) else { continue };
+                let lost: Vec<(String, i32)> = assigned.difference(&actual).cloned().collect();
+                if !lost.is_empty() {
+                    tracing::info!("partitions {lost:?} are no longer assigned to this process; stopping their tasks");
+                    if revoke(&lost, &mut assigned, &mut live, &routes) {
+                        let _ = events.send(JobEvent::Info(running_message(opts, &live)));
                     }
                 }
             }
@@ -345,6 +364,33 @@ async fn bootstrap(admin: &Admin, input: &JobInput) -> Result<(), String> {
         .await
         .map_err(|e| format!("writing the impulse failed: {e}"))?
         .map_err(|e| format!("cannot commit the impulse: {e}"))
+}
+
+/// How often the job compares its view of the assignment with librdkafka's.
+const RECONCILE_EVERY: Duration = Duration::from_secs(1);
+
+/// The partitions librdkafka has assigned to this process now.
+fn real_assignment(consumer: &JobConsumer) -> Option<BTreeSet<(String, i32)>> {
+    let tpl = consumer.assignment().ok()?;
+    Some(tpl.elements().iter().map(|e| (e.topic().to_string(), e.partition())).collect())
+}
+
+/// Forgets `parts` and stops the live tasks owning any of them; whether
+/// any stopped.
+fn revoke(parts: &[(String, i32)], assigned: &mut BTreeSet<(String, i32)>, live: &mut HashMap<TaskId, LiveTask>, routes: &Routes) -> bool {
+    for p in parts {
+        assigned.remove(p);
+    }
+    let moving: Vec<TaskId> = live.values().filter(|t| t.partitions.iter().any(|p| parts.contains(p))).map(|t| t.task).collect();
+    for t in &moving {
+        if let Some(gone) = live.remove(t) {
+            for p in &gone.partitions {
+                routes.remove(p);
+            }
+            gone.addr.do_send(Shutdown);
+        }
+    }
+    !moving.is_empty()
 }
 
 /// Routes the started tasks' partitions to them and adds them to `live`;

@@ -3,7 +3,7 @@
 //! commit, then its supervisor and stage actors. Tasks taken over together
 //! are prepared in parallel; a change of assignment meanwhile cancels the start.
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -279,6 +279,7 @@ async fn seek_to_commits(
     fallback: &HashMap<(String, i32), i64>,
     generation: Arc<AtomicU64>,
     seen: u64,
+    stop: Arc<AtomicBool>,
 ) -> Result<Option<HashMap<(String, i32), rdkafka::Offset>>, String> {
     // Once seen (CI, a freshly created edge topic) waiting out 60 s: longer
     // than the broker's default transaction timeout, in case a pending
@@ -292,7 +293,7 @@ async fn seek_to_commits(
     consumer.pause(&tpl).map_err(|e| format!("cannot pause {partitions:?}: {e}"))?;
     let consumer = consumer.clone();
     let fallback: HashMap<(String, i32), i64> = partitions.iter().filter_map(|k| fallback.get(k).map(|o| (k.clone(), *o))).collect();
-    let moved = move || generation.load(Ordering::Acquire) != seen;
+    let moved = move || generation.load(Ordering::Acquire) != seen || stop.load(Ordering::Acquire);
     tokio::task::spawn_blocking(move || {
         let committed =
             consumer.committed_offsets(tpl, Duration::from_secs(30)).map_err(|e| format!("cannot read committed offsets: {e}"))?;
@@ -312,7 +313,10 @@ async fn seek_to_commits(
             loop {
                 match consumer.seek(e.topic(), e.partition(), offset, Duration::from_secs(30)) {
                     Ok(()) => break,
-                    Err(_) if moved() => return Ok(None),
+                    // Moved, ending, or no longer this process's: a
+                    // partition's fetcher never starts where librdkafka
+                    // does not own it.
+                    Err(_) if moved() || !is_assigned(&consumer, &key) => return Ok(None),
                     Err(err) if fetcher_not_started(&err) && Instant::now() < deadline => {
                         if !warned && began.elapsed() > WARN_AFTER {
                             warned = true;
@@ -334,6 +338,11 @@ async fn seek_to_commits(
     })
     .await
     .map_err(|e| format!("moving to the last commits failed: {e}"))?
+}
+
+/// Whether librdkafka has `partition` assigned to this process now.
+fn is_assigned(consumer: &JobConsumer, partition: &(String, i32)) -> bool {
+    consumer.assignment().is_ok_and(|tpl| tpl.elements().iter().any(|e| e.partition() == partition.1 && e.topic() == partition.0))
 }
 
 /// librdkafka's answer to a seek on a partition whose fetcher is not
@@ -379,6 +388,7 @@ pub(crate) async fn start_assigned(
     producer: &Arc<KafkaProducer>,
     events: &mpsc::UnboundedSender<TaskEvent>,
     generation: &Arc<AtomicU64>,
+    stop: &Arc<AtomicBool>,
 ) -> Result<Vec<LiveTask>, String> {
     let seen = generation.load(Ordering::Acquire);
     let to_start: Vec<TaskId> = input
@@ -388,7 +398,7 @@ pub(crate) async fn start_assigned(
         .filter(|t| !live.contains_key(t))
         .filter(|t| {
             let parts = task_partitions(input, *t);
-            !parts.is_empty() && parts.iter().all(|p| assigned.contains(p))
+            !parts.is_empty() && parts.iter().all(|p| assigned.contains(p) && is_assigned(consumer, p))
         })
         .collect();
     if to_start.is_empty() {
@@ -400,7 +410,7 @@ pub(crate) async fn start_assigned(
     let mut restored = restore_states(input, &to_start).await?;
     tracing::debug!("tasks {to_start:?}: state restored after {:?}", began.elapsed());
     let partitions: Vec<(String, i32)> = to_start.iter().flat_map(|t| task_partitions(input, *t)).collect();
-    let starts = match seek_to_commits(consumer, &partitions, &io.start_offsets, generation.clone(), seen).await {
+    let starts = match seek_to_commits(consumer, &partitions, &io.start_offsets, generation.clone(), seen, stop.clone()).await {
         Ok(s) => s,
         Err(e) => {
             // Restored stores stay trusted for the next try.

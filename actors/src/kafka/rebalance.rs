@@ -16,6 +16,8 @@ use tokio::sync::mpsc::UnboundedSender;
 pub enum Membership {
     Assigned(Vec<(String, i32)>),
     Revoked(Vec<(String, i32)>),
+    /// Every partition went (a failed rebalance unassigns them all).
+    RevokedAll,
 }
 
 pub struct JobContext {
@@ -43,8 +45,17 @@ impl ClientContext for JobContext {}
 impl ConsumerContext for JobContext {
     fn pre_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         self.generation.fetch_add(1, Ordering::AcqRel);
-        if let Rebalance::Revoke(tpl) = rebalance {
-            let _ = self.events.send(Membership::Revoked(list(tpl)));
+        match rebalance {
+            Rebalance::Revoke(tpl) => {
+                tracing::debug!("group rebalance: revoking {:?}", list(tpl));
+                let _ = self.events.send(Membership::Revoked(list(tpl)));
+            }
+            Rebalance::Assign(tpl) => tracing::debug!("group rebalance: assigning {:?}", list(tpl)),
+            // rust-rdkafka unassigns everything after an error.
+            Rebalance::Error(e) => {
+                tracing::warn!("group rebalance failed ({e}); giving up every partition until the next assignment");
+                let _ = self.events.send(Membership::RevokedAll);
+            }
         }
     }
 

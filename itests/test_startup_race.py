@@ -1,0 +1,84 @@
+"""Copies started together race for the group's partitions: assignments
+change several times in the first seconds, tasks start, are fenced and
+restart. Every record must still be counted once, and every copy must stop
+promptly when asked, even one caught starting a task.
+
+`bench/startup.sh ROUNDS` repeats this (the race rarely goes wrong; a soak
+finds what one run cannot)."""
+
+import collections
+import os
+import shutil
+import time
+
+import pytest
+
+from conftest import make_app_id
+from kafka_topics import create_topic
+from kafka_topics import unique_topic
+from test_copies import WORDS
+from test_copies import Copy
+from test_copies import _RunningCount
+from test_copies import _Stream
+from test_copies import _totals
+from test_copies import _word_key
+from test_copies import save_keyed_pipeline
+
+ROUNDS = int(os.environ.get('BEAM_KAFKA_STARTUP_ROUNDS', '1'))
+
+
+@pytest.mark.parametrize('round_', range(ROUNDS))
+def test_copies_started_together_count_every_record_once_and_stop_promptly(
+    job_server, binary, broker, tmp_path, round_):
+  source, sink = unique_topic('race-in'), unique_topic('race-out')
+  create_topic(broker, source, 4)
+  create_topic(broker, sink, 1)
+  pipeline = tmp_path / 'race.pb'
+  save_keyed_pipeline(job_server, broker, source, sink, pipeline, _word_key, _RunningCount())
+  app_id = make_app_id('race')
+  copies = [Copy(binary, pipeline, broker, app_id, tmp_path / ('c%d' % i),
+                 ['--max_cache_memory_usage_mb=100']) for i in range(3)]
+  codes = []
+  try:
+    # Records flow while the copies are still joining the group.
+    stream = _Stream(broker, source)
+    time.sleep(5)
+    produced = stream.stop()
+    out, _ = _totals(broker, sink, produced, timeout=90)
+  finally:
+    for c in copies:
+      try:
+        codes.append(c.stop())
+      except Exception as e:  # a copy that hangs on SIGTERM
+        codes.append(repr(e))
+        c.proc.kill()
+    _keep_logs(app_id, copies)
+  counts = collections.defaultdict(list)
+  for _, key, _ in out:
+    word, n = key.split(b'@')
+    counts[word].append(int(n))
+  want = collections.Counter(WORDS[i % 3] for i in range(produced))
+  assert {w: sorted(ns) for w, ns in counts.items()} == {
+      w: list(range(1, n + 1)) for w, n in want.items()}, app_id
+  # SIGTERM is honoured within the stop timeout, whatever a copy was doing.
+  assert codes == [0, 0, 0], '\n'.join(c.log() for c in copies)
+  _drop_logs(app_id)
+
+
+def _keep_logs(app_id, copies):
+  """Each copy's whole log under BEAM_KAFKA_STARTUP_LOGS/APP_ID (the soak's
+  evidence; `_drop_logs` removes a round's that went right)."""
+  root = os.environ.get('BEAM_KAFKA_STARTUP_LOGS')
+  if not root:
+    return
+  where = os.path.join(root, app_id)
+  os.makedirs(where, exist_ok=True)
+  for i, c in enumerate(copies):
+    with open(os.path.join(where, 'copy%d.log' % i), 'w') as f:
+      f.write('\n'.join(c.lines))
+
+
+def _drop_logs(app_id):
+  root = os.environ.get('BEAM_KAFKA_STARTUP_LOGS')
+  if root:
+    shutil.rmtree(os.path.join(root, app_id), ignore_errors=True)
