@@ -29,7 +29,9 @@ use crate::source::SourceRoute;
 use crate::stage::{StageActor, StageSpec};
 use crate::state::restore_task;
 use crate::store::{Entries, TaskStore};
-use crate::task::{upstream_key, InputRoute, RestoredState, TaskConfig, TaskEvent, TaskSupervisor, WatermarkTarget, SOURCE_UPSTREAM};
+use crate::task::{
+    upstream_key, AssignmentSeen, InputRoute, RestoredState, TaskConfig, TaskEvent, TaskSupervisor, WatermarkTarget, SOURCE_UPSTREAM,
+};
 use crate::user_io::KafkaIo;
 use beam_kafka_fnapi::StateHandler;
 use beam_kafka_runtime::task::flow::FlowLimits;
@@ -90,6 +92,7 @@ fn start_tasks(
     consumer: Arc<JobConsumer>,
     producer: Arc<KafkaProducer>,
     events: mpsc::UnboundedSender<TaskEvent>,
+    assignment: AssignmentSeen,
 ) -> Result<Vec<LiveTask>, String> {
     let opts = &input.options;
     let mut tasks = Vec::new();
@@ -231,6 +234,7 @@ fn start_tasks(
             side_data: side_data.clone(),
             user_state: user_state.clone(),
             timer_specs: sub.timers.clone(),
+            assignment: assignment.clone(),
         };
         let spec = StageSpec {
             display_name: sub.display_name.clone(),
@@ -445,6 +449,7 @@ pub(crate) async fn start_assigned(
         consumer.clone(),
         producer.clone(),
         events.clone(),
+        AssignmentSeen { generation: generation.clone(), seen },
     )?;
     let mut resume = TopicPartitionList::new();
     for t in &started {

@@ -132,6 +132,11 @@ impl TaskSupervisor {
 
     /// Pauses or resumes the task's partitions as flow control decides.
     fn apply_flow(&mut self) {
+        // A task stopping, or one whose partitions the group is moving, leaves
+        // their fetch positions alone: they belong to the next incarnation.
+        if !self.lifecycle.is_running() || !self.cfg.assignment.current() {
+            return;
+        }
         let Some(command) = self.flow.decide() else { return };
         let mut tpl = TopicPartitionList::new();
         let partition = self.cfg.task.partition as i32;

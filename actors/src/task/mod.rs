@@ -144,6 +144,24 @@ pub struct TaskConfig {
     pub user_state: Option<Arc<Mutex<UserState>>>,
     /// Their timer families.
     pub timer_specs: Vec<TimerFamilySpec>,
+    /// The group assignment the task started in: once it changed, the task
+    /// is about to be stopped and must not move its partitions' fetch
+    /// positions (a late seek would skip records for their next owner).
+    pub assignment: AssignmentSeen,
+}
+
+/// A group assignment generation as seen when a task started.
+#[derive(Clone)]
+pub struct AssignmentSeen {
+    pub generation: Arc<std::sync::atomic::AtomicU64>,
+    pub seen: u64,
+}
+
+impl AssignmentSeen {
+    /// Whether the assignment is still the one the task started in.
+    pub fn current(&self) -> bool {
+        self.generation.load(std::sync::atomic::Ordering::Acquire) == self.seen
+    }
 }
 
 pub struct TaskSupervisor {
