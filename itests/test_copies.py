@@ -244,14 +244,32 @@ def _word_key(kv):
   return kv[1], b''
 
 
-def test_copies_killed_with_sigkill_keep_a_stateful_count_exact(
-    job_server, binary, broker, tmp_path):
-  source, sink = unique_topic('stateful-in'), unique_topic('stateful-out')
+def running_count_job(job_server, broker, tmp_path, name):
+  """A saved `_RunningCount` job per word over 4 source partitions: its
+  source, sink, pipeline file and a fresh application id."""
+  source, sink = unique_topic(name + '-in'), unique_topic(name + '-out')
   create_topic(broker, source, 4)
   create_topic(broker, sink, 1)
-  pipeline = tmp_path / 'stateful.pb'
+  pipeline = tmp_path / (name + '.pb')
   save_keyed_pipeline(job_server, broker, source, sink, pipeline, _word_key, _RunningCount())
-  app_id = make_app_id('stateful')
+  return source, sink, pipeline, make_app_id(name)
+
+
+def assert_each_word_counted_once(out, produced, story=''):
+  """Every word of the `produced` records counted 1..N once in `out`: no
+  update lost, repeated or restarted."""
+  counts = collections.defaultdict(list)
+  for _, key, _ in out:
+    word, n = key.split(b'@')
+    counts[word].append(int(n))
+  want = collections.Counter(WORDS[i % 3] for i in range(produced))
+  assert {w: sorted(ns) for w, ns in counts.items()} == {
+      w: list(range(1, n + 1)) for w, n in want.items()}, story
+
+
+def test_copies_killed_with_sigkill_keep_a_stateful_count_exact(
+    job_server, binary, broker, tmp_path):
+  source, sink, pipeline, app_id = running_count_job(job_server, broker, tmp_path, 'stateful')
   everyone = []
   try:
     # With the SDK's state cache on: a task moving to a copy that ran it
@@ -265,14 +283,7 @@ def test_copies_killed_with_sigkill_keep_a_stateful_count_exact(
     for c in everyone:
       c.stop()
   _save_story(everyone)
-  counts = collections.defaultdict(list)
-  for _, key, _ in out:
-    word, n = key.split(b'@')
-    counts[word].append(int(n))
-  want = collections.Counter(WORDS[i % 3] for i in range(produced))
-  # Every word counted 1..N once: no update lost, repeated or restarted.
-  assert {w: sorted(ns) for w, ns in counts.items()} == {
-      w: list(range(1, n + 1)) for w, n in want.items()}
+  assert_each_word_counted_once(out, produced, app_id)
 
 
 

@@ -6,23 +6,17 @@ promptly when asked, even one caught starting a task.
 `bench/startup.sh ROUNDS` repeats this (the race rarely goes wrong; a soak
 finds what one run cannot)."""
 
-import collections
 import os
 import shutil
 import time
 
 import pytest
 
-from conftest import make_app_id
-from kafka_topics import create_topic
-from kafka_topics import unique_topic
-from test_copies import WORDS
 from test_copies import Copy
-from test_copies import _RunningCount
 from test_copies import _Stream
 from test_copies import _totals
-from test_copies import _word_key
-from test_copies import save_keyed_pipeline
+from test_copies import assert_each_word_counted_once
+from test_copies import running_count_job
 
 ROUNDS = int(os.environ.get('BEAM_KAFKA_STARTUP_ROUNDS', '1'))
 
@@ -30,12 +24,7 @@ ROUNDS = int(os.environ.get('BEAM_KAFKA_STARTUP_ROUNDS', '1'))
 @pytest.mark.parametrize('round_', range(ROUNDS))
 def test_copies_started_together_count_every_record_once_and_stop_promptly(
     job_server, binary, broker, tmp_path, round_):
-  source, sink = unique_topic('race-in'), unique_topic('race-out')
-  create_topic(broker, source, 4)
-  create_topic(broker, sink, 1)
-  pipeline = tmp_path / 'race.pb'
-  save_keyed_pipeline(job_server, broker, source, sink, pipeline, _word_key, _RunningCount())
-  app_id = make_app_id('race')
+  source, sink, pipeline, app_id = running_count_job(job_server, broker, tmp_path, 'race')
   copies = [Copy(binary, pipeline, broker, app_id, tmp_path / ('c%d' % i),
                  ['--max_cache_memory_usage_mb=100']) for i in range(3)]
   codes = []
@@ -53,13 +42,7 @@ def test_copies_started_together_count_every_record_once_and_stop_promptly(
         codes.append(repr(e))
         c.proc.kill()
     _keep_logs(app_id, copies)
-  counts = collections.defaultdict(list)
-  for _, key, _ in out:
-    word, n = key.split(b'@')
-    counts[word].append(int(n))
-  want = collections.Counter(WORDS[i % 3] for i in range(produced))
-  assert {w: sorted(ns) for w, ns in counts.items()} == {
-      w: list(range(1, n + 1)) for w, n in want.items()}, app_id
+  assert_each_word_counted_once(out, produced, app_id)
   # SIGTERM is honoured within the stop timeout, whatever a copy was doing.
   assert codes == [0, 0, 0], '\n'.join(c.log() for c in copies)
   _drop_logs(app_id)

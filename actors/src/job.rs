@@ -29,7 +29,7 @@ use crate::poller::{poll_loop, PollSettings};
 
 pub use crate::job_input::JobInput;
 use crate::task::TaskEvent;
-use crate::task_start::{start_assigned, LiveTask};
+use crate::task_start::{start_assigned, startable, LiveTask};
 use crate::user_io::{consumer_properties, resolve_sources, start_kafka_io, KafkaIo};
 
 /// What a running job reports as it goes.
@@ -265,6 +265,13 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
                     if revoke(&lost, &mut assigned, &mut live, &routes) {
                         let _ = events.send(JobEvent::Info(running_message(opts, &live)));
                     }
+                }
+                // A start abandoned because the assignment moved meanwhile
+                // leaves tasks whose partitions are all here not running:
+                // they get a start of their own.
+                if !restarts.is_waiting() && !startable(&input, &assigned, &live, &consumer).is_empty() {
+                    let delay = restarts.schedule();
+                    tracing::debug!("tasks assigned here are not running; starting them in {delay:?}");
                 }
             }
             Some(()) = drain_rx.recv(), if !draining => {

@@ -378,6 +378,26 @@ fn task_partitions(input: &JobInput, t: TaskId) -> Vec<(String, i32)> {
         .collect()
 }
 
+/// The tasks not running here whose input partitions are all assigned here
+/// (in the job's view and in librdkafka's).
+pub(crate) fn startable(
+    input: &JobInput,
+    assigned: &BTreeSet<(String, i32)>,
+    live: &HashMap<TaskId, LiveTask>,
+    consumer: &JobConsumer,
+) -> Vec<TaskId> {
+    input
+        .plan
+        .tasks()
+        .into_iter()
+        .filter(|t| !live.contains_key(t))
+        .filter(|t| {
+            let parts = task_partitions(input, *t);
+            !parts.is_empty() && parts.iter().all(|p| assigned.contains(p) && is_assigned(consumer, p))
+        })
+        .collect()
+}
+
 /// Restores, initialises and starts the tasks whose partitions are now all
 /// assigned here; their partitions are resumed, at their last commit, once
 /// they run. If the group's assignment changed meanwhile (`generation`
@@ -395,16 +415,7 @@ pub(crate) async fn start_assigned(
     stop: &Arc<AtomicBool>,
 ) -> Result<Vec<LiveTask>, String> {
     let seen = generation.load(Ordering::Acquire);
-    let to_start: Vec<TaskId> = input
-        .plan
-        .tasks()
-        .into_iter()
-        .filter(|t| !live.contains_key(t))
-        .filter(|t| {
-            let parts = task_partitions(input, *t);
-            !parts.is_empty() && parts.iter().all(|p| assigned.contains(p) && is_assigned(consumer, p))
-        })
-        .collect();
+    let to_start = startable(input, assigned, live, consumer);
     if to_start.is_empty() {
         return Ok(Vec::new());
     }
