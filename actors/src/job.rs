@@ -237,8 +237,10 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
                 };
                 match register(started, &mut live, &routes, draining) {
                     Ok(n) => {
-                        restarts.succeeded();
+                        // A start that started nothing (the assignment moved)
+                        // keeps the backoff growing.
                         if n > 0 {
+                            restarts.succeeded();
                             let _ = events.send(JobEvent::Info(running_message(opts, &live)));
                         }
                     }

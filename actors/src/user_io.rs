@@ -31,6 +31,9 @@ const MANAGED_CONSUMER_KEYS: &[&str] = &[
     "key.deserializer",
     "value.deserializer",
     "session.timeout.ms",
+    // The runner's group rebalances eagerly (see `kafka::config::consumer`).
+    "partition.assignment.strategy",
+    "group.protocol",
 ];
 
 /// Java client settings that name Java classes; librdkafka has no use for them.

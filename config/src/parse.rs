@@ -51,10 +51,12 @@ impl fmt::Display for OptionError {
     }
 }
 
-/// Client properties the runner sets itself; a user value would break the
-/// runner's guarantees, so it is refused rather than silently overridden.
-/// Client properties the runner sets itself, with what to use instead.
+/// Client properties the runner sets itself, with what to use instead: a
+/// user value would break the runner's guarantees, so it is refused rather
+/// than silently overridden.
 const RUNNER_OWNED_PROPERTIES: &[(&str, &str)] = &[
+    ("partition.assignment.strategy", EAGER_ONLY),
+    ("group.protocol", EAGER_ONLY),
     ("bootstrap.servers", "use --bootstrap_servers"),
     ("group.id", "the group is the application id (--application_id)"),
     ("transactional.id", "each task has its own, derived from the application id"),
@@ -67,6 +69,10 @@ const RUNNER_OWNED_PROPERTIES: &[(&str, &str)] = &[
         "runner topics are always read from their start; for a source, set auto.offset.reset in ReadFromKafka's consumer_config",
     ),
 ];
+
+/// Why the group's rebalance protocol is the runner's.
+const EAGER_ONLY: &str = "the runner's group rebalances eagerly: every task of a copy restarts from its last commit whenever \
+                          the assignment changes, which incremental (cooperative) rebalancing would break";
 
 struct Reader<'a> {
     values: &'a BTreeMap<String, OptionValue>,
@@ -363,6 +369,15 @@ mod tests {
         assert_eq!(errs.len(), 2);
         assert!(errs[0].message.contains("group.id"));
         assert!(errs[1].message.contains("novalue"));
+        let errs = errors_for(&[
+            ("application_id", s("a")),
+            (
+                "kafka_property",
+                OptionValue::List(vec![s("partition.assignment.strategy=cooperative-sticky"), s("group.protocol=consumer")]),
+            ),
+        ]);
+        assert_eq!(errs.len(), 2, "incremental rebalancing would keep tasks running across a move");
+        assert!(errs.iter().all(|e| e.message.contains("rebalances eagerly")), "{errs:?}");
     }
 
     #[test]

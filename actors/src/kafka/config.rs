@@ -37,6 +37,12 @@ pub fn consumer(opts: &RunnerOptions) -> ClientConfig {
         // their offsets were seeded or committed.
         .set("auto.offset.reset", "earliest")
         .set("session.timeout.ms", opts.session_timeout_ms.to_string())
+        // Eager rebalancing: a change revokes every partition, so every task
+        // restarts from its commit, and the poll loop may drop what it took
+        // before the change (incremental protocols would keep tasks running
+        // across it, and those records would be skipped).
+        .set("group.protocol", "classic")
+        .set("partition.assignment.strategy", "range,roundrobin")
         .set(
             "isolation.level",
             match opts.processing_guarantee {

@@ -51,7 +51,9 @@ impl ConsumerContext for JobContext {
                 let _ = self.events.send(Membership::Revoked(list(tpl)));
             }
             Rebalance::Assign(tpl) => tracing::debug!("group rebalance: assigning {:?}", list(tpl)),
-            // rust-rdkafka unassigns everything after an error.
+            // A safety net: rust-rdkafka 0.39 calls this hook only for
+            // assignments and revocations, but on an error it would
+            // unassign everything.
             Rebalance::Error(e) => {
                 tracing::warn!("group rebalance failed ({e}); giving up every partition until the next assignment");
                 let _ = self.events.send(Membership::RevokedAll);
