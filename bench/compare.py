@@ -5,6 +5,9 @@ figures and ratios (plus a CSV, and a PNG chart when matplotlib is present).
 Peers started here (see bench/PEERS.md for how each is fetched and started):
   beam-kafka-eo   our job server, processing_guarantee=exactly_once
   beam-kafka-alo  the same, at_least_once
+  beam-kafka-eo-p2  exactly_once with --sdk_worker_parallelism=2 (two SDK
+                  harness processes, through KafkaStreamsRunner) and
+                  --internal_parallelism=4
   python-ref      Beam's reference runner behind its job service
                   (apache_beam.runners.portability.local_job_service_main)
   prism           Beam's Go runner, built from the Go module proxy at the
@@ -14,7 +17,8 @@ Peers started here (see bench/PEERS.md for how each is fetched and started):
                   bench/peers/flink.sh; not at the SDK's version when Maven
                   Central lacks it, so its start-up line names the version
 Every runner gets the pipeline through the Job API with LOOPBACK, so the SDK
-harness runs in this process: its CPU is this process's CPU during the run.
+harness runs in this process (or, for beam-kafka-eo-p2, in processes it
+starts): its CPU is the CPU of this process and its children during the run.
 The runner's CPU and peak RSS are read from /proc for the runner's process.
 
 The runner-native Kafka path against a Kafka Streams app, streaming latency
@@ -93,8 +97,9 @@ def _wait_port(port, proc, what, timeout=120):
 class Runner:
   """A runner process started here, with the options a pipeline needs."""
 
-  def __init__(self, name, cmd, port, options, workdir):
+  def __init__(self, name, cmd, port, options, workdir, runner_class='PortableRunner'):
     self.name, self.port, self.options = name, port, options
+    self.runner_class = runner_class
     self.log = open(workdir / ('%s.log' % name), 'wb')
     self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT,
                                  stdin=subprocess.DEVNULL)
@@ -118,13 +123,20 @@ class Runner:
     self.log.close()
 
 
-def beam_kafka(name, guarantee, binary, bootstrap, workdir):
+def beam_kafka(name, guarantee, binary, bootstrap, workdir, harnesses=1):
+  """Our job server. With several harnesses the pipeline is submitted by
+  KafkaStreamsRunner, whose LOOPBACK harnesses are then processes (Beam's
+  LOOPBACK pool would run them as threads of this one process), and the
+  shuffle gets as many partitions, so there are tasks to spread."""
   port = procstat.free_port()
   cmd = [binary, 'job-server', '--job-port', str(port), '--artifact-port', str(procstat.free_port()),
          '--expansion-port', str(procstat.free_port()), '--artifacts-dir', str(workdir / (name + '-artifacts'))]
   options = ['--bootstrap_servers=%s' % bootstrap, '--processing_guarantee=%s' % guarantee,
              '--state_dir=%s' % (workdir / (name + '-state'))]
-  return Runner(name, cmd, port, options, workdir)
+  if harnesses == 1:
+    return Runner(name, cmd, port, options, workdir)
+  options += ['--sdk_worker_parallelism=%d' % harnesses, '--internal_parallelism=%d' % (2 * harnesses)]
+  return Runner(name, cmd, port, options, workdir, runner_class='beam_kafka.KafkaStreamsRunner')
 
 
 def python_reference(name, workdir):
@@ -186,13 +198,13 @@ def flink(name, libdir, workdir):
 # -------------------------------------------------------------- measurement
 def run_once(runner, workload, n, keys):
   app = 'bench-%s-%s' % (workload, uuid.uuid4().hex[:8])
-  opts = PipelineOptions(['--runner=PortableRunner', '--job_endpoint=localhost:%d' % runner.port,
+  opts = PipelineOptions(['--runner=%s' % runner.runner_class, '--job_endpoint=localhost:%d' % runner.port,
                           '--environment_type=LOOPBACK', '--application_id=%s' % app,
                           '--job_name=%s' % app] + runner.options)
   p = beam.Pipeline(options=opts)
   WORKLOADS[workload](p, n, keys)
   runner.reset_peak_rss()
-  cpu0, sdk0, t0 = runner.cpu_seconds(), time.process_time(), time.monotonic()
+  cpu0, sdk0, t0 = runner.cpu_seconds(), procstat.own_tree_cpu_seconds(), time.monotonic()
   result = p.run()
   state = result.wait_until_finish()
   wall = time.monotonic() - t0
@@ -200,7 +212,7 @@ def run_once(runner, workload, n, keys):
     raise RuntimeError('%s on %s ended %s' % (workload, runner.name, state))
   return {'wall_s': wall, 'elements_per_s': n / wall,
           'runner_cpu_s': runner.cpu_seconds() - cpu0,
-          'sdk_cpu_s': time.process_time() - sdk0,
+          'sdk_cpu_s': procstat.own_tree_cpu_seconds() - sdk0,
           'runner_peak_rss_mb': runner.peak_rss_mb()}
 
 
@@ -224,7 +236,7 @@ def main():
   ap.add_argument('--repeat', type=int, default=5, help='measured runs per (runner, workload)')
   ap.add_argument('--warmup', type=int, default=1, help='discarded runs first')
   ap.add_argument('--workloads', default=','.join(WORKLOADS))
-  ap.add_argument('--runners', default='beam-kafka-eo,beam-kafka-alo,python-ref,prism,flink')
+  ap.add_argument('--runners', default='beam-kafka-eo,beam-kafka-alo,beam-kafka-eo-p2,python-ref,prism,flink')
   ap.add_argument('--prism', default=None, help='a prism binary (default: built by scripts/go-pipelines.sh)')
   ap.add_argument('--flink', default=None,
                   help='a Flink job server libdir (default: fetched by bench/peers/flink.sh)')
@@ -236,6 +248,8 @@ def main():
   makers = {
       'beam-kafka-eo': lambda: beam_kafka('beam-kafka-eo', 'exactly_once', args.binary, args.bootstrap_servers, workdir),
       'beam-kafka-alo': lambda: beam_kafka('beam-kafka-alo', 'at_least_once', args.binary, args.bootstrap_servers, workdir),
+      'beam-kafka-eo-p2': lambda: beam_kafka('beam-kafka-eo-p2', 'exactly_once', args.binary, args.bootstrap_servers,
+                                             workdir, harnesses=2),
       'python-ref': lambda: python_reference('python-ref', workdir),
       'prism': lambda: prism('prism', args.prism or _build_prism(), workdir),
       'flink': lambda: flink('flink', args.flink or _fetch_flink(), workdir),

@@ -15,6 +15,33 @@ def cpu_seconds(pid):
   return (int(fields[11]) + int(fields[12])) / TICKS
 
 
+def _children(pid):
+  kids = []
+  for task in Path('/proc/%d/task' % pid).glob('*'):
+    try:
+      kids += [int(c) for c in (task / 'children').read_text().split()]
+    except OSError:
+      pass
+  return kids
+
+
+def own_tree_cpu_seconds():
+  """CPU of this process, of its children that ended (and were waited for),
+  and of every descendant still running: what the SDK harnesses this process
+  runs (threads, or processes of a LOOPBACK pool) used."""
+  t = os.times()
+  total = t.user + t.system + t.children_user + t.children_system
+  todo = _children(os.getpid())
+  while todo:
+    pid = todo.pop()
+    try:
+      total += cpu_seconds(pid)
+      todo += _children(pid)
+    except OSError:  # ended meanwhile (and is then counted once waited for)
+      pass
+  return total
+
+
 def peak_rss_mb(pid):
   for line in Path('/proc/%d/status' % pid).read_text().splitlines():
     if line.startswith('VmHWM:'):

@@ -105,7 +105,7 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
             (s.descriptor_id.clone(), sources.into_iter().collect(), s.sinks.clone(), families)
         })
         .collect();
-    actix_rt::spawn(crate::stage::warm_up(input.worker.clone(), stages));
+    actix_rt::spawn(crate::stage::warm_up(input.harnesses.all().to_vec(), stages));
     let mut consumer_config = config::consumer(opts);
     for (k, v) in &io.consumer_properties {
         consumer_config.set(k, v);

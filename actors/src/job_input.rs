@@ -1,17 +1,20 @@
 //! What a job is given to run: its options, plan, lowered sub-topologies and
-//! SDK worker. Apart from `job` so that the modules `job` drives (task
+//! SDK harnesses. Apart from `job` so that the modules `job` drives (task
 //! start-up, user topics) can read it without importing `job` back.
 use std::sync::Arc;
 
 use beam_kafka_config::RunnerOptions;
-use beam_kafka_fnapi::SdkWorker;
 use beam_kafka_runtime::spec::SubTopologySpec;
 use beam_kafka_runtime::topology::TopologyPlan;
+
+use crate::harnesses::Harnesses;
 
 pub struct JobInput {
     pub job_id: String,
     pub options: RunnerOptions,
     pub plan: TopologyPlan,
     pub sub_topologies: Vec<SubTopologySpec>,
-    pub worker: Arc<SdkWorker>,
+    /// The SDK harnesses this copy started; every stage descriptor is
+    /// registered with each.
+    pub harnesses: Arc<Harnesses>,
 }

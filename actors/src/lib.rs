@@ -9,6 +9,7 @@ mod bundle_state;
 pub mod control;
 pub mod envelope;
 mod group_by_key;
+pub mod harnesses;
 pub mod job;
 mod job_input;
 pub mod kafka;
@@ -26,5 +27,6 @@ mod telemetry;
 mod user_io;
 mod watermark_aggregator;
 
+pub use harnesses::Harnesses;
 pub use job::{run_job, JobEvent, JobInput, JobOutcome};
 pub use source::SourceInput;

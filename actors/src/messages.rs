@@ -50,7 +50,16 @@ pub struct Flush {
     pub hold: bool,
 }
 
-/// Lets a held stage run bundles again (the commit finished).
+/// The held cycle took every change of the bundles it flushed: bundles
+/// after them may run while it commits, but what they write waits for
+/// [`Resume`] (it belongs to the next transaction). So the SDK harness
+/// works during the commit instead of waiting for it.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Release;
+
+/// The commit finished: a held stage runs bundles again, and bundles that
+/// ran during the commit write their outputs.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Resume;

@@ -252,7 +252,7 @@ fn start_tasks(
             residual_sources: sub.residual_sources.clone(),
         };
         let topics: Vec<String> = cfg.inputs.keys().cloned().collect();
-        let (worker, consumer, producer, events) = (input.worker.clone(), consumer.clone(), task_producer, events.clone());
+        let (worker, consumer, producer, events) = (input.harnesses.lease(), consumer.clone(), task_producer, events.clone());
         let addr = TaskSupervisor::create(move |ctx| {
             let stage = StageActor::new(spec, worker, ctx.address().recipient()).start();
             TaskSupervisor::new(cfg, stage, consumer, producer, events, restored_state)

@@ -155,6 +155,17 @@ pub static OPTIONS: &[OptionSpec] = &[
         default: Some("false"),
         description: "Keep the runner-owned topics of a finished bounded job instead of deleting them.",
     },
+    OptionSpec {
+        name: "sdk_worker_parallelism",
+        java_name: "sdkWorkerParallelism",
+        kind: OptionKind::Integer,
+        default: Some("0"),
+        description: "Beam's option: SDK harnesses each copy starts for the job; its tasks are spread over them. \
+                      0 means one per core of the machine. The Python SDK sends 1 unless told otherwise, and a \
+                      LOOPBACK worker pool runs its harnesses as threads of one process (one core): for more, use \
+                      a PROCESS environment (python -m beam_kafka.boot) or KafkaStreamsRunner, whose LOOPBACK \
+                      pool starts a process per harness when this is not 1.",
+    },
 ];
 
 /// Looks an option up by its Python name.

@@ -34,6 +34,8 @@ pub struct RunnerOptions {
     /// Extra client properties, in the order given.
     pub kafka_properties: Vec<(String, String)>,
     pub keep_runner_topics: bool,
+    /// SDK harnesses per copy; 0: one per core (`harness_count`).
+    pub sdk_worker_parallelism: u32,
     /// Beam's own `--streaming` flag.
     pub streaming: bool,
 }
@@ -243,6 +245,7 @@ impl RunnerOptions {
         let entries = r.list("kafka_property");
         let kafka_properties = parse_properties(&mut r, entries);
         let keep_runner_topics = r.bool("keep_runner_topics");
+        let sdk_worker_parallelism = r.int("sdk_worker_parallelism", 0, 256) as u32;
         let streaming = matches!(values.get("streaming"), Some(OptionValue::Bool(true)));
         if !r.errors.is_empty() {
             return Err(r.errors);
@@ -265,6 +268,7 @@ impl RunnerOptions {
             transaction_timeout_ms,
             kafka_properties,
             keep_runner_topics,
+            sdk_worker_parallelism,
             streaming,
         })
     }
@@ -300,6 +304,15 @@ mod tests {
         assert!(!o.keep_runner_topics);
         assert!(!o.streaming);
         assert!(o.state_dir.ends_with("beam-kafka"));
+        assert_eq!(o.sdk_worker_parallelism, 0, "no client value: one harness per core");
+    }
+
+    #[test]
+    fn sdk_worker_parallelism_takes_the_clients_value_as_python_sends_it() {
+        let o = RunnerOptions::parse(&opts(&[("application_id", s("a")), ("sdk_worker_parallelism", s("3"))])).unwrap();
+        assert_eq!(o.sdk_worker_parallelism, 3);
+        let errs = errors_for(&[("application_id", s("a")), ("sdk_worker_parallelism", s("1000"))]);
+        assert_eq!(errs[0].option, "sdk_worker_parallelism");
     }
 
     #[test]

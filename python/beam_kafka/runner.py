@@ -40,6 +40,7 @@ from apache_beam.runners.portability import portable_runner
 from apache_beam.transforms.external import BeamJarExpansionService
 from apache_beam.transforms.external import ExternalTransform
 
+from beam_kafka import workers
 from beam_kafka.options import KafkaStreamsRunnerOptions
 
 __all__ = [
@@ -439,8 +440,17 @@ class KafkaStreamsRunner(portable_runner.PortableRunner):
   Use ``--runner=beam_kafka.KafkaStreamsRunner``. Without ``--job_endpoint``
   the runner starts a local job server from the beam-kafka binary; with it,
   it submits to that job server like ``PortableRunner``. The SDK environment
-  defaults to LOOPBACK (user code runs in this process).
+  defaults to LOOPBACK (user code runs in this process); with
+  ``--sdk_worker_parallelism`` other than 1 its harnesses are processes
+  (see :mod:`beam_kafka.workers`), so user code uses more than one core.
   """
+  @staticmethod
+  def start_and_replace_loopback_environments(pipeline, options):
+    if workers.wants_process_workers(options):
+      return workers.start_process_workers(pipeline, options)
+    return portable_runner.PortableRunner.start_and_replace_loopback_environments(
+        pipeline, options)
+
   def default_environment(self, options):
     portable_options = options.view_as(PortableOptions)
     if (not portable_options.environment_type and

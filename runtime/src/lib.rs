@@ -14,6 +14,7 @@ pub mod gbk;
 pub mod gbk_fixtures;
 pub mod gbk_state;
 pub mod graph;
+pub mod harnesses;
 pub mod held;
 pub mod kafka_io;
 pub mod kafka_sink;

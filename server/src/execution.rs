@@ -3,12 +3,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use beam_kafka_actors::{run_job, JobEvent, JobInput, JobOutcome};
+use beam_kafka_actors::{run_job, Harnesses, JobEvent, JobInput, JobOutcome};
 use beam_kafka_fnapi::environment::{self, Endpoints, Harness};
-use beam_kafka_fnapi::{FnApiServer, SdkLog, WorkerSpec};
+use beam_kafka_fnapi::{FnApiServer, SdkLog, SdkWorker, WorkerSpec};
 use beam_kafka_proto::fn_execution as fn_pb;
 use beam_kafka_proto::job_management as jm;
 use beam_kafka_runtime::graph::PipelineGraph;
+use beam_kafka_runtime::harnesses;
 use beam_kafka_runtime::lower;
 use beam_kafka_runtime::topology::TopologyPlan;
 use jm::job_message::MessageImportance as Importance;
@@ -29,10 +30,10 @@ const WORKER_CONNECT_TIMEOUT: Duration = Duration::from_secs(120);
 
 pub async fn execute(job: Arc<Job>, services: Services) {
     job.set_state(State::Starting);
-    let mut harness = None;
+    let mut harnesses = Vec::new();
     // A panic is a bug of ours; it still ends the job, with what it said,
     // instead of leaving its client waiting.
-    let run = std::panic::AssertUnwindSafe(prepare_and_run(&job, &services, &mut harness));
+    let run = std::panic::AssertUnwindSafe(prepare_and_run(&job, &services, &mut harnesses));
     let outcome = match futures::FutureExt::catch_unwind(run).await {
         Ok(Ok(o)) => o,
         Ok(Err(e)) => JobOutcome::Failed(e),
@@ -42,9 +43,9 @@ pub async fn execute(job: Arc<Job>, services: Services) {
         }
     };
     report(&job, outcome);
-    // The harness goes after the state is final: every bundle has finished
-    // by then, and a client waiting for the state need not wait for it too.
-    if let Some((harness, worker_id)) = harness {
+    // The harnesses go after the state is final: every bundle has finished
+    // by then, and a client waiting for the state need not wait for them too.
+    for (harness, worker_id) in harnesses {
         harness.stop().await;
         services.fn_api.release_worker(&worker_id);
     }
@@ -74,9 +75,9 @@ fn report(job: &Job, outcome: JobOutcome) {
     }
 }
 
-/// Runs the job; leaves its started harness (and worker id) in `started`
+/// Runs the job; leaves its started harnesses (and worker ids) in `started`
 /// for the caller to stop.
-async fn prepare_and_run(job: &Arc<Job>, services: &Services, started: &mut Option<(Harness, String)>) -> Result<JobOutcome, String> {
+async fn prepare_and_run(job: &Arc<Job>, services: &Services, started: &mut Vec<(Harness, String)>) -> Result<JobOutcome, String> {
     let pipeline = job.pipeline.lock().expect("lock").clone();
     let graph = PipelineGraph::new(&pipeline)?;
     let plan = TopologyPlan::plan(&graph, &job.runner_options.application_id, job.runner_options.internal_parallelism)?;
@@ -91,44 +92,26 @@ async fn prepare_and_run(job: &Arc<Job>, services: &Services, started: &mut Opti
     };
     let env = components.environments.get(env_id).ok_or_else(|| format!("missing environment '{env_id}'"))?;
 
-    let worker_id = format!("{}-worker", job.id);
-    let (log_tx, log_rx) = mpsc::unbounded_channel();
     let fn_url = services.fn_api.url();
-    let spec = WorkerSpec {
-        worker_id: worker_id.clone(),
-        provision_info: fn_pb::ProvisionInfo {
-            pipeline_options: Some(crate::options::redacted(&job.options, false)),
-            retrieval_token: job.staging_token.clone(),
-            logging_endpoint: Some(api(&fn_url)),
-            artifact_endpoint: Some(api(&services.artifact_url)),
-            control_endpoint: Some(api(&fn_url)),
-            dependencies: env.dependencies.clone(),
-            ..Default::default()
-        },
-        logs: log_tx,
-    };
-    let connected = services.fn_api.expect_worker(spec);
-    tokio::spawn(forward_logs(job.clone(), log_rx));
-    let endpoints =
-        Endpoints { control: fn_url.clone(), logging: fn_url.clone(), artifact: services.artifact_url.clone(), provision: fn_url.clone() };
-    let harness = environment::start(env, &worker_id, &endpoints).await.map_err(|e| {
-        services.fn_api.release_worker(&worker_id);
-        format!("cannot start the SDK harness: {e}")
-    })?;
-    *started = Some((harness, worker_id));
-    let worker = FnApiServer::await_worker(connected, WORKER_CONNECT_TIMEOUT).await?;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let count = harnesses::harness_count(job.runner_options.sdk_worker_parallelism, cores);
+    job.message(Importance::JobMessageBasic, harness_message(env, count, job.runner_options.sdk_worker_parallelism));
+    let workers = start_harnesses(job, services, env, count, started).await?;
 
     let lowered = lower::lower(&graph, &plan, &job.id, &fn_url)?;
     let mut sub_topologies = Vec::new();
     for (sub, descriptors) in lowered {
         for descriptor in descriptors {
-            worker.register_descriptor(descriptor);
+            for worker in &workers {
+                worker.register_descriptor(descriptor.clone());
+            }
         }
         sub_topologies.push(sub);
     }
 
     job.set_state(State::Running);
-    let input = JobInput { job_id: job.id.clone(), options: job.runner_options.clone(), plan, sub_topologies, worker };
+    let harnesses = Harnesses::new(workers);
+    let input = JobInput { job_id: job.id.clone(), options: job.runner_options.clone(), plan, sub_topologies, harnesses };
     let (events_tx, events_rx) = mpsc::unbounded_channel();
     let (done_tx, done_rx) = oneshot::channel();
     let cancel = job.cancel.subscribe();
@@ -142,6 +125,64 @@ async fn prepare_and_run(job: &Arc<Job>, services: &Services, started: &mut Opti
     let outcome = done_rx.await.unwrap_or_else(|_| JobOutcome::Failed("the job's thread ended without an outcome".into()));
     let _ = forward.await;
     Ok(outcome)
+}
+
+/// Starts `count` harnesses of `env` and waits until each connected; each
+/// started one goes into `started` at once, so a failure stops them all.
+async fn start_harnesses(
+    job: &Arc<Job>,
+    services: &Services,
+    env: &beam_kafka_proto::pipeline::Environment,
+    count: usize,
+    started: &mut Vec<(Harness, String)>,
+) -> Result<Vec<Arc<SdkWorker>>, String> {
+    let fn_url = services.fn_api.url();
+    let (log_tx, log_rx) = mpsc::unbounded_channel();
+    tokio::spawn(forward_logs(job.clone(), log_rx));
+    let endpoints =
+        Endpoints { control: fn_url.clone(), logging: fn_url.clone(), artifact: services.artifact_url.clone(), provision: fn_url.clone() };
+    let mut waiting = Vec::new();
+    for i in 0..count {
+        let worker_id = if i == 0 { format!("{}-worker", job.id) } else { format!("{}-worker-{i}", job.id) };
+        let spec = WorkerSpec {
+            worker_id: worker_id.clone(),
+            provision_info: fn_pb::ProvisionInfo {
+                pipeline_options: Some(crate::options::redacted(&job.options, false)),
+                retrieval_token: job.staging_token.clone(),
+                logging_endpoint: Some(api(&fn_url)),
+                artifact_endpoint: Some(api(&services.artifact_url)),
+                control_endpoint: Some(api(&fn_url)),
+                dependencies: env.dependencies.clone(),
+                ..Default::default()
+            },
+            logs: log_tx.clone(),
+        };
+        waiting.push(services.fn_api.expect_worker(spec));
+        let harness = environment::start(env, &worker_id, &endpoints).await.map_err(|e| {
+            services.fn_api.release_worker(&worker_id);
+            format!("cannot start the SDK harness: {e}")
+        })?;
+        started.push((harness, worker_id));
+    }
+    let mut workers = Vec::new();
+    for connected in waiting {
+        workers.push(FnApiServer::await_worker(connected, WORKER_CONNECT_TIMEOUT).await?);
+    }
+    Ok(workers)
+}
+
+/// What the job log says of its harnesses: how many, and how to get more
+/// cores working where one harness is all there is.
+fn harness_message(env: &beam_kafka_proto::pipeline::Environment, count: usize, requested: u32) -> String {
+    let mut text = format!("starting {count} SDK harness{} (--sdk_worker_parallelism={requested})", if count == 1 { "" } else { "es" });
+    if env.urn == beam_kafka_runtime::urns::ENV_EXTERNAL {
+        text.push_str(
+            "; an EXTERNAL or LOOPBACK worker pool decides whether they are threads of one process (PortableRunner's \
+             LOOPBACK: one core) or processes (KafkaStreamsRunner with --sdk_worker_parallelism other than 1, or \
+             --environment_type=PROCESS with python -m beam_kafka.boot)",
+        );
+    }
+    text
 }
 
 fn api(url: &str) -> beam_kafka_proto::pipeline::ApiServiceDescriptor {

@@ -11,11 +11,12 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use beam_kafka_fnapi::{BundleError, BundleInput, SdkWorker, StateHandler, TimerFamily};
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 
+use crate::harnesses::HarnessLease;
 use crate::kafka::producer::KafkaProducer;
 
-use crate::messages::{Committed, Drain, Elements, FireTimers, Flush, Resume, Shutdown, StageEvent};
+use crate::messages::{Committed, Drain, Elements, FireTimers, Flush, Release, Resume, Shutdown, StageEvent};
 use crate::output::{write_kafka_sinks, write_outputs, KafkaSink, OutputSink};
 use crate::telemetry::instruments;
 
@@ -85,6 +86,8 @@ pub type WarmUpStage = (String, Vec<String>, Vec<String>, Vec<TimerFamily>);
 pub struct StageActor {
     spec: StageSpec,
     worker: Arc<SdkWorker>,
+    /// Holds this stage's place on its harness while it lives.
+    _harness: HarnessLease,
     supervisor: Recipient<StageEvent>,
     open: BTreeMap<String, Vec<u8>>,
     /// Where each element of `open` ends, per data source.
@@ -100,8 +103,11 @@ pub struct StageActor {
     completed_through: u64,
     running: Option<Running>,
     waiters: Vec<(u64, u64)>,
-    /// Bundles after this one wait for a Resume (a commit is under way).
+    /// Bundles after this one wait for a Release (a cycle is flushing).
     hold_after: Option<u64>,
+    /// Bundles up to this one may write their outputs; later ones ran
+    /// during a commit and write once it finished (Resume).
+    writes_through: watch::Sender<u64>,
     failed: bool,
     /// Finished bundles that asked for finalization: (sequence, instruction id).
     to_finalize: Vec<(u64, String)>,
@@ -116,10 +122,11 @@ pub struct StageActor {
 }
 
 impl StageActor {
-    pub fn new(spec: StageSpec, worker: Arc<SdkWorker>, supervisor: Recipient<StageEvent>) -> Self {
+    pub fn new(spec: StageSpec, harness: HarnessLease, supervisor: Recipient<StageEvent>) -> Self {
         StageActor {
             spec,
-            worker,
+            worker: harness.worker().clone(),
+            _harness: harness,
             supervisor,
             open: BTreeMap::new(),
             open_ends: BTreeMap::new(),
@@ -133,6 +140,7 @@ impl StageActor {
             running: None,
             waiters: Vec::new(),
             hold_after: None,
+            writes_through: watch::channel(u64::MAX).0,
             failed: false,
             to_finalize: Vec::new(),
             flushed: BTreeMap::new(),
@@ -192,6 +200,7 @@ impl StageActor {
         let started = Instant::now();
         let inputs = Arc::new(inputs);
         let (split_tx, split_rx) = oneshot::channel();
+        let mut may_write = self.writes_through.subscribe();
         let split_asked = Arc::new(AtomicBool::new(false));
         self.running = Some(Running {
             seq,
@@ -221,6 +230,8 @@ impl StageActor {
             let splits = splits.map_err(|e| (e.to_string(), false))?;
             let out: Vec<(String, usize)> = result.outputs.iter().map(|(k, v)| (k.clone(), v.len())).collect();
             tracing::debug!("bundle {seq} outputs (bytes): {out:?}");
+            // A bundle run during a commit writes in the next transaction.
+            may_write.wait_for(|&through| seq <= through).await.map_err(|_| ("the stage stopped".to_string(), false))?;
             let mut written = result.outputs;
             write_kafka_sinks(&kafka_sinks, &mut written).await.map_err(|e| (e, true))?;
             write_outputs(&producer, &outputs, written).await.map_err(|e| (e, true))?;
@@ -360,11 +371,23 @@ impl Handler<Flush> for StageActor {
     }
 }
 
+impl Handler<Release> for StageActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Release, ctx: &mut Context<Self>) {
+        if let Some(flushed) = self.hold_after.take() {
+            self.writes_through.send_replace(flushed);
+        }
+        self.start_next(ctx);
+    }
+}
+
 impl Handler<Resume> for StageActor {
     type Result = ();
 
     fn handle(&mut self, _: Resume, ctx: &mut Context<Self>) {
         self.hold_after = None;
+        self.writes_through.send_replace(u64::MAX);
         self.start_next(ctx);
     }
 }
@@ -401,20 +424,18 @@ impl Handler<Shutdown> for StageActor {
     }
 }
 
-/// Runs one empty bundle of each stage so the harness builds (and caches)
-/// its bundle processors now: a task that later moves to this copy then runs
-/// its first bundle without paying for DoFn set-up. Results are discarded;
-/// a failure here is left for the real bundles to report.
-pub async fn warm_up(worker: Arc<SdkWorker>, stages: Vec<WarmUpStage>) {
-    let runs = stages.into_iter().map(|(descriptor, sources, sinks, families)| {
-        let worker = worker.clone();
-        async move {
-            let inputs: Vec<BundleInput> =
-                sources.into_iter().map(|transform_id| BundleInput { transform_id, data: Vec::new(), ends: Vec::new() }).collect();
-            let id = worker.next_instruction_id("bundle");
-            if let Err(e) = worker.process_bundle(&id, &descriptor, &inputs, HashMap::new(), &families, &sinks, None).await {
-                tracing::debug!("warming up {descriptor}: {e}");
-            }
+/// Runs one empty bundle of each stage on each harness so they build (and
+/// cache) their bundle processors now: a task that later moves to this copy
+/// then runs its first bundle without paying for DoFn set-up. Results are
+/// discarded; a failure here is left for the real bundles to report.
+pub async fn warm_up(workers: Vec<Arc<SdkWorker>>, stages: Vec<WarmUpStage>) {
+    let pairs = workers.iter().flat_map(|w| stages.iter().map(move |s| (w.clone(), s.clone())));
+    let runs = pairs.map(|(worker, (descriptor, sources, sinks, families))| async move {
+        let inputs: Vec<BundleInput> =
+            sources.into_iter().map(|transform_id| BundleInput { transform_id, data: Vec::new(), ends: Vec::new() }).collect();
+        let id = worker.next_instruction_id("bundle");
+        if let Err(e) = worker.process_bundle(&id, &descriptor, &inputs, HashMap::new(), &families, &sinks, None).await {
+            tracing::debug!("warming up {descriptor}: {e}");
         }
     });
     futures::future::join_all(runs).await;

@@ -15,7 +15,7 @@ use rdkafka::{Offset, TopicPartitionList};
 
 use super::{TaskEvent, TaskSupervisor};
 use crate::kafka::transaction::{self, TxnError};
-use crate::messages::{Committed, Flush, Resume};
+use crate::messages::{Committed, Flush, Release, Resume};
 use crate::output::report_watermark;
 use crate::state::write_changelog;
 use crate::telemetry::instruments;
@@ -93,6 +93,11 @@ impl TaskSupervisor {
         c.changes.extend(timer_changes.into_iter().map(|(id, t)| (task_state::timer_key(&id.encode()), t.map(|t| t.encode()))));
         c.changes.extend(deferred_changes.into_iter().map(|(seq, v)| (task_state::deferred_key(seq), v)));
         c.watermark = c.watermark.min(timer_hold).min(deferred_hold);
+        if self.cfg.transactional {
+            // Every change of the flushed bundles is in the cycle now: later
+            // bundles may run during the commit (their writes wait for it).
+            self.stage.do_send(Release);
+        }
         self.write(ctx);
         self.ungate(ctx);
     }
