@@ -22,7 +22,8 @@ Parts (--parts, one after another, never side by side):
            records/s = N / (N-th output seen - first output seen) by a
            read_committed reader; wall = N-th output seen - start (JVM launch,
            or job submission to a running job server).
-  latency  Per system, fresh topics; a producer writes R records/s; once the
+  latency  Per rate R (--rates, 300,1000,5000 by default) and system, fresh
+           topics; a producer writes R records/s; once the
            first output shows, D more seconds are written. Latency = time a
            read_committed reader sees an output - CreateTime of the input it
            counts (Kafka Streams keeps the input's timestamp on the output;
@@ -563,22 +564,24 @@ def _drop_unless_failed(args, row, prefixes):
 
 def latency(args, workdir, uid):
   rows = []
-  for system in args.systems:
-    rows.append(_latency_run(system, args, workdir, uid))
+  for rate in args.rates:
+    for system in args.systems:
+      rows.append(_latency_run(system, rate, args, workdir, uid))
   return rows
 
 
-def _latency_run(system, args, workdir, uid):
-  src, dst = 'bench-lat-in-%s-%s' % (system, uid), 'bench-lat-out-%s-%s' % (system, uid)
+def _latency_run(system, rate, args, workdir, uid):
+  tag = '%s-%d-%s' % (system, rate, uid)
+  src, dst = 'bench-lat-in-%s' % tag, 'bench-lat-out-%s' % tag
   for t in (src, dst):
     create_topic(args.bootstrap_servers, t, args.partitions)
   fmt = 'streams' if system.startswith('kafka-streams') else 'ours'
   reader = _helper('_read', args.bootstrap_servers, dst, fmt, 1, args.timeout)
-  row = dict(part='latency', system=system)
+  row = dict(part='latency', system=system, rate=rate)
   sys_, producer = None, None
   try:
     sys_ = start_system(system, src, dst, None, args, workdir, 'latency')
-    producer = _helper('_produce', args.bootstrap_servers, src, args.keys, args.rate, args.seconds)
+    producer = _helper('_produce', args.bootstrap_servers, src, args.keys, rate, args.seconds)
     _wait_reader(reader, sys_, time.time() + args.timeout + 30, first_line=True)
     producer.send_signal(signal.SIGUSR1)  # warm: the measured D seconds start now
     sent = json.loads(producer.stdout.readline())
@@ -655,20 +658,29 @@ def report(rows, args, out):
     if any(r.get('all_at_once') for r in got):
       print('- every output became visible at once (one commit): no rate between outputs; see wall rec/s')
     _ratios(got, 'records_per_s', 'throughput (ours / Kafka Streams; > 1 means ours is faster)')
-  got = [r for r in rows if r['part'] == 'latency']
-  if got:
-    print('\nStreaming latency: %d records/s for %d s after the first output, first %.0f s dropped; '
-          'input CreateTime -> output seen read_committed (target p99 <= %d ms exactly-once)' % (
-              args.rate, args.seconds, WARMUP_S, TARGET_P99_MS))
-    print('%-18s %7s %7s %8s %8s %8s %8s %10s %9s  %s' % (
-        'system', 'count', 'missing', 'p50 ms', 'p99 ms', 'max ms', 'mean ms', 'runner cpu', 'peak MB', 'verified'))
-    for r in got:
-      print('%-18s %7s %7s %8.0f %8.0f %8.0f %8.0f %9.1fs %9.0f  %s' % (
-          r['system'], r.get('count', '-'), r.get('missing', '-'), r.get('p50_ms', float('nan')),
-          r.get('p99_ms', float('nan')), r.get('max_ms', float('nan')), r.get('mean_ms', float('nan')),
-          r.get('runner_cpu_s', float('nan')), r.get('runner_peak_rss_mb', float('nan')),
-          r.get('verified', '').splitlines()[0] if r.get('verified') else ''))
-    _ratios(got, 'p99_ms', 'p99 latency (ours / Kafka Streams; < 1 means ours is faster)')
+  for rate in args.rates:
+    _latency_table([r for r in rows if r['part'] == 'latency' and r['rate'] == rate], rate, args)
+  _report_tail(rows, out)
+
+
+def _latency_table(got, rate, args):
+  if not got:
+    return
+  print('\nStreaming latency: %d records/s for %d s after the first output, first %.0f s dropped; '
+        'input CreateTime -> output seen read_committed (target p99 <= %d ms exactly-once)' % (
+            rate, args.seconds, WARMUP_S, TARGET_P99_MS))
+  print('%-18s %7s %7s %8s %8s %8s %8s %10s %9s  %s' % (
+      'system', 'count', 'missing', 'p50 ms', 'p99 ms', 'max ms', 'mean ms', 'runner cpu', 'peak MB', 'verified'))
+  for r in got:
+    print('%-18s %7s %7s %8.0f %8.0f %8.0f %8.0f %9.1fs %9.0f  %s' % (
+        r['system'], r.get('count', '-'), r.get('missing', '-'), r.get('p50_ms', float('nan')),
+        r.get('p99_ms', float('nan')), r.get('max_ms', float('nan')), r.get('mean_ms', float('nan')),
+        r.get('runner_cpu_s', float('nan')), r.get('runner_peak_rss_mb', float('nan')),
+        r.get('verified', '').splitlines()[0] if r.get('verified') else ''))
+  _ratios(got, 'p99_ms', 'p99 latency (ours / Kafka Streams; < 1 means ours is faster)')
+
+
+def _report_tail(rows, out):
   fields = []
   for r in rows:
     fields += [k for k in r if k not in fields]
@@ -722,7 +734,8 @@ def chart(rows, out):
       ax.set_ylabel('records / s (hatched: unfinished, rate so far)')
       if part == 'native':
         ax.set_yscale('log')
-    labels = [r.get('measure', r['system']).replace(' ', '\n', 1) for r in got]
+    labels = [r.get('measure', r['system'] + (' @%.0f/s' % r['rate'] if 'rate' in r else '')).replace(' ', '\n', 1)
+              for r in got]
     ax.set_xticks(range(len(got)), labels, rotation=20, fontsize=7)
     ax.set_title(part)
   fig.tight_layout()
@@ -737,7 +750,8 @@ def main():
   ap.add_argument('--records', type=int, default=1_000_000, help='N for the ceiling and the native part')
   ap.add_argument('--keys', type=int, default=10_000)
   ap.add_argument('--partitions', type=int, default=1, help='of every topic, and of the repartition/shuffle')
-  ap.add_argument('--rate', type=float, default=1000, help='records/s in the latency part')
+  ap.add_argument('--rates', default='300,1000,5000', help='records/s in the latency part, one run each')
+  ap.add_argument('--rate', type=float, default=None, help='one rate instead of --rates')
   ap.add_argument('--seconds', type=float, default=20, help='measured seconds in the latency part')
   ap.add_argument('--parts', default='ceiling,native,latency')
   ap.add_argument('--systems', default=','.join(SYSTEMS))
@@ -745,6 +759,7 @@ def main():
   ap.add_argument('--out', default=str(REPO / 'bench' / 'results'))
   args = ap.parse_args()
   args.systems = args.systems.split(',')
+  args.rates = [args.rate] if args.rate else [float(r) for r in args.rates.split(',')]
   args.timeout = args.timeout or 120 + args.records / 1000
   out = Path(args.out)
   out.mkdir(parents=True, exist_ok=True)

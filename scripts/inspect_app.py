@@ -46,12 +46,32 @@ def _fields(buf):
     yield number, wire, value
 
 
+def _timestamp(element):
+  return int.from_bytes(element[:8], 'big') - (1 << 63)
+
+
+def _packed_ends(buf):
+  at, ends = 0, []
+  while at < len(buf):
+    end, at = _varint(buf, at)
+    ends.append(end)
+  return ends
+
+
 def decode_envelope(payload):
-  """('data', timestamp millis) or ('watermark', millis, source, partition)."""
+  """('data', [timestamp millis of each element]) or ('watermark', millis,
+  source, partition)."""
   for number, _, body in _fields(payload):
     if number == 1:
       value = next(v for n, _, v in _fields(body) if n == 1)
-      return 'data', int.from_bytes(value[:8], 'big') - (1 << 63)
+      return 'data', [_timestamp(value)]
+    if number == 3:  # a packed record: elements one after another
+      f = {n: v for n, _, v in _fields(body)}
+      data, start, stamps = f.get(1, b''), 0, []
+      for end in _packed_ends(f.get(2, b'')):
+        stamps.append(_timestamp(data[start:end]))
+        start = end
+      return 'data', stamps
     if number == 2:
       f = {n: v for n, _, v in _fields(body)}
       millis = f.get(1, 0)
@@ -128,11 +148,12 @@ def main(broker, app, source=None, sink=None, window_ms=2000):
     for p, off, key, value in read_all(broker, t):
       d = decode_envelope(value)
       if d[0] == 'data':
-        data += 1
-        per_window[d[1] // window_ms * window_ms // 1000] += 1
+        data += len(d[1])
+        for ts in d[1]:
+          per_window[ts // window_ms * window_ms // 1000] += 1
       else:
         reports[(d[2], d[3])] += 1
-    print('%s: %d data record(s), reports %s' % (t, data, dict(reports)))
+    print('%s: %d element(s), reports %s' % (t, data, dict(reports)))
     print('  data per window start (s): %s' % sorted(per_window.items()))
   if sink:
     panes = collections.Counter()

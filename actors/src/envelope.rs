@@ -1,5 +1,8 @@
-//! Encoding and decoding records of runner-owned topics.
-use beam_kafka_proto::envelope::{envelope::Body, Data, Envelope, WatermarkReport};
+//! Encoding and decoding records of runner-owned topics: one element
+//! (`Data`), many (`Batch`, a packed record: `runtime::packed`) or a
+//! watermark report.
+use beam_kafka_proto::envelope::{envelope::Body, Batch, Data, Envelope, WatermarkReport};
+use beam_kafka_runtime::packed::Pack;
 use beam_kafka_runtime::timestamp::Watermark;
 use prost::Message;
 
@@ -7,18 +10,9 @@ pub fn data(value: Vec<u8>) -> Vec<u8> {
     Envelope { body: Some(Body::Data(Data { value })) }.encode_to_vec()
 }
 
-/// `data(value.to_vec())` written into `out` (cleared first), without the
-/// copies: the hot path of every output record.
-pub fn data_into(value: &[u8], out: &mut Vec<u8>) {
-    use prost::encoding::{encode_key, encode_varint, WireType};
-    out.clear();
-    // Envelope.data (field 1) holds a Data message whose field 1 is the value.
-    let inner = 1 + prost::encoding::encoded_len_varint(value.len() as u64) + value.len();
-    encode_key(1, WireType::LengthDelimited, out);
-    encode_varint(inner as u64, out);
-    encode_key(1, WireType::LengthDelimited, out);
-    encode_varint(value.len() as u64, out);
-    out.extend_from_slice(value);
+/// A packed record of `pack`'s elements.
+pub fn batch(pack: Pack) -> Vec<u8> {
+    Envelope { body: Some(Body::Batch(Batch { data: pack.data, ends: pack.ends })) }.encode_to_vec()
 }
 
 pub fn watermark(wm: Watermark, source: &str, partition: u32, total: u32) -> Vec<u8> {
@@ -36,14 +30,26 @@ pub fn watermark(wm: Watermark, source: &str, partition: u32, total: u32) -> Vec
 /// A decoded record of a runner-owned topic.
 #[derive(Debug, PartialEq)]
 pub enum Record {
-    Data(Vec<u8>),
-    Watermark { wm: Watermark, source: String, partition: u32, total: u32 },
+    /// Its elements, in order: one, or a packed record's.
+    Data(Vec<Vec<u8>>),
+    Watermark {
+        wm: Watermark,
+        source: String,
+        partition: u32,
+        total: u32,
+    },
+}
+
+/// `decode`, with an error that names where the record is.
+pub fn decode_at(bytes: &[u8], topic: &str, partition: i32, offset: i64) -> Result<Record, String> {
+    decode(bytes).map_err(|e| format!("{e} ({topic}[{partition}] offset {offset})"))
 }
 
 pub fn decode(bytes: &[u8]) -> Result<Record, String> {
     let env = Envelope::decode(bytes).map_err(|e| format!("undecodable record on a runner topic: {e}"))?;
     match env.body {
-        Some(Body::Data(d)) => Ok(Record::Data(d.value)),
+        Some(Body::Data(d)) => Ok(Record::Data(vec![d.value])),
+        Some(Body::Batch(b)) => Ok(Record::Data(Pack { data: b.data, ends: b.ends }.elements()?)),
         Some(Body::Watermark(w)) => Ok(Record::Watermark {
             wm: Watermark::from_millis(w.millis),
             source: w.source_transform,
@@ -60,21 +66,32 @@ mod tests {
 
     #[test]
     fn records_round_trip() {
-        assert_eq!(decode(&data(vec![1, 2])).unwrap(), Record::Data(vec![1, 2]));
+        assert_eq!(decode(&data(vec![1, 2])).unwrap(), Record::Data(vec![vec![1, 2]]));
         let r = decode(&watermark(Watermark::PosInf, "impulse", 0, 1)).unwrap();
         assert_eq!(r, Record::Watermark { wm: Watermark::PosInf, source: "impulse".into(), partition: 0, total: 1 });
         assert!(decode(&[0xff, 0xff]).is_err());
     }
 
     #[test]
-    fn data_into_encodes_like_data() {
-        let mut out = vec![9, 9, 9];
-        for len in [1, 5, 127, 128, 300, 20_000] {
-            let value: Vec<u8> = (0..len).map(|i| i as u8).collect();
-            data_into(&value, &mut out);
-            assert_eq!(out, data(value.clone()), "length {len}");
+    fn a_packed_record_brings_back_its_elements_in_order() {
+        let mut packer = beam_kafka_runtime::packed::Packer::new(1 << 20);
+        let elements: Vec<Vec<u8>> = (0..300u32).map(|i| i.to_be_bytes()[..(i % 4 + 1) as usize].to_vec()).collect();
+        for e in &elements {
+            assert!(packer.push(2, e).is_none());
         }
-        data_into(&[], &mut out);
-        assert_eq!(decode(&out).unwrap(), Record::Data(vec![]));
+        let (partition, pack) = packer.finish().pop().unwrap();
+        assert_eq!(partition, 2);
+        assert_eq!(decode(&batch(pack)).unwrap(), Record::Data(elements));
+    }
+
+    #[test]
+    fn a_malformed_packed_record_is_an_error_naming_topic_and_offset() {
+        let bytes = batch(Pack { data: vec![1, 2, 3], ends: vec![1, 7] });
+        let e = decode_at(&bytes, "__beam_app_shuffle_0", 3, 42).unwrap_err();
+        assert!(e.contains("malformed packed record"), "{e}");
+        assert!(e.contains("__beam_app_shuffle_0[3] offset 42"), "{e}");
+        // Cut short: not even an envelope.
+        let e = decode_at(&bytes[..bytes.len() - 2], "__beam_app_edge_1", 0, 7).unwrap_err();
+        assert!(e.contains("undecodable record") && e.contains("__beam_app_edge_1[0] offset 7"), "{e}");
     }
 }

@@ -1,11 +1,13 @@
 //! Writing a stage's outputs (to shuffle topics and, through WriteToKafka,
-//! to user topics) and a task's watermark reports. Records are keyed by the element's key bytes and partitioned with
-//! Kafka's murmur2, so every element of a key meets at one task.
+//! to user topics) and a task's watermark reports. Elements are partitioned
+//! by their key bytes with Kafka's murmur2, so every element of a key meets
+//! at one task, and travel packed, many to a record.
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use beam_kafka_runtime::coder::Coder;
 use beam_kafka_runtime::kafka_sink::SinkCodec;
+use beam_kafka_runtime::packed::{Packer, PACK_BYTES};
 use beam_kafka_runtime::partition::partition_for;
 use beam_kafka_runtime::timestamp::Watermark;
 use beam_kafka_runtime::windowed;
@@ -24,15 +26,16 @@ pub struct KafkaSink {
     pub producer: Arc<KafkaProducer>,
 }
 
-/// Splits each sink's encoded elements and writes them; returns once Kafka
+/// Splits each sink's encoded elements, packs them per partition
+/// (`runtime::packed`) and writes the packed records; returns once Kafka
 /// acknowledged every record.
 pub async fn write_outputs(producer: &KafkaProducer, sinks: &[OutputSink], outputs: HashMap<String, Vec<u8>>) -> Result<(), String> {
     let writes = Writes::new();
-    let mut payload = Vec::new();
     let mut spread = rand_start();
     for sink in sinks {
         // One PCollection can go to several topics (an edge and a side topic).
         let Some(data) = outputs.get(&sink.sink_transform) else { continue };
+        let mut packer = Packer::new(PACK_BYTES);
         let mut at = 0;
         while at < data.len() {
             let rest = &data[at..];
@@ -54,9 +57,13 @@ pub async fn write_outputs(producer: &KafkaProducer, sinks: &[OutputSink], outpu
             } else {
                 partition_for(key, sink.partitions)
             };
-            envelope::data_into(&rest[..len], &mut payload);
-            writes.send(producer, &sink.topic, partition, Some(key), Some(&payload)).await?;
+            if let Some((partition, pack)) = packer.push(partition, &rest[..len]) {
+                writes.send(producer, &sink.topic, partition, None, Some(&envelope::batch(pack))).await?;
+            }
             at += len;
+        }
+        for (partition, pack) in packer.finish() {
+            writes.send(producer, &sink.topic, partition, None, Some(&envelope::batch(pack))).await?;
         }
     }
     writes.wait().await.map(|_| ())

@@ -21,6 +21,7 @@ pub mod kafka_sink;
 pub mod kafka_source;
 pub mod lift;
 pub mod lower;
+pub mod packed;
 pub mod partition;
 pub mod row;
 pub mod sdf;

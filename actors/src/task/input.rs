@@ -59,7 +59,7 @@ impl TaskSupervisor {
         if fresh.is_empty() {
             return;
         }
-        self.flow.enqueued(fresh.len() as u64);
+        self.flow.enqueued(fresh.len() as u64, payload_bytes(&fresh));
         self.queue.push_back(fresh);
         self.pump(ctx);
     }
@@ -102,8 +102,14 @@ impl TaskSupervisor {
                 break;
             }
             let Some(records) = self.queue.pop_front() else { break };
-            self.flow.dequeued(records.len() as u64);
-            self.handle_records(records, ctx);
+            self.flow.dequeued(records.len() as u64, payload_bytes(&records));
+            // What the stage had no room for (packed records hold many
+            // elements each) waits at the front of the queue.
+            let rest = self.handle_records(records, ctx);
+            if !rest.is_empty() {
+                self.flow.enqueued(rest.len() as u64, payload_bytes(&rest));
+                self.queue.push_front(rest);
+            }
         }
         self.apply_flow();
         self.wake_for_deferred(ctx);
@@ -169,28 +175,34 @@ impl TaskSupervisor {
 
     /// Forgets queued input (the task stops; its next owner reads it again).
     pub(super) fn drop_input(&mut self) {
-        let queued: u64 = self.queue.drain(..).map(|r| r.len() as u64).sum();
-        self.flow.dequeued(queued);
+        for records in self.queue.drain(..) {
+            self.flow.dequeued(records.len() as u64, payload_bytes(&records));
+        }
         self.gated_side.clear();
     }
 
-    /// Handles records in offset order: source records become elements,
-    /// runner records are data (to a GroupByKey or the stage) or watermarks.
-    fn handle_records(&mut self, records: Vec<InputRecord>, ctx: &mut Context<Self>) {
+    /// Handles records in offset order while the stage has room: source
+    /// records become elements, runner records are data (to a GroupByKey or
+    /// the stage) or watermarks. Returns the records left for later.
+    fn handle_records(&mut self, records: Vec<InputRecord>, ctx: &mut Context<Self>) -> Vec<InputRecord> {
         let mut out = ToStage::default();
+        // Values for GroupByKeys count as in flight once sent, below.
+        let mut handed = 0u64;
         let mut data_records = 0u64;
         let mut from_sources = false;
         // Values per GroupByKey input topic, and watermark reports: sent
         // once the batch is read, the values first.
         let mut to_gbks: HashMap<String, Vec<Vec<u8>>> = HashMap::new();
         let mut reports = Vec::new();
-        for r in records {
+        let mut records = records.into_iter();
+        while handed < self.flow.room() {
+            let Some(r) = records.next() else { break };
             let Some(route) = self.cfg.inputs.get_mut(&r.topic) else {
-                return self.fail(ctx, format!("task {} got a record of unexpected topic {}", self.cfg.task, r.topic));
+                return self.failed_input(ctx, format!("task {} got a record of unexpected topic {}", self.cfg.task, r.topic));
             };
             if let Some(src) = route.source.as_mut() {
                 match src.element(&r) {
-                    Err(e) => return self.fail(ctx, e),
+                    Err(e) => return self.failed_input(ctx, e),
                     // The bounded read is over: neither processed nor committed.
                     Ok(None) => continue,
                     Ok(Some(element)) => {
@@ -198,26 +210,27 @@ impl TaskSupervisor {
                         from_sources = true;
                         let source = route.source_transform.clone();
                         if let Err(e) = self.hand_to_stage(&mut out, &source, vec![element]) {
-                            return self.fail(ctx, e);
+                            return self.failed_input(ctx, e);
                         }
                     }
                 }
                 self.handed.insert((r.topic, r.partition), r.offset + 1);
                 continue;
             }
-            let record = match envelope::decode(r.payload.as_deref().unwrap_or_default()) {
+            let record = match envelope::decode_at(r.payload.as_deref().unwrap_or_default(), &r.topic, r.partition, r.offset) {
                 Ok(rec) => rec,
-                Err(e) => return self.fail(ctx, format!("{e} ({}[{}] offset {})", r.topic, r.partition, r.offset)),
+                Err(e) => return self.failed_input(ctx, e),
             };
             match record {
-                Record::Data(value) => {
-                    data_records += 1;
+                Record::Data(values) => {
+                    data_records += values.len() as u64;
                     if self.gbk_actors.contains_key(&r.topic) {
-                        to_gbks.entry(r.topic.clone()).or_default().push(value);
+                        handed += values.len() as u64;
+                        to_gbks.entry(r.topic.clone()).or_default().extend(values);
                     } else {
                         let source = route.source_transform.clone();
-                        if let Err(e) = self.hand_to_stage(&mut out, &source, vec![value]) {
-                            return self.fail(ctx, e);
+                        if let Err(e) = self.hand_to_stage(&mut out, &source, values) {
+                            return self.failed_input(ctx, e);
                         }
                     }
                 }
@@ -239,6 +252,12 @@ impl TaskSupervisor {
             self.update_source_watermarks();
         }
         instruments().elements_in.add(data_records, &[]);
+        records.collect()
+    }
+
+    fn failed_input(&mut self, ctx: &mut Context<Self>, error: String) -> Vec<InputRecord> {
+        self.fail(ctx, error);
+        Vec::new()
     }
 
     /// Sends what was collected for the stage.
@@ -362,10 +381,12 @@ impl TaskSupervisor {
             Err(e) => return self.fail(ctx, format!("{e} (side input topic {})", r.topic)),
         };
         match record {
-            Record::Data(value) => {
+            Record::Data(values) => {
                 if let Some(data) = &self.cfg.side_data {
-                    if let Err(e) = data.add(&r.topic, &value) {
-                        self.fail(ctx, format!("task {}: {e}", self.cfg.task));
+                    for value in values {
+                        if let Err(e) = data.add(&r.topic, &value) {
+                            return self.fail(ctx, format!("task {}: {e}", self.cfg.task));
+                        }
                     }
                 }
             }
@@ -392,6 +413,11 @@ impl TaskSupervisor {
         }
         self.pump(ctx);
     }
+}
+
+/// The bytes of what the records carry, for flow control.
+fn payload_bytes(records: &[InputRecord]) -> u64 {
+    records.iter().map(|r| r.payload.as_ref().map_or(0, Vec::len) as u64).sum()
 }
 
 /// A held element: its windows and timestamp read with `coder`.

@@ -7,10 +7,11 @@
 //!   commit cycle's flush waits for at most that much work, never for a
 //!   backlog.
 //! - **queued**: records taken from Kafka that wait in the task because the
-//!   stage is full. Past a high mark the task's partitions are paused; below
-//!   the low mark they are resumed. What librdkafka had already fetched still
-//!   arrives and is queued, so memory is bounded by the high mark plus one
-//!   fetch.
+//!   stage is full. Past a high mark (in records, or in bytes: a packed
+//!   record holds many elements) the task's partitions are paused; below
+//!   the low marks they are resumed. What librdkafka had already fetched
+//!   still arrives and is queued, so memory is bounded by the high mark plus
+//!   one fetch.
 
 /// The limits of one task.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,7 +22,14 @@ pub struct FlowLimits {
     pub pause_at: u64,
     /// Queued input records at or below which they are resumed.
     pub resume_at: u64,
+    /// Queued bytes at which the partitions are paused; they are resumed
+    /// at a quarter of it.
+    pub pause_at_bytes: u64,
 }
+
+/// Queued bytes per task before its partitions pause: a poll's worth of
+/// packed records would otherwise be a thousand times a poll's elements.
+pub const PAUSE_AT_BYTES: u64 = 16 << 20;
 
 impl FlowLimits {
     /// Two bundles in flight (one running, the next one filling, so the
@@ -30,7 +38,7 @@ impl FlowLimits {
     pub fn for_bundles(max_bundle_size: u64, records_per_poll: u64) -> FlowLimits {
         let max_in_flight = max_bundle_size.saturating_mul(2).max(1);
         let pause_at = records_per_poll.saturating_mul(2).max(1);
-        FlowLimits { max_in_flight, pause_at, resume_at: pause_at / 4 }
+        FlowLimits { max_in_flight, pause_at, resume_at: pause_at / 4, pause_at_bytes: PAUSE_AT_BYTES }
     }
 }
 
@@ -46,6 +54,7 @@ pub struct FlowControl {
     limits: FlowLimits,
     in_flight: u64,
     queued: u64,
+    queued_bytes: u64,
     paused: bool,
     /// Times the partitions were paused, for the task's report.
     pub pauses: u64,
@@ -53,7 +62,7 @@ pub struct FlowControl {
 
 impl FlowControl {
     pub fn new(limits: FlowLimits) -> FlowControl {
-        FlowControl { limits, in_flight: 0, queued: 0, paused: false, pauses: 0 }
+        FlowControl { limits, in_flight: 0, queued: 0, queued_bytes: 0, paused: false, pauses: 0 }
     }
 
     /// How many more elements the stage may be given now.
@@ -88,25 +97,29 @@ impl FlowControl {
         self.in_flight = self.in_flight.saturating_sub(elements);
     }
 
-    /// Records were put in the task's queue.
-    pub fn enqueued(&mut self, records: u64) {
+    /// Records of so many bytes were put in the task's queue.
+    pub fn enqueued(&mut self, records: u64, bytes: u64) {
         self.queued += records;
+        self.queued_bytes += bytes;
     }
 
     /// Records left the queue (handled, or dropped when the task stops).
-    pub fn dequeued(&mut self, records: u64) {
+    pub fn dequeued(&mut self, records: u64, bytes: u64) {
         self.queued = self.queued.saturating_sub(records);
+        self.queued_bytes = self.queued_bytes.saturating_sub(bytes);
     }
 
     /// Whether to pause or resume the partitions now. Called after every
     /// change; says each transition once.
     pub fn decide(&mut self) -> Option<FlowCommand> {
-        if !self.paused && self.queued >= self.limits.pause_at {
+        let over = self.queued >= self.limits.pause_at || self.queued_bytes >= self.limits.pause_at_bytes;
+        let under = self.queued <= self.limits.resume_at && self.queued_bytes <= self.limits.pause_at_bytes / 4;
+        if !self.paused && over {
             self.paused = true;
             self.pauses += 1;
             return Some(FlowCommand::Pause);
         }
-        if self.paused && self.queued <= self.limits.resume_at {
+        if self.paused && under {
             self.paused = false;
             return Some(FlowCommand::Resume);
         }
@@ -119,7 +132,7 @@ mod tests {
     use super::*;
 
     fn flow() -> FlowControl {
-        FlowControl::new(FlowLimits { max_in_flight: 10, pause_at: 8, resume_at: 2 })
+        FlowControl::new(FlowLimits { max_in_flight: 10, pause_at: 8, resume_at: 2, pause_at_bytes: 1000 })
     }
 
     #[test]
@@ -140,25 +153,38 @@ mod tests {
     #[test]
     fn partitions_pause_at_the_high_mark_and_resume_at_the_low_mark_once_each() {
         let mut f = flow();
-        f.enqueued(5);
+        f.enqueued(5, 50);
         assert_eq!(f.decide(), None);
-        f.enqueued(3);
+        f.enqueued(3, 30);
         assert_eq!(f.decide(), Some(FlowCommand::Pause));
         assert_eq!(f.decide(), None, "said once");
-        f.enqueued(4); // fetched before the pause took effect
+        f.enqueued(4, 40); // fetched before the pause took effect
         assert_eq!(f.decide(), None);
-        f.dequeued(9);
+        f.dequeued(9, 90);
         assert_eq!(f.decide(), None, "3 queued is above the low mark");
-        f.dequeued(1);
+        f.dequeued(1, 10);
         assert_eq!(f.decide(), Some(FlowCommand::Resume));
         assert_eq!(f.decide(), None);
         assert_eq!(f.pauses, 1);
     }
 
     #[test]
+    fn a_few_large_records_pause_the_partitions_too() {
+        let mut f = flow();
+        f.enqueued(2, 900);
+        assert_eq!(f.decide(), None);
+        f.enqueued(1, 300);
+        assert_eq!(f.decide(), Some(FlowCommand::Pause), "3 records, but 1200 bytes");
+        f.dequeued(2, 900);
+        assert_eq!(f.decide(), None, "300 bytes are above a quarter of 1000");
+        f.dequeued(1, 300);
+        assert_eq!(f.decide(), Some(FlowCommand::Resume));
+    }
+
+    #[test]
     fn limits_follow_the_bundle_size_and_poll_size() {
         let l = FlowLimits::for_bundles(1000, 500);
-        assert_eq!(l, FlowLimits { max_in_flight: 2000, pause_at: 1000, resume_at: 250 });
+        assert_eq!(l, FlowLimits { max_in_flight: 2000, pause_at: 1000, resume_at: 250, pause_at_bytes: PAUSE_AT_BYTES });
         let tiny = FlowLimits::for_bundles(0, 0);
         assert!(tiny.max_in_flight >= 1 && tiny.pause_at >= 1);
     }
