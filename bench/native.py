@@ -363,7 +363,8 @@ class BeamKafkaJob:
         '--runner=PortableRunner', '--job_endpoint=localhost:%d' % port, '--environment_type=LOOPBACK',
         '--bootstrap_servers=%s' % args.bootstrap_servers, '--processing_guarantee=%s' % guarantee,
         '--application_id=%s' % app, '--job_name=%s' % app, '--streaming', '--commit_interval_ms=100',
-        '--internal_parallelism=%d' % args.partitions, '--state_dir=%s' % (workdir / (app + '-state'))])
+        '--internal_parallelism=%d' % args.partitions, '--state_dir=%s' % (workdir / (app + '-state'))]
+        + args.beam_args.split())
     read = dict(consumer_config={'bootstrap.servers': args.bootstrap_servers, 'auto.offset.reset': 'earliest'},
                 topics=[src], value_deserializer=STRING, timestamp_policy=ReadFromKafka.create_time_policy,
                 expansion_service='localhost:%d' % exp)
@@ -754,6 +755,7 @@ def main():
   ap.add_argument('--rate', type=float, default=None, help='one rate instead of --rates')
   ap.add_argument('--seconds', type=float, default=20, help='measured seconds in the latency part')
   ap.add_argument('--parts', default='ceiling,native,latency')
+  ap.add_argument('--beam_args', default='', help='more options for our pipeline, e.g. "--max_cache_memory_usage_mb=100"')
   ap.add_argument('--systems', default=','.join(SYSTEMS))
   ap.add_argument('--timeout', type=float, default=None, help='s per run (default 120 + N/1000)')
   ap.add_argument('--out', default=str(REPO / 'bench' / 'results'))

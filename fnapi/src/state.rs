@@ -9,8 +9,6 @@ use std::sync::Arc;
 
 use beam_kafka_proto::fn_execution as fn_pb;
 use futures::{Stream, StreamExt};
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::UnboundedReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::registry::Registry;
@@ -53,24 +51,22 @@ impl fn_pb::beam_fn_state_server::BeamFnState for StateService {
 
     async fn state(&self, request: Request<Streaming<fn_pb::StateRequest>>) -> Result<Response<Self::StateStream>, Status> {
         let worker = crate::worker_id(&request).ok().and_then(|id| self.registry.worker(&id));
-        let (tx, rx) = mpsc::unbounded_channel();
-        let mut inbound = request.into_inner();
-        tokio::spawn(async move {
-            while let Some(Ok(req)) = inbound.next().await {
-                let handler = worker.as_ref().and_then(|w| w.state_handler(&req.instruction_id));
-                let answer = match handler {
-                    Some(h) => h.handle(&req),
-                    None => Err(format!("the runner has no state for bundle '{}' ({} request)", req.instruction_id, kind_of(&req))),
-                };
-                let resp = match answer {
-                    Ok(r) => fn_pb::StateResponse { id: req.id, error: String::new(), response: Some(r) },
-                    Err(error) => fn_pb::StateResponse { id: req.id, error, response: None },
-                };
-                if tx.send(Ok(resp)).is_err() {
-                    return;
-                }
-            }
+        // Each request is answered as the response stream polls for it, on
+        // the connection's own task: a Python harness waits for most of
+        // these answers (a read, a commit), so a hop through another task
+        // would add a thread wake-up to every round trip.
+        let requests = tokio_stream::StreamExt::map_while(request.into_inner(), |req| req.ok());
+        let answers = requests.map(move |req| {
+            let handler = worker.as_ref().and_then(|w| w.state_handler(&req.instruction_id));
+            let answer = match handler {
+                Some(h) => h.handle(&req),
+                None => Err(format!("the runner has no state for bundle '{}' ({} request)", req.instruction_id, kind_of(&req))),
+            };
+            Ok(match answer {
+                Ok(r) => fn_pb::StateResponse { id: req.id, error: String::new(), response: Some(r) },
+                Err(error) => fn_pb::StateResponse { id: req.id, error, response: None },
+            })
         });
-        Ok(Response::new(Box::pin(UnboundedReceiverStream::new(rx))))
+        Ok(Response::new(Box::pin(answers)))
     }
 }
