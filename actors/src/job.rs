@@ -42,7 +42,7 @@ pub enum JobEvent {
     CommittedMetrics(Vec<MonitoringInfo>),
 }
 
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum JobOutcome {
     Done,
     Failed(String),
@@ -50,16 +50,33 @@ pub enum JobOutcome {
 }
 
 /// Runs a job to its end on the calling thread, inside an actix system of its
-/// own. Blocking: call it from a dedicated thread.
-pub fn run_job(input: JobInput, events: mpsc::UnboundedSender<JobEvent>, cancel: watch::Receiver<bool>) -> JobOutcome {
+/// own. Blocking: call it from a dedicated thread. `decided` gets the
+/// outcome as soon as it is final (outputs committed, a finished job's
+/// topics deleted), before the job's Kafka clients are closed, which takes
+/// a while and need not keep a client waiting for the job's state.
+pub fn run_job(
+    input: JobInput,
+    events: mpsc::UnboundedSender<JobEvent>,
+    cancel: watch::Receiver<bool>,
+    decided: tokio::sync::oneshot::Sender<JobOutcome>,
+) -> JobOutcome {
     let system = actix::System::new();
-    let outcome = system.block_on(drive(input, events, cancel));
+    let mut decided = Some(decided);
+    let outcome = system.block_on(drive(input, events, cancel, &mut decided));
+    if let Some(tx) = decided {
+        let _ = tx.send(outcome.clone());
+    }
     System::current().stop();
     let _ = system.run();
     outcome
 }
 
-async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut cancel: watch::Receiver<bool>) -> JobOutcome {
+async fn drive(
+    mut input: JobInput,
+    events: mpsc::UnboundedSender<JobEvent>,
+    mut cancel: watch::Receiver<bool>,
+    decided: &mut Option<tokio::sync::oneshot::Sender<JobOutcome>>,
+) -> JobOutcome {
     if *cancel.borrow_and_update() {
         return JobOutcome::Cancelled;
     }
@@ -302,6 +319,11 @@ async fn drive(mut input: JobInput, events: mpsc::UnboundedSender<JobEvent>, mut
         cleanup(&admin, &input, &events, draining).await;
     }
     tracing::debug!("job ended after {:?}", began.elapsed());
+    // Everything the job said is sent: the caller's forwarding may end.
+    drop(events);
+    if let Some(tx) = decided.take() {
+        let _ = tx.send(outcome.clone());
+    }
     outcome
 }
 

@@ -31,9 +31,10 @@ const WORKER_CONNECT_TIMEOUT: Duration = Duration::from_secs(120);
 pub async fn execute(job: Arc<Job>, services: Services) {
     job.set_state(State::Starting);
     let mut harnesses = Vec::new();
+    let mut job_thread = None;
     // A panic is a bug of ours; it still ends the job, with what it said,
     // instead of leaving its client waiting.
-    let run = std::panic::AssertUnwindSafe(prepare_and_run(&job, &services, &mut harnesses));
+    let run = std::panic::AssertUnwindSafe(prepare_and_run(&job, &services, &mut harnesses, &mut job_thread));
     let outcome = match futures::FutureExt::catch_unwind(run).await {
         Ok(Ok(o)) => o,
         Ok(Err(e)) => JobOutcome::Failed(e),
@@ -48,6 +49,12 @@ pub async fn execute(job: Arc<Job>, services: Services) {
     for (harness, worker_id) in harnesses {
         harness.stop().await;
         services.fn_api.release_worker(&worker_id);
+    }
+    // The job's thread closes its clients and stores after the outcome:
+    // whoever waits for this execution (`beam-kafka run` before it exits)
+    // waits for that too.
+    if let Some(ended) = job_thread {
+        let _ = ended.await;
     }
     release_freed_memory();
 }
@@ -76,8 +83,13 @@ fn report(job: &Job, outcome: JobOutcome) {
 }
 
 /// Runs the job; leaves its started harnesses (and worker ids) in `started`
-/// for the caller to stop.
-async fn prepare_and_run(job: &Arc<Job>, services: &Services, started: &mut Vec<(Harness, String)>) -> Result<JobOutcome, String> {
+/// for the caller to stop, and what says its thread ended in `job_thread`.
+async fn prepare_and_run(
+    job: &Arc<Job>,
+    services: &Services,
+    started: &mut Vec<(Harness, String)>,
+    job_thread: &mut Option<oneshot::Receiver<()>>,
+) -> Result<JobOutcome, String> {
     let pipeline = job.pipeline.lock().expect("lock").clone();
     let graph = PipelineGraph::new(&pipeline)?;
     let plan = TopologyPlan::plan(&graph, &job.runner_options.application_id, job.runner_options.internal_parallelism)?;
@@ -114,13 +126,16 @@ async fn prepare_and_run(job: &Arc<Job>, services: &Services, started: &mut Vec<
     let input = JobInput { job_id: job.id.clone(), options: job.runner_options.clone(), plan, sub_topologies, harnesses };
     let (events_tx, events_rx) = mpsc::unbounded_channel();
     let (done_tx, done_rx) = oneshot::channel();
+    let (ended_tx, ended_rx) = oneshot::channel();
     let cancel = job.cancel.subscribe();
     std::thread::Builder::new()
         .name(format!("job-{}", job.id))
         .spawn(move || {
-            let _ = done_tx.send(run_job(input, events_tx, cancel));
+            run_job(input, events_tx, cancel, done_tx);
+            let _ = ended_tx.send(());
         })
         .map_err(|e| format!("cannot start the job's thread: {e}"))?;
+    *job_thread = Some(ended_rx);
     let forward = tokio::spawn(forward_events(job.clone(), events_rx));
     let outcome = done_rx.await.unwrap_or_else(|_| JobOutcome::Failed("the job's thread ended without an outcome".into()));
     let _ = forward.await;

@@ -120,7 +120,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let (_, mut messages) = job.messages();
     let mut state = job.subscribe_state();
     let services = execution::Services { fn_api, artifact_url };
-    tokio::spawn(execution::execute(job.clone(), services));
+    let execution = tokio::spawn(execution::execute(job.clone(), services));
     let mut stop_requested = false;
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut last_error = None;
@@ -145,8 +145,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             _ = term.recv(), if !stop_requested => { stop_requested = true; let _ = job.cancel.send(true); }
         }
     }
-    // Let tasks close their stores cleanly.
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    // The state is final before the job's tasks closed their stores and
+    // clients: wait for that (bounded, in case a client hangs on a broker).
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(60), execution).await;
     match State::try_from(job.state().state).unwrap_or(State::Unspecified) {
         State::Done => Ok(()),
         State::Cancelled if stop_requested => Ok(()),
