@@ -32,6 +32,14 @@ def _group_with_pids(p, collector):
       | 'Collect' >> beam.Map(collector.recorder()))
 
 
+def _run_and_check(args, collector):
+  p = beam.Pipeline(options=PipelineOptions(args))
+  _group_with_pids(p, collector)
+  result = p.run()
+  assert result.wait_until_finish() == PipelineState.DONE
+  _check(collector)
+
+
 def _check(collector):
   """Every group exact, and handled by more than one harness process,
   none of them this one."""
@@ -61,11 +69,7 @@ def test_a_process_environment_runs_as_many_harnesses_as_asked(
       '--sdk_worker_parallelism=2',
       '--internal_parallelism=4',
   ] + kafka_args(broker, app_id, tmp_path / 'state')
-  p = beam.Pipeline(options=PipelineOptions(args))
-  _group_with_pids(p, collector)
-  result = p.run()
-  assert result.wait_until_finish() == PipelineState.DONE
-  _check(collector)
+  _run_and_check(args, collector)
 
 
 def test_kafka_streams_runner_runs_loopback_harnesses_as_processes(
@@ -77,8 +81,4 @@ def test_kafka_streams_runner_runs_loopback_harnesses_as_processes(
       '--sdk_worker_parallelism=2',
       '--internal_parallelism=4',
   ] + kafka_args(broker, app_id, tmp_path / 'state')
-  p = beam.Pipeline(options=PipelineOptions(args))
-  _group_with_pids(p, collector)
-  result = p.run()
-  assert result.wait_until_finish() == PipelineState.DONE
-  _check(collector)
+  _run_and_check(args, collector)
