@@ -74,7 +74,7 @@ mod tests {
 
     #[test]
     fn a_packed_record_brings_back_its_elements_in_order() {
-        let mut packer = beam_kafka_runtime::packed::Packer::new(1 << 20);
+        let mut packer = beam_kafka_runtime::packed::Packer::new(1 << 20, 1000);
         let elements: Vec<Vec<u8>> = (0..300u32).map(|i| i.to_be_bytes()[..(i % 4 + 1) as usize].to_vec()).collect();
         for e in &elements {
             assert!(packer.push(2, e).is_none());

@@ -29,13 +29,19 @@ pub struct KafkaSink {
 /// Splits each sink's encoded elements, packs them per partition
 /// (`runtime::packed`) and writes the packed records; returns once Kafka
 /// acknowledged every record.
-pub async fn write_outputs(producer: &KafkaProducer, sinks: &[OutputSink], outputs: HashMap<String, Vec<u8>>) -> Result<(), String> {
+/// A pack holds at most `pack_elements` elements (the job's bundle size).
+pub async fn write_outputs(
+    producer: &KafkaProducer,
+    sinks: &[OutputSink],
+    outputs: HashMap<String, Vec<u8>>,
+    pack_elements: usize,
+) -> Result<(), String> {
     let writes = Writes::new();
     let mut spread = rand_start();
     for sink in sinks {
         // One PCollection can go to several topics (an edge and a side topic).
         let Some(data) = outputs.get(&sink.sink_transform) else { continue };
-        let mut packer = Packer::new(PACK_BYTES);
+        let mut packer = Packer::new(PACK_BYTES, pack_elements);
         let mut at = 0;
         while at < data.len() {
             let rest = &data[at..];

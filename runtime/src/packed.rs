@@ -57,15 +57,18 @@ impl Pack {
 }
 
 /// Gathers one bundle's elements per partition into packs of at most
-/// `limit` bytes, keeping each partition's elements in order.
+/// `limit` bytes and `max_elements` elements (a reader hands a pack to its
+/// stage whole, so a pack must not hold more than a bundle's worth),
+/// keeping each partition's elements in order.
 pub struct Packer {
     limit: usize,
+    max_elements: usize,
     open: BTreeMap<u32, Pack>,
 }
 
 impl Packer {
-    pub fn new(limit: usize) -> Packer {
-        Packer { limit: limit.max(1), open: BTreeMap::new() }
+    pub fn new(limit: usize, max_elements: usize) -> Packer {
+        Packer { limit: limit.max(1), max_elements: max_elements.max(1), open: BTreeMap::new() }
     }
 
     /// Adds an element for `partition`. Returns the partition's pack to
@@ -73,7 +76,7 @@ impl Packer {
     /// next one.
     pub fn push(&mut self, partition: u32, element: &[u8]) -> Option<(u32, Pack)> {
         let pack = self.open.entry(partition).or_default();
-        let full = !pack.is_empty() && pack.data.len() + element.len() > self.limit;
+        let full = !pack.is_empty() && (pack.data.len() + element.len() > self.limit || pack.len() >= self.max_elements);
         let ready = if full { Some((partition, std::mem::take(pack))) } else { None };
         pack.push(element);
         ready
@@ -95,7 +98,7 @@ mod tests {
 
     #[test]
     fn elements_of_a_partition_stay_in_order_across_packs() {
-        let mut packer = Packer::new(10);
+        let mut packer = Packer::new(10, 1000);
         let mut written = Vec::new();
         for i in 0..20u8 {
             if let Some(full) = packer.push(u32::from(i % 2), &[i, i, i]) {
@@ -111,7 +114,7 @@ mod tests {
 
     #[test]
     fn an_element_larger_than_the_limit_is_a_pack_of_its_own() {
-        let mut packer = Packer::new(8);
+        let mut packer = Packer::new(8, 1000);
         assert_eq!(packer.push(0, &[1]), None);
         let (p, first) = packer.push(0, &[2; 20]).expect("the small pack goes first");
         assert_eq!((p, first.elements().unwrap()), (0, vec![vec![1]]));
@@ -121,8 +124,16 @@ mod tests {
     }
 
     #[test]
+    fn a_pack_holds_at_most_max_elements() {
+        let mut packer = Packer::new(PACK_BYTES, 3);
+        let written: Vec<_> = (0..7u8).filter_map(|i| packer.push(0, &[i])).collect();
+        assert_eq!(written.iter().map(|(_, p)| p.len()).collect::<Vec<_>>(), [3, 3]);
+        assert_eq!(packer.finish()[0].1.len(), 1);
+    }
+
+    #[test]
     fn nothing_pushed_writes_nothing() {
-        assert!(Packer::new(PACK_BYTES).finish().is_empty());
+        assert!(Packer::new(PACK_BYTES, 1000).finish().is_empty());
     }
 
     #[test]

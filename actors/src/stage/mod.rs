@@ -70,6 +70,9 @@ struct Running {
     /// Sent to split the bundle (taken once).
     split: Option<oneshot::Sender<()>>,
     split_asked: Arc<AtomicBool>,
+    /// The harness finished it: only its writes are left (they may wait
+    /// for a commit), so there is nothing to split.
+    processed: Arc<AtomicBool>,
 }
 
 /// What a finished bundle brought back besides its outputs.
@@ -192,6 +195,7 @@ impl StageActor {
         let outputs = self.spec.outputs.clone();
         let kafka_sinks = self.spec.kafka_sinks.clone();
         let producer = self.spec.producer.clone();
+        let pack_elements = self.spec.max_bundle_size as usize;
         let state = self.spec.state.clone();
         // A slow start_bundle could see every split cut before the first
         // restriction began; after one such split, the next keeps it.
@@ -202,6 +206,7 @@ impl StageActor {
         let (split_tx, split_rx) = oneshot::channel();
         let mut may_write = self.writes_through.subscribe();
         let split_asked = Arc::new(AtomicBool::new(false));
+        let processed = Arc::new(AtomicBool::new(false));
         self.running = Some(Running {
             seq,
             started,
@@ -210,6 +215,7 @@ impl StageActor {
             elements,
             split: Some(split_tx),
             split_asked: split_asked.clone(),
+            processed: processed.clone(),
         });
         // A bundle is complete once Kafka acknowledged everything it wrote.
         let sizes: Vec<(String, usize)> = inputs.iter().map(|i: &BundleInput| (i.transform_id.clone(), i.data.len())).collect();
@@ -223,6 +229,7 @@ impl StageActor {
                 Some(worker.split_bundle(&bundle_id, &sources, &splittable).await)
             };
             let (result, splits) = split::run_with_split(bundle, split, &split_asked).await;
+            processed.store(true, std::sync::atomic::Ordering::SeqCst);
             let result = result.map_err(|e| match e {
                 BundleError::User(text) => (text, false),
                 other => (other.to_string(), false),
@@ -234,7 +241,7 @@ impl StageActor {
             may_write.wait_for(|&through| seq <= through).await.map_err(|_| ("the stage stopped".to_string(), false))?;
             let mut written = result.outputs;
             write_kafka_sinks(&kafka_sinks, &mut written).await.map_err(|e| (e, true))?;
-            write_outputs(&producer, &outputs, written).await.map_err(|e| (e, true))?;
+            write_outputs(&producer, &outputs, written, pack_elements).await.map_err(|e| (e, true))?;
             let done = Done { monitoring_infos: result.monitoring_infos, timers: result.timers, splits, residuals: result.residuals };
             Ok::<_, (String, bool)>((done, result.requires_finalization))
         };

@@ -54,7 +54,7 @@ impl StageActor {
     pub(super) fn check_split(&mut self, ctx: &mut Context<Self>) {
         let Some(r) = self.running.as_mut() else { return };
         let waited_on = self.waiters.iter().any(|(_, target)| *target >= r.seq);
-        if !waited_on || r.split.is_none() {
+        if !waited_on || r.split.is_none() || r.processed.load(Ordering::SeqCst) {
             return;
         }
         let after = self.spec.max_bundle_time.as_millis() as u64;

@@ -2,7 +2,7 @@
 //! fast as its bundles finish (`runtime::task::flow`); past a high mark the
 //! task's partitions are paused. Side-input records and held elements are
 //! handled here too.
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
 use actix::prelude::*;
@@ -60,7 +60,7 @@ impl TaskSupervisor {
             return;
         }
         self.flow.enqueued(fresh.len() as u64, payload_bytes(&fresh));
-        self.queue.push_back(fresh);
+        self.queue.push_back(fresh.into());
         self.pump(ctx);
     }
 
@@ -101,14 +101,14 @@ impl TaskSupervisor {
                 // Records wait for the panes asked for.
                 break;
             }
-            let Some(records) = self.queue.pop_front() else { break };
+            let Some(mut records) = self.queue.pop_front() else { break };
             self.flow.dequeued(records.len() as u64, payload_bytes(&records));
             // What the stage had no room for (packed records hold many
             // elements each) waits at the front of the queue.
-            let rest = self.handle_records(records, ctx);
-            if !rest.is_empty() {
-                self.flow.enqueued(rest.len() as u64, payload_bytes(&rest));
-                self.queue.push_front(rest);
+            self.handle_records(&mut records, ctx);
+            if !records.is_empty() {
+                self.flow.enqueued(records.len() as u64, payload_bytes(&records));
+                self.queue.push_front(records);
             }
         }
         self.apply_flow();
@@ -183,8 +183,8 @@ impl TaskSupervisor {
 
     /// Handles records in offset order while the stage has room: source
     /// records become elements, runner records are data (to a GroupByKey or
-    /// the stage) or watermarks. Returns the records left for later.
-    fn handle_records(&mut self, records: Vec<InputRecord>, ctx: &mut Context<Self>) -> Vec<InputRecord> {
+    /// the stage) or watermarks. Leaves the records not handled in `records`.
+    fn handle_records(&mut self, records: &mut VecDeque<InputRecord>, ctx: &mut Context<Self>) {
         let mut out = ToStage::default();
         // Values for GroupByKeys count as in flight once sent, below.
         let mut handed = 0u64;
@@ -194,15 +194,14 @@ impl TaskSupervisor {
         // once the batch is read, the values first.
         let mut to_gbks: HashMap<String, Vec<Vec<u8>>> = HashMap::new();
         let mut reports = Vec::new();
-        let mut records = records.into_iter();
         while handed < self.flow.room() {
-            let Some(r) = records.next() else { break };
+            let Some(r) = records.pop_front() else { break };
             let Some(route) = self.cfg.inputs.get_mut(&r.topic) else {
-                return self.failed_input(ctx, format!("task {} got a record of unexpected topic {}", self.cfg.task, r.topic));
+                return self.fail(ctx, format!("task {} got a record of unexpected topic {}", self.cfg.task, r.topic));
             };
             if let Some(src) = route.source.as_mut() {
                 match src.element(&r) {
-                    Err(e) => return self.failed_input(ctx, e),
+                    Err(e) => return self.fail(ctx, e),
                     // The bounded read is over: neither processed nor committed.
                     Ok(None) => continue,
                     Ok(Some(element)) => {
@@ -210,7 +209,7 @@ impl TaskSupervisor {
                         from_sources = true;
                         let source = route.source_transform.clone();
                         if let Err(e) = self.hand_to_stage(&mut out, &source, vec![element]) {
-                            return self.failed_input(ctx, e);
+                            return self.fail(ctx, e);
                         }
                     }
                 }
@@ -219,7 +218,7 @@ impl TaskSupervisor {
             }
             let record = match envelope::decode_at(r.payload.as_deref().unwrap_or_default(), &r.topic, r.partition, r.offset) {
                 Ok(rec) => rec,
-                Err(e) => return self.failed_input(ctx, e),
+                Err(e) => return self.fail(ctx, e),
             };
             match record {
                 Record::Data(values) => {
@@ -230,7 +229,7 @@ impl TaskSupervisor {
                     } else {
                         let source = route.source_transform.clone();
                         if let Err(e) = self.hand_to_stage(&mut out, &source, values) {
-                            return self.failed_input(ctx, e);
+                            return self.fail(ctx, e);
                         }
                     }
                 }
@@ -252,12 +251,6 @@ impl TaskSupervisor {
             self.update_source_watermarks();
         }
         instruments().elements_in.add(data_records, &[]);
-        records.collect()
-    }
-
-    fn failed_input(&mut self, ctx: &mut Context<Self>, error: String) -> Vec<InputRecord> {
-        self.fail(ctx, error);
-        Vec::new()
     }
 
     /// Sends what was collected for the stage.
@@ -416,8 +409,8 @@ impl TaskSupervisor {
 }
 
 /// The bytes of what the records carry, for flow control.
-fn payload_bytes(records: &[InputRecord]) -> u64 {
-    records.iter().map(|r| r.payload.as_ref().map_or(0, Vec::len) as u64).sum()
+fn payload_bytes<'a>(records: impl IntoIterator<Item = &'a InputRecord>) -> u64 {
+    records.into_iter().map(|r| r.payload.as_ref().map_or(0, Vec::len) as u64).sum()
 }
 
 /// A held element: its windows and timestamp read with `coder`.

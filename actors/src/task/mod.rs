@@ -187,7 +187,7 @@ pub struct TaskSupervisor {
     producer: Arc<KafkaProducer>,
     events: UnboundedSender<TaskEvent>,
     /// Records taken from Kafka, waiting for room in the stage.
-    queue: VecDeque<Vec<InputRecord>>,
+    queue: VecDeque<VecDeque<InputRecord>>,
     /// The offset after the last record received per partition: later
     /// copies of a record (a pause can deliver one twice) are dropped, and a
     /// resumed partition is sought here.
@@ -409,6 +409,10 @@ impl Actor for TaskSupervisor {
 
     fn stopped(&mut self, _: &mut Context<Self>) {
         self.stop_children();
+        // However the task ended (fenced, failed): a bundle of its stage
+        // waiting to write after a commit that never came must not keep the
+        // stage, its harness lease and its producer alive.
+        self.stage.do_send(Shutdown);
     }
 
     fn started(&mut self, ctx: &mut Context<Self>) {
