@@ -102,12 +102,10 @@ impl TaskSupervisor {
                 break;
             }
             let Some(mut records) = self.queue.pop_front() else { break };
-            self.flow.dequeued(records.len() as u64, payload_bytes(&records));
             // What the stage had no room for (packed records hold many
             // elements each) waits at the front of the queue.
             self.handle_records(&mut records, ctx);
             if !records.is_empty() {
-                self.flow.enqueued(records.len() as u64, payload_bytes(&records));
                 self.queue.push_front(records);
             }
         }
@@ -183,7 +181,8 @@ impl TaskSupervisor {
 
     /// Handles records in offset order while the stage has room: source
     /// records become elements, runner records are data (to a GroupByKey or
-    /// the stage) or watermarks. Leaves the records not handled in `records`.
+    /// the stage) or watermarks. Leaves the records not handled in `records`
+    /// (still queued, for flow control).
     fn handle_records(&mut self, records: &mut VecDeque<InputRecord>, ctx: &mut Context<Self>) {
         let mut out = ToStage::default();
         // Values for GroupByKeys count as in flight once sent, below.
@@ -196,6 +195,7 @@ impl TaskSupervisor {
         let mut reports = Vec::new();
         while handed < self.flow.room() {
             let Some(r) = records.pop_front() else { break };
+            self.flow.dequeued(1, payload_bytes([&r]));
             let Some(route) = self.cfg.inputs.get_mut(&r.topic) else {
                 return self.fail(ctx, format!("task {} got a record of unexpected topic {}", self.cfg.task, r.topic));
             };
