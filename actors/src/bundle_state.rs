@@ -60,14 +60,19 @@ const APPENDED: Response = Response::Append(fn_pb::StateAppendResponse {});
 const CLEARED: Response = Response::Clear(fn_pb::StateClearResponse {});
 
 impl StateHandler for BundleState {
-    /// A user-state token of the task incarnation's state (side inputs get
-    /// none: new side-input data may arrive at any time, so the SDK caches
-    /// them per bundle only).
+    /// A user-state token of the task incarnation's state, and one per side
+    /// input naming its current contents.
     fn cache_tokens(&self) -> Vec<fn_pb::process_bundle_request::CacheToken> {
         use fn_pb::process_bundle_request::cache_token;
-        let Some(user) = self.user.as_ref() else { return Vec::new() };
-        let token = user.lock().expect("user state lock").cache_token();
-        vec![fn_pb::process_bundle_request::CacheToken { token, r#type: Some(cache_token::Type::UserState(cache_token::UserState {})) }]
+        let mut tokens = self.side.as_ref().map(|s| s.cache_tokens()).unwrap_or_default();
+        if let Some(user) = self.user.as_ref() {
+            let token = user.lock().expect("user state lock").cache_token();
+            tokens.push(fn_pb::process_bundle_request::CacheToken {
+                token,
+                r#type: Some(cache_token::Type::UserState(cache_token::UserState {})),
+            });
+        }
+        tokens
     }
 
     fn handle(&self, request: &fn_pb::StateRequest) -> Result<Response, String> {

@@ -51,9 +51,10 @@ pub enum JobOutcome {
 
 /// Runs a job to its end on the calling thread, inside an actix system of its
 /// own. Blocking: call it from a dedicated thread. `decided` gets the
-/// outcome as soon as it is final (outputs committed, a finished job's
-/// topics deleted), before the job's Kafka clients are closed, which takes
-/// a while and need not keep a client waiting for the job's state.
+/// outcome as soon as it is final (outputs committed; a drained job's
+/// sources' positions kept), before the job's topics are deleted and its
+/// Kafka clients closed, which takes a while and need not keep a client
+/// waiting for the job's state. Every event sent before it was sent first.
 pub fn run_job(
     input: JobInput,
     events: mpsc::UnboundedSender<JobEvent>,
@@ -109,7 +110,7 @@ async fn drive(
         }
     }
     tracing::debug!("start-up: sources resolved after {:?}", began.elapsed());
-    if let Err(e) = bootstrap(&admin, &input).await {
+    if let Err(e) = create_topics(&admin, &input).await {
         return JobOutcome::Failed(e);
     }
     tracing::debug!("start-up: topics ready after {:?}", began.elapsed());
@@ -161,6 +162,11 @@ async fn drive(
     if draining {
         start_drain(&io, &live, &events);
     }
+    // The group join runs meanwhile: the consumer subscribed above.
+    if let Err(e) = write_impulses(&admin, &input).await {
+        return JobOutcome::Failed(e);
+    }
+    tracing::debug!("start-up: impulses written after {:?}", began.elapsed());
     let mut assigned: BTreeSet<(String, i32)> = BTreeSet::new();
     let mut restarts = Restarts::default();
     let mut waiting: BTreeSet<TaskId> = input.plan.terminal_tasks().into_iter().collect();
@@ -308,6 +314,16 @@ async fn drive(
     consumer.unsubscribe();
     drop(live);
     drop(consumer);
+    // A finished job's outcome is final before its topics are deleted: no
+    // client needs to wait for that (a new run of the application in this
+    // process waits for it instead: see the job server's execution). A
+    // drained job's outcome waits, because the deletion also keeps where its
+    // sources stopped for the next run, which may come from anywhere.
+    if !draining {
+        if let Some(tx) = decided.take() {
+            let _ = tx.send(outcome.clone());
+        }
+    }
     // A drained job always cleans up: its kept state would say event time
     // ended, and a restart must start from the sources' positions instead.
     if outcome == JobOutcome::Done && (!opts.keep_runner_topics || draining) {
@@ -343,9 +359,8 @@ fn start_drain(io: &KafkaIo, live: &HashMap<TaskId, LiveTask>, events: &mpsc::Un
     ));
 }
 
-/// Creates the runner-owned topics and writes the bootstrap records of every
-/// impulse topic whose previous contents were fully consumed.
-async fn bootstrap(admin: &Admin, input: &JobInput) -> Result<(), String> {
+/// Creates the runner-owned topics (those that exist are kept).
+async fn create_topics(admin: &Admin, input: &JobInput) -> Result<(), String> {
     let opts = &input.options;
     let specs: Vec<TopicSpec> = input
         .plan
@@ -359,7 +374,12 @@ async fn bootstrap(admin: &Admin, input: &JobInput) -> Result<(), String> {
         }))
         .chain(std::iter::once(control::topic_spec(&opts.application_id)))
         .collect();
-    admin.ensure_topics(&specs, opts.topic_replication_factor).await?;
+    admin.ensure_topics(&specs, opts.topic_replication_factor).await.map(|_| ())
+}
+
+/// Writes the record of every impulse topic still empty.
+async fn write_impulses(admin: &Admin, input: &JobInput) -> Result<(), String> {
+    let opts = &input.options;
     let mut fresh = Vec::new();
     for topic in input.plan.topics.iter().filter(|t| t.kind == TopicKind::Impulse) {
         // An earlier run (or copy) of this application wrote the impulse:
@@ -383,6 +403,7 @@ async fn bootstrap(admin: &Admin, input: &JobInput) -> Result<(), String> {
     .await
     .map_err(|e| format!("writing the impulse failed: {e}"))?
     .map_err(|e| format!("cannot start the impulse transaction: {e}"))?;
+    tracing::debug!("start-up: impulse transaction begun");
     let writes = Writes::new();
     for topic in fresh {
         let records = [envelope::data(impulse_element()), envelope::watermark(Watermark::PosInf, &topic.upstream, 0, 1)];
@@ -391,6 +412,7 @@ async fn bootstrap(admin: &Admin, input: &JobInput) -> Result<(), String> {
         }
     }
     writes.wait().await?;
+    tracing::debug!("start-up: impulse written");
     tokio::task::spawn_blocking(move || producer.commit_transaction(Duration::from_secs(30)))
         .await
         .map_err(|e| format!("writing the impulse failed: {e}"))?

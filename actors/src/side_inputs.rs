@@ -50,6 +50,27 @@ impl SideInputs {
     }
 }
 
+impl SideInputs {
+    /// A cache token per side input, naming its current contents (see
+    /// `SideInputData::cache_token`): the SDK may reuse what it read under
+    /// one until new side data arrives.
+    pub fn cache_tokens(&self) -> Vec<fn_pb::process_bundle_request::CacheToken> {
+        use fn_pb::process_bundle_request::cache_token;
+        let data = self.data.read().expect("side input lock");
+        self.specs
+            .iter()
+            .zip(data.iter())
+            .map(|(s, d)| fn_pb::process_bundle_request::CacheToken {
+                token: d.cache_token(),
+                r#type: Some(cache_token::Type::SideInput(cache_token::SideInput {
+                    transform_id: s.transform.clone(),
+                    side_input_id: s.local_name.clone(),
+                })),
+            })
+            .collect()
+    }
+}
+
 fn get(data: Vec<u8>) -> fn_pb::state_response::Response {
     fn_pb::state_response::Response::Get(fn_pb::StateGetResponse { continuation_token: Vec::new(), data })
 }

@@ -138,7 +138,14 @@ pub struct SideInputData {
     /// The key and value coders of a multimap side input.
     kv: Option<(Coder, Coder)>,
     windows: BTreeMap<Vec<u8>, WindowData>,
+    /// This instance (one per task incarnation) and how many elements it
+    /// holds: together the SDK's cache token, which changes with every add.
+    instance: u64,
+    version: u64,
 }
+
+/// Numbers the side inputs of this process, so no two share a cache token.
+static INSTANCES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 impl SideInputData {
     /// `element` is the side input's wire element coder (KV for multimap).
@@ -148,7 +155,8 @@ impl SideInputData {
             (Access::Multimap, Coder::Kv(k, v)) if k.is_readable() && v.is_readable() => Some((*k.clone(), *v.clone())),
             (Access::Multimap, other) => return Err(format!("a multimap side input must be key/value coded, found {other:?}")),
         };
-        Ok(SideInputData { access, window_coder, kv, windows: BTreeMap::new() })
+        let instance = INSTANCES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(SideInputData { access, window_coder, kv, windows: BTreeMap::new(), instance, version: 0 })
     }
 
     /// Adds one encoded windowed value (one entry per window it is in).
@@ -163,6 +171,7 @@ impl SideInputData {
             }
             None => None,
         };
+        self.version += 1;
         for w in &h.windows {
             let data = self.windows.entry(w.to_vec()).or_default();
             data.elements.extend_from_slice(element);
@@ -175,6 +184,15 @@ impl SideInputData {
 
     pub fn access(&self) -> Access {
         self.access
+    }
+
+    /// The token under which the SDK may cache what it read of this side
+    /// input across bundles: it names these exact contents, so any new
+    /// element gives a new token. A bundle that reads after an add it did
+    /// not start with caches newer data under its older token, which no
+    /// later bundle can hold again (tokens only move forward).
+    pub fn cache_token(&self) -> Vec<u8> {
+        format!("side-input/{}/{}/{}", std::process::id(), self.instance, self.version).into_bytes()
     }
 
     /// Every element in `window` (an encoded window), concatenated.
@@ -255,6 +273,22 @@ mod tests {
         assert_eq!(d.iterable(&window_bytes(b)), &[2]);
         assert!(d.iterable(&window_bytes(Window::Interval { start: 20, end: 30 })).is_empty());
         assert!(d.add(&[1, 2]).is_err());
+    }
+
+    #[test]
+    fn the_cache_token_changes_with_every_element_and_between_instances() {
+        let mut a = SideInputData::new(Access::Iterable, &Coder::Varint, Coder::GlobalWindow).unwrap();
+        let b = SideInputData::new(Access::Iterable, &Coder::Varint, Coder::GlobalWindow).unwrap();
+        let empty = a.cache_token();
+        assert_ne!(empty, b.cache_token(), "another task's side input");
+        assert_eq!(a.cache_token(), empty, "reads keep it");
+        let mut one = Vec::new();
+        encode_varint(1, &mut one);
+        a.add(&in_window(Window::Global, &one)).unwrap();
+        let after = a.cache_token();
+        assert_ne!(after, empty, "new data");
+        a.add(&in_window(Window::Global, &one)).unwrap();
+        assert_ne!(a.cache_token(), after, "the same value again is new data too");
     }
 
     #[test]

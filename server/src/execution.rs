@@ -1,6 +1,6 @@
 //! Running a prepared job: plan it, start its SDK harness, register the stage
 //! descriptors, and drive the actor topology on a thread of its own.
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use beam_kafka_actors::{run_job, Harnesses, JobEvent, JobInput, JobOutcome};
@@ -12,9 +12,10 @@ use beam_kafka_runtime::graph::PipelineGraph;
 use beam_kafka_runtime::harnesses;
 use beam_kafka_runtime::lower;
 use beam_kafka_runtime::topology::TopologyPlan;
+use dashmap::DashMap;
 use jm::job_message::MessageImportance as Importance;
 use jm::job_state::Enum as State;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::jobs::Job;
 
@@ -30,6 +31,7 @@ const WORKER_CONNECT_TIMEOUT: Duration = Duration::from_secs(120);
 
 pub async fn execute(job: Arc<Job>, services: Services) {
     job.set_state(State::Starting);
+    await_earlier_runs(&job).await;
     let mut harnesses = Vec::new();
     let mut job_thread = None;
     // A panic is a bug of ours; it still ends the job, with what it said,
@@ -43,20 +45,70 @@ pub async fn execute(job: Arc<Job>, services: Services) {
             JobOutcome::Failed(format!("internal error of the runner (please report it): {}", what.unwrap_or_default()))
         }
     };
+    // Listed before the state is final: a client that reruns the
+    // application as soon as it sees the state must find the entry.
+    let (ending, ended) = watch::channel(());
+    ENDING.insert(job.id.clone(), (job.runner_options.application_id.clone(), ended));
     report(&job, outcome);
     // The harnesses go after the state is final: every bundle has finished
     // by then, and a client waiting for the state need not wait for them too.
-    for (harness, worker_id) in harnesses {
-        harness.stop().await;
-        services.fn_api.release_worker(&worker_id);
-    }
-    // The job's thread closes its clients and stores after the outcome:
-    // whoever waits for this execution (`beam-kafka run` before it exits)
-    // waits for that too.
-    if let Some(ended) = job_thread {
-        let _ = ended.await;
-    }
+    let stop_harnesses = async {
+        for (harness, worker_id) in harnesses {
+            harness.stop().await;
+            services.fn_api.release_worker(&worker_id);
+        }
+    };
+    // The job's thread deletes a finished job's topics and closes its
+    // clients and stores after the outcome: whoever waits for this
+    // execution (`beam-kafka run` before it exits) waits for that too.
+    let thread_ended = async {
+        if let Some(ended) = job_thread {
+            let _ = ended.await;
+        }
+        ENDING.remove(&job.id);
+        drop(ending);
+    };
+    tokio::join!(stop_harnesses, thread_ended);
     release_freed_memory();
+}
+
+/// Jobs of this process whose state is final while their thread still
+/// deletes their topics and closes their clients, with their application
+/// id; the receiver wakes when that ended.
+static ENDING: LazyLock<DashMap<String, (String, watch::Receiver<()>)>> = LazyLock::new(DashMap::new);
+
+/// How long a new run waits for an earlier one to end, and a stopping job
+/// server for its ending jobs (Python's `KafkaStreamsRunner` gives it 10 s).
+const ENDING_WAIT: Duration = Duration::from_secs(8);
+
+/// A new run of an application waits until its earlier runs in this
+/// process ended: it would otherwise create topics, or join a group, that
+/// the earlier run's clean-up then deletes.
+async fn await_earlier_runs(job: &Job) {
+    let app = &job.runner_options.application_id;
+    let earlier: Vec<watch::Receiver<()>> =
+        ENDING.iter().filter(|e| e.value().0 == *app && *e.key() != job.id).map(|e| e.value().1.clone()).collect();
+    if earlier.is_empty() {
+        return;
+    }
+    job.message(Importance::JobMessageBasic, format!("waiting for the previous run of application {app} to delete its topics"));
+    await_all(earlier, Duration::from_secs(60)).await;
+}
+
+/// Waits (at most `ENDING_WAIT`) until every job whose state is final has
+/// also deleted its topics: for a job server that stops.
+pub async fn await_ending_jobs() {
+    let ending: Vec<watch::Receiver<()>> = ENDING.iter().map(|e| e.value().1.clone()).collect();
+    if !ending.is_empty() {
+        tracing::info!("waiting for {} finished job(s) to delete their topics", ending.len());
+        await_all(ending, ENDING_WAIT).await;
+    }
+}
+
+async fn await_all(mut ending: Vec<watch::Receiver<()>>, limit: Duration) {
+    // `changed` ends with an error when the ending job drops its sender.
+    let all = futures::future::join_all(ending.iter_mut().map(|rx| rx.changed()));
+    let _ = tokio::time::timeout(limit, all).await;
 }
 
 /// Hands memory the finished job freed back to the OS. glibc keeps freed
@@ -136,9 +188,16 @@ async fn prepare_and_run(
         })
         .map_err(|e| format!("cannot start the job's thread: {e}"))?;
     *job_thread = Some(ended_rx);
-    let forward = tokio::spawn(forward_events(job.clone(), events_rx));
+    let (flush_tx, flush_rx) = oneshot::channel();
+    tokio::spawn(forward_events(job.clone(), events_rx, flush_rx));
     let outcome = done_rx.await.unwrap_or_else(|_| JobOutcome::Failed("the job's thread ended without an outcome".into()));
-    let _ = forward.await;
+    // What the job said before its outcome lands first: a client reads the
+    // committed metrics once the state is final. Later words (of the
+    // clean-up) are still forwarded.
+    let (flushed_tx, flushed_rx) = oneshot::channel();
+    if flush_tx.send(flushed_tx).is_ok() {
+        let _ = flushed_rx.await;
+    }
     Ok(outcome)
 }
 
@@ -204,16 +263,37 @@ fn api(url: &str) -> beam_kafka_proto::pipeline::ApiServiceDescriptor {
     beam_kafka_proto::pipeline::ApiServiceDescriptor { url: url.to_string(), ..Default::default() }
 }
 
-async fn forward_events(job: Arc<Job>, mut rx: mpsc::UnboundedReceiver<JobEvent>) {
-    while let Some(ev) = rx.recv().await {
-        match ev {
-            JobEvent::Info(text) => {
-                tracing::info!(job = %job.id, "{text}");
-                job.message(Importance::JobMessageBasic, text);
+/// Hands the job's events to its clients until the job's thread ends; on
+/// `flush`, handles every event already sent, then acknowledges.
+async fn forward_events(job: Arc<Job>, mut rx: mpsc::UnboundedReceiver<JobEvent>, mut flush: oneshot::Receiver<oneshot::Sender<()>>) {
+    let mut flush_pending = true;
+    loop {
+        tokio::select! {
+            ev = rx.recv() => match ev {
+                Some(ev) => forward_event(&job, ev),
+                None => return,
+            },
+            asked = &mut flush, if flush_pending => {
+                flush_pending = false;
+                if let Ok(ack) = asked {
+                    while let Ok(ev) = rx.try_recv() {
+                        forward_event(&job, ev);
+                    }
+                    let _ = ack.send(());
+                }
             }
-            JobEvent::Metrics(infos) => job.metrics.lock().expect("lock").attempted.add(infos),
-            JobEvent::CommittedMetrics(infos) => job.metrics.lock().expect("lock").committed.add(infos),
         }
+    }
+}
+
+fn forward_event(job: &Job, ev: JobEvent) {
+    match ev {
+        JobEvent::Info(text) => {
+            tracing::info!(job = %job.id, "{text}");
+            job.message(Importance::JobMessageBasic, text);
+        }
+        JobEvent::Metrics(infos) => job.metrics.lock().expect("lock").attempted.add(infos),
+        JobEvent::CommittedMetrics(infos) => job.metrics.lock().expect("lock").committed.add(infos),
     }
 }
 

@@ -130,7 +130,12 @@ async fn job_server(args: JobServerArgs) -> anyhow::Result<()> {
         r = job_api => r.context("the Job API server failed")?,
         r = artifacts => r.context("the artifact server failed")?,
         r = expansion => r.context("the expansion server failed")?,
-        _ = shutdown_signal() => tracing::info!("shutting down"),
+        _ = shutdown_signal() => {
+            tracing::info!("shutting down");
+            // Running jobs stop where they are (their commits are their
+            // state); finished ones first delete their topics.
+            execution::await_ending_jobs().await;
+        }
     }
     Ok(())
 }
