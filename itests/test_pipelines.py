@@ -73,6 +73,28 @@ def test_impulse_flatmap_map_done(
         'the runner should run exactly one job server, from %s' % binary)
 
 
+# A bounded job's DONE comes before its topics are deleted; a run of the same
+# application submitted at once must neither lose its topics to that deletion
+# nor see the earlier run's state.
+def test_a_rerun_right_after_done_runs_whole_again(
+    broker, job_server, app_id, collector, tmp_path):
+  for run in range(2):
+    p = beam.Pipeline(options=PipelineOptions(
+        portable_args(job_server) + kafka_args(broker, app_id, tmp_path / 'state')))
+    _ = (
+        p
+        | 'Impulse' >> beam.Impulse()
+        | 'Numbers' >> beam.FlatMap(lambda _: range(NUM_ELEMENTS))
+        | 'Key' >> beam.Map(lambda i: (i % 7, i))
+        | 'Group' >> beam.GroupByKey()
+        | 'Sum' >> beam.Map(lambda kv: '%d:%d' % (kv[0], sum(kv[1])))
+        | 'Collect' >> beam.Map(collector.recorder()))
+    assert p.run().wait_until_finish() == PipelineState.DONE, 'run %d' % run
+  want = ['%d:%d' % (k, sum(i for i in range(NUM_ELEMENTS) if i % 7 == k))
+          for k in range(7)]
+  assert sorted(collector.lines()) == sorted(want * 2)
+
+
 # b. A failing DoFn fails the job; the error names the stage and carries the
 # SDK's traceback.
 def _stage_c_divides_by_zero_marker(element):

@@ -12,34 +12,17 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::chunks::Stored;
 use crate::coder::Coder;
+pub(crate) use crate::panes::Pane;
+use crate::panes::Panes;
 use crate::timestamp::{Millis, Watermark};
 use crate::windowed::{self, encode_pane, Timing, Window};
 use crate::windowing::{OutputTime, Trigger, WindowingSpec};
-
-#[derive(Debug, Default, Clone, PartialEq)]
-pub(crate) struct Pane {
-    pub(crate) values: Vec<Vec<u8>>,
-    pub(crate) min_ts: Option<Millis>,
-    pub(crate) max_ts: Option<Millis>,
-    /// Firings so far, and how many of them were on time or late.
-    pub(crate) fired: u64,
-    pub(crate) fired_on_time_or_late: u64,
-    pub(crate) on_time_done: bool,
-    pub(crate) since_fire: u64,
-    /// Listed in `GroupByKey::dirty` (not stored): spares `add` a lookup
-    /// there per element.
-    pub(crate) in_changes: bool,
-    /// Listed in `GroupByKey::closed` (not stored).
-    pub(crate) queued: bool,
-    /// What of `values` the pane's chunk entries hold (see `gbk_state`).
-    pub(crate) stored: Stored,
-}
 
 pub struct GroupByKey {
     pub(crate) spec: WindowingSpec,
     key: Coder,
     value: Coder,
-    pub(crate) panes: BTreeMap<(Vec<u8>, Window), Pane>,
+    pub(crate) panes: Panes,
     pub(crate) input_watermark: Watermark,
     /// Elements dropped because their window had expired.
     pub dropped_late: u64,
@@ -66,7 +49,7 @@ impl GroupByKey {
             spec,
             key: *key.clone(),
             value: *value.clone(),
-            panes: BTreeMap::new(),
+            panes: Panes::default(),
             input_watermark: Watermark::NegInf,
             dropped_late: 0,
             dirty: BTreeSet::new(),
@@ -94,41 +77,34 @@ impl GroupByKey {
     }
 
     /// Adds one encoded element (a windowed KV); returns panes it fires.
+    /// Nothing is copied per element but its value, into its pane.
     pub fn add(&mut self, element: &[u8], out: &mut Vec<Vec<u8>>) -> Result<(), String> {
         let h = windowed::split(element, &self.spec.window_coder)?;
         let k = self.key.skip(&element[h.value_offset..])?;
-        let mut key = element[h.value_offset..h.value_offset + k].to_vec();
+        let key = &element[h.value_offset..h.value_offset + k];
         let rest = &element[h.value_offset + k..];
-        let v = self.value.skip(rest)?;
-        let mut value = rest[..v].to_vec();
-        let windows = h.windows.len();
-        for (i, wbytes) in h.windows.iter().enumerate() {
+        let value = &rest[..self.value.skip(rest)?];
+        for wbytes in &h.windows {
             let window = Window::decode(wbytes, &self.spec.window_coder)?;
             if self.expired(&window) {
                 self.dropped_late += 1;
                 self.meta_dirty = true;
                 continue;
             }
-            let window = if self.spec.merging { self.merge_into(&key, window) } else { window };
-            // The key is copied only for a pane new to the map or to this
-            // cycle's changes: this is the path of every shuffled element.
-            let id = (key, window);
-            let pane = match self.panes.get_mut(&id) {
-                Some(p) => p,
-                None => self.panes.entry(id.clone()).or_default(),
-            };
+            let window = if self.spec.merging { self.merge_into(key, window) } else { window };
+            let pane = self.panes.entry(key, window);
             if !pane.in_changes {
                 pane.in_changes = true;
-                self.dirty.insert(id.clone());
+                self.dirty.insert((key.to_vec(), window));
             }
             // A pane the watermark already closed (a merged session, or one
             // created behind the watermark within allowed lateness) fires
             // on time with the others.
             if !pane.on_time_done && !pane.queued && Watermark::At(window.max_timestamp()) < self.input_watermark {
                 pane.queued = true;
-                self.closed.push_back(id.clone());
+                self.closed.push_back((key.to_vec(), window));
             }
-            pane.values.push(if i + 1 == windows { std::mem::take(&mut value) } else { value.clone() });
+            pane.values.push(value);
             pane.min_ts = Some(pane.min_ts.map_or(h.timestamp, |m| m.min(h.timestamp)));
             pane.max_ts = Some(pane.max_ts.map_or(h.timestamp, |m| m.max(h.timestamp)));
             pane.since_fire += 1;
@@ -140,23 +116,23 @@ impl GroupByKey {
             };
             let timing = if pane.on_time_done { Timing::Late } else { Timing::Early };
             if fire_now {
-                self.fire(&id.0, window, timing, false, out);
+                self.fire(key, window, timing, false, out);
             }
-            key = id.0;
         }
         Ok(())
     }
 
     /// Removes a pane, remembering its chunk entries for `take_changes` to
     /// delete; the pane it returns has none (it may move to another window).
-    fn remove_pane(&mut self, id: &(Vec<u8>, Window)) -> Option<Pane> {
-        let mut pane = self.panes.remove(id)?;
+    fn remove_pane(&mut self, key: &[u8], window: &Window) -> Option<Pane> {
+        let mut pane = self.panes.remove(key, window)?;
+        let id = (key.to_vec(), *window);
         let stored = std::mem::take(&mut pane.stored);
         if stored.chunks > 0 {
             let gone = self.gone.entry(id.clone()).or_default();
             gone.chunks = gone.chunks.max(stored.chunks);
         }
-        self.dirty.insert(id.clone());
+        self.dirty.insert(id);
         Some(pane)
     }
 
@@ -165,11 +141,10 @@ impl GroupByKey {
     fn merge_into(&mut self, key: &[u8], window: Window) -> Window {
         let Window::Interval { mut start, mut end } = window else { return window };
         loop {
-            let overlapping: Vec<Window> = self
+            let mut overlapping: Vec<Window> = self
                 .panes
-                .range((key.to_vec(), Window::Global)..)
-                .take_while(|((k, _), _)| k.as_slice() == key)
-                .filter_map(|((_, w), _)| match *w {
+                .windows(key)
+                .filter_map(|w| match *w {
                     Window::Interval { start: s, end: e } if s < end && start < e && *w != (Window::Interval { start, end }) => Some(*w),
                     _ => None,
                 })
@@ -177,14 +152,18 @@ impl GroupByKey {
             if overlapping.is_empty() {
                 return Window::Interval { start, end };
             }
-            let mut merged = self.remove_pane(&(key.to_vec(), Window::Interval { start, end })).unwrap_or_default();
+            // In window order, so a merged pane's values do not depend on
+            // the order its windows were created in (a restored GroupByKey
+            // merges as the original did).
+            overlapping.sort();
+            let mut merged = self.remove_pane(key, &Window::Interval { start, end }).unwrap_or_default();
             for w in overlapping {
                 if let Window::Interval { start: s, end: e } = w {
                     start = start.min(s);
                     end = end.max(e);
                 }
-                let p = self.remove_pane(&(key.to_vec(), w)).expect("listed above");
-                merged.values.extend(p.values);
+                let p = self.remove_pane(key, &w).expect("listed above");
+                merged.values.append(p.values);
                 merged.min_ts = min_opt(merged.min_ts, p.min_ts);
                 merged.max_ts = max_opt(merged.max_ts, p.max_ts);
                 merged.since_fire += p.since_fire;
@@ -194,16 +173,21 @@ impl GroupByKey {
             // Queue entries of the merged windows now find no pane; `add`
             // queues the merged one if the watermark closed it.
             merged.queued = false;
-            self.panes.insert((key.to_vec(), Window::Interval { start, end }), merged);
+            // A pane in the changes is listed in `dirty` (just above).
+            merged.in_changes = true;
+            self.panes.insert(key, Window::Interval { start, end }, merged);
         }
     }
 
     fn fire(&mut self, key: &[u8], window: Window, timing: Timing, is_last: bool, out: &mut Vec<Vec<u8>>) {
         let accumulating = self.spec.accumulating;
         let output_time = self.spec.output_time;
+        let Some(pane) = self.panes.get_mut(key, &window) else { return };
         // Marked even if nothing fires: a spurious entry only rewrites a pane.
-        self.dirty.insert((key.to_vec(), window));
-        let Some(pane) = self.panes.get_mut(&(key.to_vec(), window)) else { return };
+        if !pane.in_changes {
+            pane.in_changes = true;
+            self.dirty.insert((key.to_vec(), window));
+        }
         if pane.values.is_empty() {
             return;
         }
@@ -215,11 +199,11 @@ impl GroupByKey {
         let mut pane_bytes = Vec::new();
         let on_time_index = if timing == Timing::Early { 0 } else { pane.fired_on_time_or_late };
         encode_pane(pane.fired == 0, is_last, timing, pane.fired, on_time_index, &mut pane_bytes);
-        let mut value = key.to_vec();
+        let values = pane.values.concatenated();
+        let mut value = Vec::with_capacity(key.len() + 4 + values.len());
+        value.extend_from_slice(key);
         value.extend_from_slice(&(pane.values.len() as u32).to_be_bytes());
-        for v in &pane.values {
-            value.extend_from_slice(v);
-        }
+        value.extend_from_slice(values);
         let mut encoded = Vec::with_capacity(value.len() + 32);
         windowed::encode(ts, &window, &pane_bytes, &value, &mut encoded);
         out.push(encoded);
@@ -253,22 +237,26 @@ impl GroupByKey {
         self.input_watermark = wm;
         self.meta_dirty = true;
         self.queue_closed();
-        let expired: Vec<_> = self.panes.iter().filter(|((_, w), p)| !p.queued && self.expired(w)).map(|(k, _)| k.clone()).collect();
-        for k in expired {
-            self.remove_pane(&k);
+        let expired: Vec<(Vec<u8>, Window)> =
+            self.panes.iter().filter(|(_, w, p)| !p.queued && self.expired(w)).map(|(k, w, _)| (k.to_vec(), *w)).collect();
+        for (key, window) in expired {
+            self.remove_pane(&key, &window);
         }
     }
 
     /// Queues the panes closed by the current watermark that are not yet
-    /// queued or fired (also after a restore).
+    /// queued or fired (also after a restore), in (key, window) order.
     pub(crate) fn queue_closed(&mut self) {
         let wm = self.input_watermark;
-        for (id, p) in self.panes.iter_mut() {
-            if !p.on_time_done && !p.queued && Watermark::At(id.1.max_timestamp()) < wm {
+        let mut closed = Vec::new();
+        for (key, window, p) in self.panes.iter_mut() {
+            if !p.on_time_done && !p.queued && Watermark::At(window.max_timestamp()) < wm {
                 p.queued = true;
-                self.closed.push_back(id.clone());
+                closed.push((key.to_vec(), *window));
             }
         }
+        closed.sort_unstable();
+        self.closed.extend(closed);
     }
 
     /// How many closed panes wait for their on-time firing.
@@ -284,22 +272,18 @@ impl GroupByKey {
             let Some((key, window)) = self.closed.pop_front() else { break };
             // A merged-away pane, or a second entry of one (a session merged
             // back into a queued window): nothing to fire.
-            let id = (key, window);
-            if !self.panes.get(&id).is_some_and(|p| p.queued && !p.on_time_done) {
+            if !self.panes.get(&key, &window).is_some_and(|p| p.queued && !p.on_time_done) {
                 continue;
             }
-            let (key, window) = id;
             let expires = self.expired(&window);
             let before = out.len();
             self.fire(&key, window, Timing::OnTime, expires, out);
             fired += out.len() - before;
-            let id = (key, window);
-            if let Some(p) = self.panes.get_mut(&id) {
+            if let Some(p) = self.panes.get_mut(&key, &window) {
                 p.on_time_done = true;
                 p.queued = false;
-                self.dirty.insert(id.clone());
                 if expires {
-                    self.remove_pane(&id);
+                    self.remove_pane(&key, &window);
                 }
             }
         }
@@ -311,7 +295,7 @@ impl GroupByKey {
     pub fn closed_hold(&self) -> Watermark {
         self.closed
             .iter()
-            .filter_map(|id| self.panes.get(id).filter(|p| !p.values.is_empty()).map(|p| self.output_timestamp(&id.1, p)))
+            .filter_map(|(k, w)| self.panes.get(k, w).filter(|p| !p.values.is_empty()).map(|p| self.output_timestamp(w, p)))
             .min()
             .map_or(Watermark::PosInf, Watermark::At)
     }
@@ -328,8 +312,8 @@ impl GroupByKey {
     pub fn hold(&self) -> Watermark {
         self.panes
             .iter()
-            .filter(|(_, p)| !p.values.is_empty())
-            .map(|((_, w), p)| Watermark::At(self.output_timestamp(w, p)))
+            .filter(|(_, _, p)| !p.values.is_empty())
+            .map(|(_, w, p)| Watermark::At(self.output_timestamp(w, p)))
             .min()
             .unwrap_or(Watermark::PosInf)
     }
@@ -339,7 +323,7 @@ impl GroupByKey {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.panes.values().all(|p| p.values.is_empty())
+        self.panes.iter().all(|(_, _, p)| p.values.is_empty())
     }
 }
 

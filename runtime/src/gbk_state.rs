@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use crate::chunks::{self, Stored};
 use crate::coders::{encode_varint, ByteReader};
 use crate::gbk::{GroupByKey, Pane};
+use crate::panes::Values;
 use crate::timestamp::Watermark;
 use crate::windowed::Window;
 
@@ -41,23 +42,23 @@ fn chunk_key(id: &PaneId) -> impl Fn(u32) -> Vec<u8> {
     }
 }
 
-fn encode_values(values: &[Vec<u8>], out: &mut Vec<u8>) {
+fn encode_values<'a>(values: impl Iterator<Item = &'a [u8]>, out: &mut Vec<u8>) {
     for v in values {
         encode_varint(v.len() as u64, out);
         out.extend_from_slice(v);
     }
 }
 
-/// The whole values of a chunk stream, and whether it ended after one.
-fn decode_values(buf: &[u8]) -> (Vec<Vec<u8>>, bool) {
+/// Adds the whole values of a chunk stream to `out`; returns whether the
+/// stream ended after one.
+fn decode_values(buf: &[u8], out: &mut Values) -> bool {
     let mut c = ByteReader::new(buf);
-    let mut out = Vec::new();
     while c.at < buf.len() {
-        let Ok(len) = c.varint() else { return (out, false) };
-        let Ok(v) = c.take(len as usize) else { return (out, false) };
-        out.push(v.to_vec());
+        let Ok(len) = c.varint() else { return false };
+        let Ok(v) = c.take(len as usize) else { return false };
+        out.push(v);
     }
-    (out, true)
+    true
 }
 
 /// The pane's entry: everything but its values, which are in chunks.
@@ -83,10 +84,10 @@ fn encode_pane_state(p: &Pane) -> Vec<u8> {
 fn decode_pane_state(buf: &[u8]) -> Result<Pane, String> {
     let mut c = ByteReader::new(buf);
     let n = c.varint()?;
-    let mut values = Vec::with_capacity(n.min(1 << 20) as usize);
+    let mut values = Values::default();
     for _ in 0..n {
         let len = c.varint()? as usize;
-        values.push(c.take(len)?.to_vec());
+        values.push(c.take(len)?);
     }
     let mut ts = [None, None];
     for t in &mut ts {
@@ -129,7 +130,7 @@ impl GroupByKey {
         }
         for id in std::mem::take(&mut self.dirty) {
             let gone = self.gone.remove(&id);
-            let Some(p) = self.panes.get_mut(&id) else {
+            let Some(p) = self.panes.get_mut(&id.0, &id.1) else {
                 chunks::delete(gone.unwrap_or_default(), chunk_key(&id), &mut out);
                 out.push((pane_key(PANE, &id.0, &id.1), None));
                 continue;
@@ -141,7 +142,7 @@ impl GroupByKey {
                 p.stored.invalidate();
             }
             let mut appended = Vec::new();
-            encode_values(&p.values[p.stored.len.min(p.values.len())..], &mut appended);
+            encode_values(p.values.from(p.stored.len), &mut appended);
             chunks::write(&mut p.stored, p.values.len(), &appended, chunk_key(&id), &mut out);
             out.push((pane_key(PANE, &id.0, &id.1), Some(encode_pane_state(p))));
         }
@@ -160,7 +161,7 @@ impl GroupByKey {
                 }
                 Some(&PANE) => {
                     let id = decode_id(k, &self.spec.window_coder)?;
-                    self.panes.insert(id, decode_pane_state(v)?);
+                    self.panes.insert(&id.0, id.1, decode_pane_state(v)?);
                 }
                 Some(&CHUNK) => {
                     let (head, seq) = chunks::split_seq(k)?;
@@ -174,8 +175,7 @@ impl GroupByKey {
         self.meta_dirty = false;
         for (id, pieces) in pane_chunks {
             let restored = chunks::assemble(pieces);
-            let (values, clean) = decode_values(&restored.bytes);
-            let Some(p) = self.panes.get_mut(&id) else {
+            let Some(p) = self.panes.get_mut(&id.0, &id.1) else {
                 // Chunks of a pane whose entry was never written (an
                 // interrupted at-least-once commit): deleted at the next one.
                 self.gone.insert(id.clone(), Stored { chunks: restored.chunks, len: 0 });
@@ -183,8 +183,8 @@ impl GroupByKey {
                 continue;
             };
             let legacy = !p.values.is_empty();
+            let clean = decode_values(&restored.bytes, &mut p.values);
             let whole = restored.complete && clean;
-            p.values.extend(values);
             p.stored = Stored { chunks: restored.chunks, len: if legacy || !whole { 0 } else { p.values.len() } };
             if !whole {
                 // A partial chunk from an interrupted at-least-once write.
@@ -332,7 +332,7 @@ mod tests {
 
     /// A pane's values, short enough to print: (length, first byte).
     fn summary(g: &GroupByKey) -> Vec<Vec<(usize, u8)>> {
-        g.panes.values().map(|p| p.values.iter().map(|v| (v.len(), v[v.len() - 1])).collect()).collect()
+        g.panes.iter().map(|(_, _, p)| p.values.from(0).map(|v| (v.len(), v[v.len() - 1])).collect()).collect()
     }
 
     #[test]
@@ -380,6 +380,7 @@ mod tests {
         apply(&mut store, g.take_changes());
         let mut back = gbk(false);
         back.restore(store.iter().map(|(k, v)| (k.as_slice(), v.as_slice()))).unwrap();
-        assert_eq!(back.panes[&(key, window)].values, vec![vec![5], vec![7], vec![9]], "rewritten in the new layout");
+        let values: Vec<&[u8]> = back.panes.get(&key, &window).unwrap().values.from(0).collect();
+        assert_eq!(values, vec![&[5][..], &[7], &[9]], "rewritten in the new layout");
     }
 }

@@ -22,6 +22,7 @@ pub mod kafka_source;
 pub mod lift;
 pub mod lower;
 pub mod packed;
+mod panes;
 pub mod partition;
 pub mod row;
 pub mod sdf;
