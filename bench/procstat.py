@@ -25,6 +25,23 @@ def _children(pid):
   return kids
 
 
+def descendants_cpu_seconds(pid):
+  """CPU of `pid`'s children that ended (and it waited for) and of every
+  descendant still running: what the SDK harness processes a job server
+  started used."""
+  fields = Path('/proc/%d/stat' % pid).read_text().rsplit(')', 1)[1].split()
+  total = (int(fields[13]) + int(fields[14])) / TICKS
+  todo = _children(pid)
+  while todo:
+    kid = todo.pop()
+    try:
+      total += cpu_seconds(kid)
+      todo += _children(kid)
+    except OSError:  # ended meanwhile (and is then counted once waited for)
+      pass
+  return total
+
+
 def own_tree_cpu_seconds():
   """CPU of this process, of its children that ended (and were waited for),
   and of every descendant still running: what the SDK harnesses this process
