@@ -10,7 +10,9 @@
 #                     runner-native topic-to-topic count against a Kafka
 #                     Streams app, and streaming latency of both
 # Tables go to stdout and bench/results/report.txt; CSVs and PNGs to
-# bench/results/. COMPARE_ARGS and NATIVE_ARGS pass options to each, e.g.
+# bench/results/. COMPARE_ARGS and NATIVE_ARGS pass options to each (the
+# native part runs on 8 partitions with 2 SDK harness processes unless
+# NATIVE_ARGS says otherwise), e.g.
 #   COMPARE_ARGS="--repeat 3" NATIVE_ARGS="--parts ceiling,native" bench/run.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/common.sh"
 BOOTSTRAP_SERVERS="${BOOTSTRAP_SERVERS:-localhost:9092}"
@@ -24,6 +26,6 @@ mkdir -p "$out"
     --out="$out" ${COMPARE_ARGS:-}
   # shellcheck disable=SC2086
   "$DEMO_PY" "$REPO_ROOT/bench/native.py" --binary="$DEMO_BINARY" --bootstrap_servers="$BOOTSTRAP_SERVERS" \
-    --out="$out" ${NATIVE_ARGS:-}
+    --out="$out" ${NATIVE_ARGS:---partitions 8 --harnesses 2}
 } 2>&1 | tee "$out/report.txt"
 exit "${PIPESTATUS[0]}"
