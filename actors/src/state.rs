@@ -103,7 +103,7 @@ pub async fn write_changelog(producer: &KafkaProducer, topic: &str, partition: u
 pub fn restore_task(opts: &RunnerOptions, task: TaskId) -> Result<(TaskStore, Entries, i64), String> {
     let topic = changelog_topic(&opts.application_id, task.sub_topology);
     let dir = task_dir(&opts.state_dir, &opts.application_id, task);
-    let (store, from) = TaskStore::open(dir.clone())?;
+    let (store, from) = TaskStore::open(dir.clone(), opts.state_store_memory_mb)?;
     let (store, (changes, next)) = match read_changelog(opts, &topic, task.partition as i32, from) {
         Ok(read) => (store, read),
         // The brokers are away for a while: the store is still current up
@@ -116,7 +116,7 @@ pub fn restore_task(opts: &RunnerOptions, task: TaskId) -> Result<(TaskStore, En
             tracing::info!(task = %task, "rebuilding the state store: {e}");
             drop(store);
             let _ = std::fs::remove_dir_all(&dir);
-            let (store, _) = TaskStore::open(dir)?;
+            let (store, _) = TaskStore::open(dir, opts.state_store_memory_mb)?;
             (store, read_changelog(opts, &topic, task.partition as i32, 0)?)
         }
         Err(e) => return Err(e),

@@ -116,6 +116,15 @@ pub static OPTIONS: &[OptionSpec] = &[
         description: "Directory for local state (RocksDB stores). Default: <system temp dir>/beam-kafka.",
     },
     OptionSpec {
+        name: "state_store_memory_mb",
+        java_name: "stateStoreMemoryMb",
+        kind: OptionKind::Integer,
+        default: Some("128"),
+        description: "Memory the RocksDB state stores of one process share, in MiB: a block cache, with the \
+                      stores' write buffers (at most half of it, flushed when over) charged to it. The first job \
+                      of a process sets it.",
+    },
+    OptionSpec {
         name: "processing_guarantee",
         java_name: "processingGuarantee",
         kind: OptionKind::String,

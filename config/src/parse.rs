@@ -28,6 +28,7 @@ pub struct RunnerOptions {
     pub read_checkpoint_num_bundles: u64,
     pub session_timeout_ms: u64,
     pub state_dir: PathBuf,
+    pub state_store_memory_mb: u64,
     pub processing_guarantee: ProcessingGuarantee,
     pub commit_interval_ms: u64,
     pub transaction_timeout_ms: u64,
@@ -234,6 +235,7 @@ impl RunnerOptions {
             }
             None => std::env::temp_dir().join("beam-kafka"),
         };
+        let state_store_memory_mb = r.int("state_store_memory_mb", 8, 1 << 20);
         let processing_guarantee = match r.text("processing_guarantee").as_deref() {
             Some("exactly_once") | Some("exactly_once_v2") | None => ProcessingGuarantee::ExactlyOnce,
             Some("at_least_once") => ProcessingGuarantee::AtLeastOnce,
@@ -263,6 +265,7 @@ impl RunnerOptions {
             read_checkpoint_num_bundles,
             session_timeout_ms,
             state_dir,
+            state_store_memory_mb,
             processing_guarantee,
             commit_interval_ms,
             transaction_timeout_ms,
