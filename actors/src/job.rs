@@ -8,10 +8,8 @@ use std::time::Duration;
 use actix::prelude::*;
 use beam_kafka_config::{ProcessingGuarantee, RunnerOptions};
 use beam_kafka_proto::pipeline::MonitoringInfo;
-use beam_kafka_runtime::coders::impulse_element;
 use beam_kafka_runtime::failure::{self, Backoff, Verdict};
 use beam_kafka_runtime::kafka_io::same_cluster;
-use beam_kafka_runtime::timestamp::Watermark;
 use beam_kafka_runtime::topology::{changelog_topic, TaskId, TopicKind};
 use dashmap::DashMap;
 use rdkafka::consumer::Consumer;
@@ -19,10 +17,10 @@ use rdkafka::producer::Producer;
 use tokio::sync::{mpsc, watch};
 
 use crate::control;
-use crate::envelope;
+use crate::impulse;
 use crate::kafka::admin::{Admin, TopicSpec};
 use crate::kafka::config;
-use crate::kafka::producer::{self as kafka_producer, KafkaProducer, Writes};
+use crate::kafka::producer::{self as kafka_producer, KafkaProducer};
 use crate::kafka::rebalance::{JobConsumer, JobContext, Membership};
 use crate::messages::{Drain, Shutdown};
 use crate::poller::{poll_loop, PollSettings};
@@ -110,9 +108,15 @@ async fn drive(
         }
     }
     tracing::debug!("start-up: sources resolved after {:?}", began.elapsed());
-    if let Err(e) = create_topics(&admin, &input).await {
+    // The impulse's transaction is set up (~0.1 s) while the topics are
+    // created; its records are written while the group join runs, and the
+    // tasks start without waiting for them.
+    let (made, begun) = tokio::join!(create_topics(&admin, &input), impulse::begin(&admin, &input));
+    if let Err(e) = made.and(begun.as_ref().map(|_| ()).map_err(Clone::clone)) {
         return JobOutcome::Failed(e);
     }
+    let mut impulses = actix_rt::spawn(impulse::write(begun.expect("checked above")));
+    let mut impulses_written = false;
     tracing::debug!("start-up: topics ready after {:?}", began.elapsed());
     let stages = input
         .sub_topologies
@@ -162,11 +166,6 @@ async fn drive(
     if draining {
         start_drain(&io, &live, &events);
     }
-    // The group join runs meanwhile: the consumer subscribed above.
-    if let Err(e) = write_impulses(&admin, &input).await {
-        return JobOutcome::Failed(e);
-    }
-    tracing::debug!("start-up: impulses written after {:?}", began.elapsed());
     let mut assigned: BTreeSet<(String, i32)> = BTreeSet::new();
     let mut restarts = Restarts::default();
     let mut waiting: BTreeSet<TaskId> = input.plan.terminal_tasks().into_iter().collect();
@@ -303,9 +302,20 @@ async fn drive(
                 draining = true;
                 start_drain(&io, &live, &events);
             }
+            written = &mut impulses, if !impulses_written => {
+                impulses_written = true;
+                match written {
+                    Ok(Ok(())) => tracing::debug!("start-up: impulses written after {:?}", began.elapsed()),
+                    Ok(Err(e)) => break JobOutcome::Failed(e),
+                    Err(e) => break JobOutcome::Failed(format!("writing the impulse failed: {e}")),
+                }
+            }
             _ = cancel.changed() => break JobOutcome::Cancelled,
         }
     };
+    if !impulses_written {
+        impulses.abort();
+    }
     watch_stop.store(true, Ordering::Release);
     poller.abort();
     for t in live.values() {
@@ -375,48 +385,6 @@ async fn create_topics(admin: &Admin, input: &JobInput) -> Result<(), String> {
         .chain(std::iter::once(control::topic_spec(&opts.application_id)))
         .collect();
     admin.ensure_topics(&specs, opts.topic_replication_factor).await.map(|_| ())
-}
-
-/// Writes the record of every impulse topic still empty.
-async fn write_impulses(admin: &Admin, input: &JobInput) -> Result<(), String> {
-    let opts = &input.options;
-    let mut fresh = Vec::new();
-    for topic in input.plan.topics.iter().filter(|t| t.kind == TopicKind::Impulse) {
-        // An earlier run (or copy) of this application wrote the impulse:
-        // its tasks resume from their commits instead of firing it twice.
-        if admin.end_offset(&topic.name, 0).await? == 0 {
-            fresh.push(topic);
-        }
-    }
-    if fresh.is_empty() {
-        return Ok(());
-    }
-    // In one transaction, so an impulse topic holds both of its records or
-    // neither. (A transactional producer also gets its producer id sooner
-    // than a merely idempotent one: librdkafka retries that on a 500 ms timer.)
-    let mut config = config::producer(opts);
-    config.set("transactional.id", format!("{}-bootstrap", opts.application_id));
-    let producer = kafka_producer::create(&config).map_err(|e| format!("cannot create a Kafka producer: {e}"))?;
-    let producer = tokio::task::spawn_blocking(move || {
-        producer.init_transactions(Duration::from_secs(30)).and_then(|_| producer.begin_transaction()).map(|_| producer)
-    })
-    .await
-    .map_err(|e| format!("writing the impulse failed: {e}"))?
-    .map_err(|e| format!("cannot start the impulse transaction: {e}"))?;
-    tracing::debug!("start-up: impulse transaction begun");
-    let writes = Writes::new();
-    for topic in fresh {
-        let records = [envelope::data(impulse_element()), envelope::watermark(Watermark::PosInf, &topic.upstream, 0, 1)];
-        for payload in records {
-            writes.send(&producer, &topic.name, 0, None, Some(&payload)).await?;
-        }
-    }
-    writes.wait().await?;
-    tracing::debug!("start-up: impulse written");
-    tokio::task::spawn_blocking(move || producer.commit_transaction(Duration::from_secs(30)))
-        .await
-        .map_err(|e| format!("writing the impulse failed: {e}"))?
-        .map_err(|e| format!("cannot commit the impulse: {e}"))
 }
 
 /// How often the job compares its view of the assignment with librdkafka's.

@@ -10,6 +10,7 @@ pub mod control;
 pub mod envelope;
 mod group_by_key;
 pub mod harnesses;
+mod impulse;
 pub mod job;
 mod job_input;
 pub mod kafka;
