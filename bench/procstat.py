@@ -30,7 +30,11 @@ def descendants_cpu_seconds(pid):
   descendant still running: what the SDK harness processes a job server
   started used."""
   fields = Path('/proc/%d/stat' % pid).read_text().rsplit(')', 1)[1].split()
-  total = (int(fields[13]) + int(fields[14])) / TICKS
+  return (int(fields[13]) + int(fields[14])) / TICKS + _running_descendants_cpu_seconds(pid)
+
+
+def _running_descendants_cpu_seconds(pid):
+  total = 0.0
   todo = _children(pid)
   while todo:
     kid = todo.pop()
@@ -47,16 +51,7 @@ def own_tree_cpu_seconds():
   and of every descendant still running: what the SDK harnesses this process
   runs (threads, or processes of a LOOPBACK pool) used."""
   t = os.times()
-  total = t.user + t.system + t.children_user + t.children_system
-  todo = _children(os.getpid())
-  while todo:
-    pid = todo.pop()
-    try:
-      total += cpu_seconds(pid)
-      todo += _children(pid)
-    except OSError:  # ended meanwhile (and is then counted once waited for)
-      pass
-  return total
+  return t.user + t.system + t.children_user + t.children_system + _running_descendants_cpu_seconds(os.getpid())
 
 
 def peak_rss_mb(pid):
