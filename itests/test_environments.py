@@ -1,8 +1,10 @@
 """SDK harness environments other than LOOPBACK, on the real binary and broker."""
 
 import json
+import os
 import stat
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -92,9 +94,37 @@ def test_docker_environment_without_an_engine_or_image_fails_clearly(
   assert not collector.exists()
 
 
-def _die(element):
-  import os
-  os._exit(3)  # the harness process dies mid-bundle, as a crash would
+def _client_only_function(tmp_path):
+  """A function of a module only this process can import (the harness's
+  sys.path lacks `tmp_path`): it is pickled by name."""
+  (tmp_path / 'only_in_the_client.py').write_text('def same(element):\n  return element\n')
+  sys.path.insert(0, str(tmp_path))
+  try:
+    import only_in_the_client  # pylint: disable=import-outside-toplevel
+  finally:
+    sys.path.remove(str(tmp_path))
+  return only_in_the_client.same
+
+
+def test_a_dofn_the_harness_cannot_import_fails_the_job_with_the_import_error(
+    broker, job_server, app_id, collector, tmp_path):
+  # The harness fails the bundle before it opens its data stream. The job
+  # fails with the SDK's error at once, not after waiting for that stream.
+  p = _boot_pipeline(job_server, broker, app_id, tmp_path)
+  _ = (
+      p
+      | 'Impulse' >> beam.Impulse()
+      | 'Unimportable' >> beam.Map(_client_only_function(tmp_path))
+      | 'Record' >> beam.Map(collector.recorder()))
+  result = p.run()
+  started = time.monotonic()
+  with pytest.raises(RuntimeError) as excinfo:
+    result.wait_until_finish()
+  assert "No module named 'only_in_the_client'" in str(excinfo.value), str(excinfo.value)
+  assert result.state == PipelineState.FAILED
+  # The harness's own 60 s to open its data stream did not run out.
+  assert time.monotonic() - started < 45, 'the job waited for a data stream'
+  assert not collector.exists()
 
 
 def test_a_crashing_harness_fails_the_job_with_a_message(
@@ -103,7 +133,10 @@ def test_a_crashing_harness_fails_the_job_with_a_message(
   _ = (
       p
       | 'Impulse' >> beam.Impulse()
-      | 'Crash' >> beam.Map(_die)
+      # The harness process dies mid-bundle, as a crash would. A lambda is
+      # pickled whole: a function of this module would be pickled by name,
+      # and the harness cannot import this module.
+      | 'Crash' >> beam.Map(lambda _: os._exit(3))
       | 'Record' >> beam.Map(collector.recorder()))
   result = p.run()
   with pytest.raises(RuntimeError) as excinfo:

@@ -285,8 +285,19 @@ impl SdkWorker {
             return Err(lost("control stream closed"));
         }
         // The harness opens its data stream when it first needs it, i.e. after
-        // it received a bundle request.
-        let data = self.data_stream().await?;
+        // it received a bundle request. One that fails the bundle before it
+        // reads any input (a DoFn it cannot unpickle) answers without it.
+        let data = tokio::select! {
+            biased;
+            data = self.data_stream() => data?,
+            r = &mut resp_rx => {
+                let r = r.map_err(|_| lost("the harness disconnected during the bundle"))?;
+                if !r.error.is_empty() {
+                    return Err(BundleError::User(r.error));
+                }
+                return Err(lost("the harness finished the bundle without opening its data stream"));
+            }
+        };
         let send = |e: fn_pb::Elements| data.send(Ok(e)).map_err(|_| lost("data stream closed"));
         let data_msg = |transform_id: &str, bytes: &[u8], is_last: bool| fn_pb::Elements {
             data: vec![fn_pb::elements::Data {
@@ -453,6 +464,22 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(err, BundleError::User("Traceback: ZeroDivisionError".into()));
+    }
+
+    #[tokio::test]
+    async fn an_error_before_the_data_stream_opens_fails_the_bundle_at_once() {
+        let (w, mut control) = worker();
+        let w2 = w.clone();
+        tokio::spawn(async move {
+            let req = control.recv().await.unwrap().unwrap();
+            let error = "ModuleNotFoundError: No module named 'pipeline'".to_string();
+            w2.on_response(fn_pb::InstructionResponse { instruction_id: req.instruction_id, error, ..Default::default() });
+        });
+        let (id, inputs, sinks) = (w.next_instruction_id("bundle"), inputs(), ["sink-x".to_string()]);
+        let bundle = w.process_bundle(&id, "pbd", &inputs, HashMap::new(), &[], &sinks, None);
+        // Well before the 60 s the harness has to open its data stream.
+        let err = tokio::time::timeout(Duration::from_secs(10), bundle).await.expect("failed at once").unwrap_err();
+        assert_eq!(err, BundleError::User("ModuleNotFoundError: No module named 'pipeline'".into()));
     }
 
     #[tokio::test]
