@@ -191,6 +191,49 @@ def test_failing_dofn_reports_stage_and_traceback(
 
 
 # c. Without an application id the job is refused at Prepare and never runs.
+def test_a_finished_job_deletes_only_the_state_it_made(
+    broker, job_server, app_id, collector, tmp_path):
+  state_dir = tmp_path / 'inner'
+  (state_dir / app_id).mkdir(parents=True)
+  theirs = [state_dir / 'keep.txt', state_dir / app_id / 'keep.txt']
+  for f in theirs:
+    f.write_text('not the runner\'s')
+  p = beam.Pipeline(options=PipelineOptions(
+      portable_args(job_server) + kafka_args(broker, app_id, state_dir)))
+  _ = (
+      p
+      | 'Impulse' >> beam.Impulse()
+      | 'Numbers' >> beam.FlatMap(lambda _: range(20))
+      | 'Key' >> beam.Map(lambda i: (i % 3, i))
+      | 'Group' >> beam.GroupByKey()
+      | 'Sum' >> beam.Map(lambda kv: '%d:%d' % (kv[0], sum(kv[1])))
+      | 'Collect' >> beam.Map(collector.recorder()))
+  assert p.run().wait_until_finish() == PipelineState.DONE
+
+  def stores():
+    return [d for d in (state_dir / app_id).iterdir() if d.is_dir()]
+
+  # The stores are deleted after DONE, while the job server ends the job.
+  deadline = time.monotonic() + 30
+  while stores() and time.monotonic() < deadline:
+    time.sleep(0.2)
+  assert not stores(), 'the task stores were left: %s' % stores()
+  assert all(f.exists() for f in theirs), 'the runner deleted files it did not make'
+
+
+def test_an_application_id_naming_a_parent_directory_fails_prepare(
+    broker, job_server, collector, tmp_path):
+  # Before, a finished job with --application_id=.. deleted the state
+  # directory's parent, and whatever else was in it.
+  args = portable_args(job_server) + kafka_args(broker, '..', tmp_path / 'x' / 'inner')
+  p = beam.Pipeline(options=PipelineOptions(args))
+  _ = (p | 'Impulse' >> beam.Impulse() | 'Record' >> beam.Map(collector.recorder()))
+  with pytest.raises(grpc.RpcError) as excinfo:
+    p.run()
+  assert 'must start with a letter or digit' in _error_text(excinfo.value)
+  assert _raised_by_prepare(excinfo), excinfo.traceback
+
+
 def test_missing_application_id_fails_prepare(
     broker, job_server, collector, tmp_path):
   args = portable_args(job_server) + kafka_args(

@@ -26,6 +26,7 @@ use crate::messages::{Drain, Shutdown};
 use crate::poller::{poll_loop, PollSettings};
 
 pub use crate::job_input::JobInput;
+use crate::store::task_dir;
 use crate::task::TaskEvent;
 use crate::task_start::{start_assigned, startable, LiveTask};
 use crate::user_io::{consumer_properties, resolve_sources, start_kafka_io, KafkaIo};
@@ -520,12 +521,19 @@ async fn cleanup(admin: &Admin, input: &JobInput, events: &mpsc::UnboundedSender
     let local = async {
         // Let the actors stop and close their stores first.
         tokio::time::sleep(Duration::from_millis(100)).await;
-        let dir = input.options.state_dir.join(&input.options.application_id);
-        if let Err(e) = std::fs::remove_dir_all(&dir) {
-            if e.kind() != std::io::ErrorKind::NotFound {
-                let _ = events.send(JobEvent::Info(format!("could not delete the job's local state {}: {e}", dir.display())));
+        // Only what the runner made: each task's store directory, then the
+        // application's directory if that left it empty (state_dir is the
+        // client's choice, so the directory around the stores may be theirs).
+        let (state_dir, app) = (&input.options.state_dir, &input.options.application_id);
+        for task in input.plan.tasks() {
+            let dir = task_dir(state_dir, app, task);
+            if let Err(e) = std::fs::remove_dir_all(&dir) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    let _ = events.send(JobEvent::Info(format!("could not delete the job's local state {}: {e}", dir.display())));
+                }
             }
         }
+        let _ = std::fs::remove_dir(state_dir.join(app));
     };
     let topics = async {
         if let Err(e) = admin.delete_topics(&names).await {

@@ -180,6 +180,11 @@ fn check_application_id(r: &mut Reader, id: Option<&str>) {
              pass e.g. --application_id=my-pipeline",
         ),
         Some(id) if id.len() > 180 => r.fail("application_id", "must be at most 180 characters (topic names derive from it)"),
+        // It also names the job's directory under state_dir: "." or ".."
+        // would put the job's state (and its deletion) outside it.
+        Some(id) if !id.starts_with(|c: char| c.is_ascii_alphanumeric()) => {
+            r.fail("application_id", format!("'{id}' must start with a letter or digit"))
+        }
         Some(id) if !id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')) => r.fail(
             "application_id",
             format!("'{id}' may only contain letters, digits, '.', '_' and '-' (it becomes part of Kafka topic names)"),
@@ -359,6 +364,16 @@ mod tests {
         assert_eq!(errs[0].option, "application_id");
         assert!(errs[0].message.contains("my app/1"));
         assert!(RunnerOptions::parse(&opts(&[("application_id", s("a.b_c-1"))])).is_ok());
+    }
+
+    #[test]
+    fn application_id_cannot_name_a_directory_outside_the_state_dir() {
+        for id in ["..", ".", ".hidden", "-x", "_x"] {
+            let errs = errors_for(&[("application_id", s(id))]);
+            assert_eq!(errs.len(), 1, "{id}");
+            assert!(errs[0].message.contains("must start with a letter or digit"), "{id}: {}", errs[0].message);
+        }
+        assert!(RunnerOptions::parse(&opts(&[("application_id", s("9lives..x"))])).is_ok());
     }
 
     #[test]
