@@ -112,11 +112,11 @@ async fn drive(
     // The impulse's transaction is set up (~0.1 s) while the topics are
     // created; its records are written while the group join runs, and the
     // tasks start without waiting for them.
-    let (made, begun) = tokio::join!(create_topics(&admin, &input), impulse::begin(&admin, &input));
-    if let Err(e) = made.and(begun.as_ref().map(|_| ()).map_err(Clone::clone)) {
-        return JobOutcome::Failed(e);
-    }
-    let mut impulses = actix_rt::spawn(impulse::write(begun.expect("checked above")));
+    let begun = match tokio::join!(create_topics(&admin, &input), impulse::begin(&admin, &input)) {
+        (Ok(()), Ok(begun)) => begun,
+        (Err(e), _) | (_, Err(e)) => return JobOutcome::Failed(e),
+    };
+    let mut impulses = actix_rt::spawn(impulse::write(begun));
     let mut impulses_written = false;
     tracing::debug!("start-up: topics ready after {:?}", began.elapsed());
     let stages = input

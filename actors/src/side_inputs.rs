@@ -48,9 +48,7 @@ impl SideInputs {
         }
         Ok(())
     }
-}
 
-impl SideInputs {
     /// A cache token per side input, naming its current contents (see
     /// `SideInputData::cache_token`): the SDK may reuse what it read under
     /// one until new side data arrives.

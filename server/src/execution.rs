@@ -86,8 +86,8 @@ const ENDING_WAIT: Duration = Duration::from_secs(8);
 /// the earlier run's clean-up then deletes.
 async fn await_earlier_runs(job: &Job) {
     let app = &job.runner_options.application_id;
-    let earlier: Vec<watch::Receiver<()>> =
-        ENDING.iter().filter(|e| e.value().0 == *app && *e.key() != job.id).map(|e| e.value().1.clone()).collect();
+    // This job is listed only once its state is final.
+    let earlier: Vec<watch::Receiver<()>> = ENDING.iter().filter(|e| e.value().0 == *app).map(|e| e.value().1.clone()).collect();
     if earlier.is_empty() {
         return;
     }
