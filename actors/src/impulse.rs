@@ -14,11 +14,11 @@ use beam_kafka_runtime::timestamp::Watermark;
 use beam_kafka_runtime::topology::{TopicKind, TopicPlan};
 use rdkafka::producer::Producer;
 
-use crate::envelope;
 use crate::job_input::JobInput;
 use crate::kafka::admin::Admin;
 use crate::kafka::config;
 use crate::kafka::producer::{self as kafka_producer, KafkaProducer, Writes};
+use beam_kafka_runtime::envelope;
 
 /// An impulse transaction begun, and the topics it is for.
 pub struct Begun {

@@ -7,7 +7,6 @@
 //! harness over the Fn API.
 mod bundle_state;
 pub mod control;
-pub mod envelope;
 mod group_by_key;
 pub mod harnesses;
 mod impulse;

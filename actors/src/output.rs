@@ -12,8 +12,8 @@ use beam_kafka_runtime::partition::partition_for;
 use beam_kafka_runtime::timestamp::Watermark;
 use beam_kafka_runtime::windowed;
 
-use crate::envelope;
 use crate::kafka::producer::{self, KafkaProducer, Writes};
+use beam_kafka_runtime::envelope;
 pub use beam_kafka_runtime::spec::OutputSink;
 
 /// A stage output written to a user's topic by WriteToKafka.

@@ -194,7 +194,7 @@ fn start_tasks(
                 }
             }
         }
-        user.finish_restore();
+        user.finish_restore().map_err(|e| format!("task {task}: unreadable user state: {e}"))?;
         for (topic, route) in inputs.iter_mut() {
             if let (Some(gbk), Some(entries)) = (route.gbk.as_mut(), gbk_entries.get(topic)) {
                 gbk.restore(entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice())))

@@ -70,8 +70,16 @@ pub struct Assembled {
     pub complete: bool,
 }
 
-pub fn assemble(chunks: BTreeMap<u32, Vec<u8>>) -> Assembled {
-    let count = chunks.keys().next_back().map_or(0, |last| last + 1);
+/// Chunk indexes past this many beyond the chunks that exist are corrupt:
+/// only an interrupted write leaves gaps, and a write is far smaller.
+const MAX_CHUNK_GAP: u32 = 1 << 16;
+
+pub fn assemble(chunks: BTreeMap<u32, Vec<u8>>) -> Result<Assembled, String> {
+    let count = chunks.keys().next_back().map_or(0, |&last| u64::from(last) + 1);
+    if count - chunks.len() as u64 > u64::from(MAX_CHUNK_GAP) {
+        return Err(format!("a corrupt changelog: chunk {} of a value of {} chunks", count - 1, chunks.len()));
+    }
+    let count = count as u32; // at most MAX_CHUNK_GAP past a u32 count of chunks
     let complete = count as usize == chunks.len();
     let mut bytes = Vec::new();
     for (expected, (i, piece)) in chunks.into_iter().enumerate() {
@@ -80,7 +88,7 @@ pub fn assemble(chunks: BTreeMap<u32, Vec<u8>>) -> Assembled {
         }
         bytes.extend_from_slice(&piece);
     }
-    Assembled { bytes, chunks: count, complete }
+    Ok(Assembled { bytes, chunks: count, complete })
 }
 
 /// Splits a chunk key's trailing sequence number off.
@@ -125,7 +133,7 @@ mod tests {
             assert!(out.iter().all(|(_, v)| v.as_ref().unwrap().len() <= CHUNK_BYTES));
             value.extend_from_slice(&add);
             apply(&mut store, out);
-            assert_eq!(assemble(store.clone()), Assembled { bytes: value.clone(), chunks: stored.chunks, complete: true });
+            assert_eq!(assemble(store.clone()).unwrap(), Assembled { bytes: value.clone(), chunks: stored.chunks, complete: true });
         }
     }
 
@@ -142,7 +150,7 @@ mod tests {
         write(&mut stored, 3, b"abc", key, &mut out);
         assert_eq!(out.iter().filter(|(_, v)| v.is_none()).count(), 2);
         apply(&mut store, out);
-        assert_eq!(assemble(store.clone()), Assembled { bytes: b"abc".to_vec(), chunks: 1, complete: true });
+        assert_eq!(assemble(store.clone()).unwrap(), Assembled { bytes: b"abc".to_vec(), chunks: 1, complete: true });
         let mut out = Vec::new();
         delete(stored, key, &mut out);
         apply(&mut store, out);
@@ -152,7 +160,16 @@ mod tests {
     #[test]
     fn a_gap_ends_the_value_but_counts_its_chunks() {
         let chunks = BTreeMap::from([(0, b"ab".to_vec()), (2, b"zz".to_vec())]);
-        assert_eq!(assemble(chunks), Assembled { bytes: b"ab".to_vec(), chunks: 3, complete: false });
+        assert_eq!(assemble(chunks).unwrap(), Assembled { bytes: b"ab".to_vec(), chunks: 3, complete: false });
         assert!(split_seq(&[1, 2]).is_err());
+    }
+
+    #[test]
+    fn a_chunk_index_far_past_the_chunks_is_corruption_not_an_allocation() {
+        // Found by the changelog fuzz target: 4 billion tombstones were due.
+        for last in [u32::MAX - 1, u32::MAX] {
+            let chunks = BTreeMap::from([(0, b"a".to_vec()), (last, b"b".to_vec())]);
+            assert!(assemble(chunks).unwrap_err().contains("corrupt changelog"));
+        }
     }
 }

@@ -33,16 +33,31 @@ pub const DOUBLE: &str = "beam:coder:double:v1";
 pub const NULLABLE: &str = "beam:coder:nullable:v1";
 pub const INTERVAL_WINDOW: &str = "beam:coder:interval_window:v1";
 
+/// The most coders one coder tree may hold, counting shared parts once per
+/// use: far beyond any real element type.
+const MAX_CODER_PARTS: usize = 10_000;
+
 impl Coder {
     /// Reads coder `id` from the pipeline's components.
     pub fn from_components(components: &pb::Components, id: &str) -> Coder {
+        Coder::read(components, id, 0, &mut MAX_CODER_PARTS.clone())
+    }
+
+    /// `depth` and `budget` (coders left to read) bound the work should a
+    /// coder contain itself, or share parts many times over (Prepare
+    /// refuses such pipelines; this keeps every other caller safe too).
+    fn read(components: &pb::Components, id: &str, depth: usize, budget: &mut usize) -> Coder {
+        if depth > crate::structure::MAX_CODER_NESTING || *budget == 0 {
+            return Coder::Opaque(format!("coder {id} nested too deeply"));
+        }
+        *budget -= 1;
         let Some(c) = components.coders.get(id) else { return Coder::Opaque(format!("missing coder {id}")) };
         let urn = c.spec.as_ref().map(|s| s.urn.as_str()).unwrap_or("");
-        let comp = |i: usize| -> Box<Coder> {
+        let mut comp = |i: usize| -> Box<Coder> {
             Box::new(
                 c.component_coder_ids
                     .get(i)
-                    .map_or(Coder::Opaque("missing component".into()), |cid| Coder::from_components(components, cid)),
+                    .map_or(Coder::Opaque("missing component".into()), |cid| Coder::read(components, cid, depth + 1, budget)),
             )
         };
         match (urn, c.component_coder_ids.len()) {
@@ -72,13 +87,27 @@ impl Coder {
         }
     }
 
+    /// The fewest bytes a value of this coder takes.
+    pub fn min_bytes(&self) -> usize {
+        match self {
+            Coder::GlobalWindow | Coder::Opaque(_) => 0,
+            Coder::Bytes | Coder::StringUtf8 | Coder::LengthPrefix(_) | Coder::Varint | Coder::Bool | Coder::Nullable(_) => 1,
+            Coder::Double => 8,
+            Coder::IntervalWindow => 9,
+            Coder::Iterable(_) => 4,
+            Coder::Kv(a, b) => a.min_bytes() + b.min_bytes(),
+            // Timestamp, window count, pane.
+            Coder::WindowedValue(v, _) => 13 + v.min_bytes(),
+        }
+    }
+
     /// Length of the nested-context value at the start of `buf`.
     pub fn skip(&self, buf: &[u8]) -> Result<usize, String> {
         let need = |n: usize| if buf.len() >= n { Ok(n) } else { Err(truncated()) };
         match self {
             Coder::Bytes | Coder::StringUtf8 | Coder::LengthPrefix(_) => {
                 let (len, n) = decode_varint(buf).ok_or_else(truncated)?;
-                need(n + len as usize)
+                need(usize::try_from(len).ok().and_then(|l| l.checked_add(n)).ok_or_else(truncated)?)
             }
             Coder::Varint => decode_varint(buf).map(|(_, n)| n).ok_or_else(truncated),
             Coder::Bool => need(1),
@@ -120,6 +149,7 @@ fn skip_iterable(c: &Coder, buf: &[u8]) -> Result<usize, String> {
     let count = i32::from_be_bytes(buf[..4].try_into().expect("4 bytes"));
     let mut at = 4;
     if count >= 0 {
+        check_count(c, count as u64, buf.len() - at)?;
         for _ in 0..count {
             at += c.skip(&buf[at..])?;
         }
@@ -132,27 +162,53 @@ fn skip_iterable(c: &Coder, buf: &[u8]) -> Result<usize, String> {
         if n == 0 {
             return Ok(at);
         }
+        check_count(c, n, buf.len() - at)?;
         for _ in 0..n {
             at += c.skip(&buf[at..])?;
         }
     }
 }
 
+/// A count of values that cannot fit in the bytes left is refused before
+/// any of them is read: a claimed 2^31 values of a coder that takes no
+/// bytes (the global window) would otherwise take minutes of looping.
+pub(crate) fn check_count(c: &Coder, count: u64, remaining: usize) -> Result<(), String> {
+    let fits = match c.min_bytes() {
+        0 => count <= remaining as u64 + 1,
+        w => count.checked_mul(w as u64).is_some_and(|need| need <= remaining as u64),
+    };
+    if fits {
+        Ok(())
+    } else {
+        Err(format!("a value claims {count} elements in {remaining} byte(s)"))
+    }
+}
+
 /// Returns the id of a coder like `id` in which every part the runner cannot
 /// read is wrapped in a length prefix, adding coders to `components` as needed.
 pub fn length_prefixed(components: &mut pb::Components, id: &str) -> String {
+    length_prefixed_at(components, id, 0, &mut MAX_CODER_PARTS.clone())
+}
+
+fn length_prefixed_at(components: &mut pb::Components, id: &str, depth: usize, budget: &mut usize) -> String {
     let Some(c) = components.coders.get(id).cloned() else { return id.to_string() };
+    if depth > crate::structure::MAX_CODER_NESTING || *budget == 0 {
+        return id.to_string();
+    }
+    *budget -= 1;
     let urn = c.spec.as_ref().map(|s| s.urn.clone()).unwrap_or_default();
     if Coder::from_components(components, id).is_readable() {
         return id.to_string();
     }
-    let structural = [KV, ITERABLE, NULLABLE, urns::CODER_WINDOWED_VALUE];
+    // Coders the runner reads the structure of, with their part counts; one
+    // with another count is unreadable as a whole.
+    let structural = [(KV, 2), (ITERABLE, 1), (NULLABLE, 1), (urns::CODER_WINDOWED_VALUE, 2)];
     let new_id = format!("{id}/lp");
     if components.coders.contains_key(&new_id) {
         return new_id;
     }
-    let new = if structural.contains(&urn.as_str()) {
-        let parts = c.component_coder_ids.iter().map(|cid| length_prefixed(components, cid)).collect();
+    let new = if structural.contains(&(urn.as_str(), c.component_coder_ids.len())) {
+        let parts = c.component_coder_ids.iter().map(|cid| length_prefixed_at(components, cid, depth + 1, budget)).collect();
         pb::Coder { spec: c.spec.clone(), component_coder_ids: parts }
     } else {
         pb::Coder {
@@ -231,5 +287,34 @@ mod tests {
         assert!(coder.is_readable());
         // Readable coders are used as they are.
         assert_eq!(length_prefixed(&mut c, "str"), "str");
+    }
+
+    #[test]
+    fn a_structural_coder_with_the_wrong_part_count_is_prefixed_whole() {
+        // Found by the coder fuzz target: a KV of three parts stayed unreadable.
+        let mut c = components(&[("str", STRING_UTF8, &[]), ("kv3", KV, &["str", "str", "str"])]);
+        let id = length_prefixed(&mut c, "kv3");
+        let coder = Coder::from_components(&c, &id);
+        assert!(coder.is_readable(), "{coder:?}");
+        assert_eq!(coder, Coder::LengthPrefix(Box::new(Coder::Opaque(KV.into()))));
+    }
+
+    #[test]
+    fn counts_that_cannot_fit_are_refused_before_looping() {
+        let mut buf = i32::MAX.to_be_bytes().to_vec();
+        buf.push(0);
+        assert!(Coder::Iterable(Box::new(Coder::GlobalWindow)).skip(&buf).unwrap_err().contains("claims"));
+        assert!(Coder::Iterable(Box::new(Coder::Varint)).skip(&buf).unwrap_err().contains("claims"));
+        let mut huge = Vec::new();
+        encode_varint(u64::MAX, &mut huge);
+        assert!(Coder::Bytes.skip(&huge).is_err());
+    }
+
+    #[test]
+    fn a_coder_containing_itself_twice_is_read_in_bounded_work() {
+        // Found by the coder fuzz target: kv(loop, loop) unfolded 2^64 times.
+        let mut c = components(&[("loop", KV, &["loop", "loop"])]);
+        assert!(!Coder::from_components(&c, "loop").is_readable());
+        let _ = length_prefixed(&mut c, "loop");
     }
 }

@@ -87,7 +87,7 @@ impl GroupByKey {
         for wbytes in &h.windows {
             let window = Window::decode(wbytes, &self.spec.window_coder)?;
             if self.expired(&window) {
-                self.dropped_late += 1;
+                self.dropped_late = self.dropped_late.saturating_add(1);
                 self.meta_dirty = true;
                 continue;
             }
@@ -107,7 +107,7 @@ impl GroupByKey {
             pane.values.push(value);
             pane.min_ts = Some(pane.min_ts.map_or(h.timestamp, |m| m.min(h.timestamp)));
             pane.max_ts = Some(pane.max_ts.map_or(h.timestamp, |m| m.max(h.timestamp)));
-            pane.since_fire += 1;
+            pane.since_fire = pane.since_fire.saturating_add(1);
             let fire_now = match self.spec.trigger {
                 Trigger::Always => true,
                 Trigger::RepeatedCount(n) => pane.since_fire >= n,
@@ -166,7 +166,7 @@ impl GroupByKey {
                 merged.values.append(p.values);
                 merged.min_ts = min_opt(merged.min_ts, p.min_ts);
                 merged.max_ts = max_opt(merged.max_ts, p.max_ts);
-                merged.since_fire += p.since_fire;
+                merged.since_fire = merged.since_fire.saturating_add(p.since_fire);
                 merged.fired = merged.fired.max(p.fired);
             }
             self.dirty.insert((key.to_vec(), Window::Interval { start, end }));
@@ -207,9 +207,11 @@ impl GroupByKey {
         let mut encoded = Vec::with_capacity(value.len() + 32);
         windowed::encode(ts, &window, &pane_bytes, &value, &mut encoded);
         out.push(encoded);
-        pane.fired += 1;
+        // Saturating: the counts come back from a changelog, which may
+        // hold anything.
+        pane.fired = pane.fired.saturating_add(1);
         if timing != Timing::Early {
-            pane.fired_on_time_or_late += 1;
+            pane.fired_on_time_or_late = pane.fired_on_time_or_late.saturating_add(1);
         }
         pane.since_fire = 0;
         if !accumulating {

@@ -174,7 +174,7 @@ impl GroupByKey {
         self.dirty.clear();
         self.meta_dirty = false;
         for (id, pieces) in pane_chunks {
-            let restored = chunks::assemble(pieces);
+            let restored = chunks::assemble(pieces)?;
             let Some(p) = self.panes.get_mut(&id.0, &id.1) else {
                 // Chunks of a pane whose entry was never written (an
                 // interrupted at-least-once commit): deleted at the next one.
@@ -278,6 +278,26 @@ mod tests {
         let v = v.unwrap();
         let mut fresh = gbk(false);
         assert!(fresh.restore([(k.as_slice(), &v[..v.len() - 1])]).is_err());
+    }
+
+    #[test]
+    fn counts_at_their_limit_in_a_restored_pane_still_fire() {
+        // Found by the changelog fuzz target: `fired + 1` overflowed.
+        let mut g = gbk(false);
+        let mut out = Vec::new();
+        g.add(&element(1, 0, 10, "k", 1), &mut out).unwrap();
+        let changes = g.take_changes();
+        let mut entries: Vec<(Vec<u8>, Vec<u8>)> = changes.into_iter().map(|(k, v)| (k, v.unwrap())).collect();
+        for (_, v) in entries.iter_mut().filter(|(k, _)| k[0] == PANE) {
+            let mut p = decode_pane_state(v).unwrap();
+            (p.fired, p.fired_on_time_or_late, p.since_fire) = (u64::MAX, u64::MAX, u64::MAX);
+            *v = encode_pane_state(&p);
+        }
+        let mut fresh = gbk(false);
+        fresh.restore(entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice()))).unwrap();
+        fresh.advance(Watermark::PosInf, &mut out);
+        fresh.fire_closed(usize::MAX, &mut out);
+        assert!(!out.is_empty());
     }
 
     fn bytes_gbk(accumulating: bool) -> GroupByKey {

@@ -126,7 +126,11 @@ impl<'p> PipelineGraph<'p> {
 /// Follows identity aliases from `pc` until a PCollection with a producer.
 fn trace(pc: &str, alias: &BTreeMap<String, String>, producer: &HashMap<String, String>) -> String {
     let mut cur = pc.to_string();
-    while !producer.contains_key(&cur) {
+    // Aliases that loop (only a malformed pipeline has them) end the walk.
+    for _ in 0..=alias.len() {
+        if producer.contains_key(&cur) {
+            break;
+        }
         match alias.get(&cur) {
             Some(next) if next != &cur => cur = next.clone(),
             _ => break,
@@ -159,33 +163,48 @@ fn topological(
 ) -> Result<Vec<String>, String> {
     let mut order = Vec::with_capacity(leaves.len());
     let mut state: HashMap<&str, u8> = HashMap::new(); // 1 = visiting, 2 = done
-    fn visit<'a>(
-        id: &'a str,
-        transforms: &'a HashMap<String, pb::PTransform>,
-        producer: &'a HashMap<String, String>,
-        resolve: &dyn Fn(&String) -> String,
-        state: &mut HashMap<&'a str, u8>,
-        order: &mut Vec<String>,
-    ) -> Result<(), String> {
-        match state.get(id) {
-            Some(2) => return Ok(()),
-            Some(1) => return Err(format!("the pipeline has a cycle through transform '{id}'")),
-            _ => {}
+                                                       // Depth-first with an explicit stack: a chain of many thousand
+                                                       // transforms must not overflow the thread's stack.
+    for leaf in leaves {
+        let mut stack: Vec<(&str, Vec<&str>)> = Vec::new();
+        if state.get(leaf.as_str()).is_none() {
+            state.insert(leaf.as_str(), 1);
+            stack.push((leaf.as_str(), producers_of(leaf, transforms, producer, resolve)));
         }
-        state.insert(id, 1);
-        for pc in transforms[id].inputs.values() {
-            if let Some(p) = producer.get(&resolve(pc)) {
-                visit(p.as_str(), transforms, producer, resolve, state, order)?;
+        while let Some((id, pending)) = stack.last_mut() {
+            match pending.pop() {
+                Some(p) => match state.get(p) {
+                    Some(2) => {}
+                    Some(_) => return Err(format!("the pipeline has a cycle through transform '{p}'")),
+                    None => {
+                        state.insert(p, 1);
+                        let next = producers_of(p, transforms, producer, resolve);
+                        stack.push((p, next));
+                    }
+                },
+                None => {
+                    state.insert(id, 2);
+                    order.push(id.to_string());
+                    stack.pop();
+                }
             }
         }
-        state.insert(id, 2);
-        order.push(id.to_string());
-        Ok(())
-    }
-    for id in leaves {
-        visit(id, transforms, producer, resolve, &mut state, &mut order)?;
     }
     Ok(order)
+}
+
+/// The leaves producing `id`'s inputs, in reverse input order (popped last
+/// first, so they are visited in input order).
+fn producers_of<'a>(
+    id: &str,
+    transforms: &'a HashMap<String, pb::PTransform>,
+    producer: &'a HashMap<String, String>,
+    resolve: &dyn Fn(&String) -> String,
+) -> Vec<&'a str> {
+    let mut ps: Vec<&'a str> =
+        transforms[id].inputs.values().filter_map(|pc| producer.get_key_value(&resolve(pc)).map(|(_, p)| p.as_str())).collect();
+    ps.reverse();
+    ps
 }
 
 #[cfg(test)]

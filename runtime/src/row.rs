@@ -53,6 +53,9 @@ impl<'a> Reader<'a> {
         self.at += n;
         Ok(v)
     }
+    fn remaining(&self) -> usize {
+        self.buf.len() - self.at
+    }
     fn be_i32(&mut self) -> Result<i32, String> {
         Ok(i32::from_be_bytes(self.take(4)?.try_into().expect("4 bytes")))
     }
@@ -130,6 +133,11 @@ fn read_value(ty: &pb::FieldType, r: &mut Reader) -> Result<Value, String> {
         TypeInfo::MapType(m) => {
             let (k, v) = (m.key_type.as_deref().ok_or("map without key type")?, m.value_type.as_deref().ok_or("map without value type")?);
             let n = r.be_i32()?;
+            // Every entry takes a byte at least: a count beyond the bytes
+            // left is a lie, refused before anything is allocated for it.
+            if n as i64 > r.remaining() as i64 {
+                return Err(format!("a map claims {n} entries in {} byte(s)", r.remaining()));
+            }
             let mut entries = Vec::with_capacity(n.max(0) as usize);
             for _ in 0..n {
                 let key = read_value(k, r)?;
@@ -155,6 +163,9 @@ fn read_list(elem: Option<&pb::FieldType>, r: &mut Reader) -> Result<Value, Stri
     let elem = elem.ok_or("list without element type")?;
     let read_one = |r: &mut Reader| if elem.nullable { read_nullable(elem, r) } else { read_value(elem, r) };
     let n = r.be_i32()?;
+    if n as i64 > r.remaining() as i64 {
+        return Err(format!("a list claims {n} items in {} byte(s)", r.remaining()));
+    }
     let mut items = Vec::new();
     if n >= 0 {
         for _ in 0..n {
@@ -388,5 +399,18 @@ mod tests {
         for cut in 0..buf.len() {
             assert!(decode(&s, &buf[..cut]).is_err(), "cut at {cut}");
         }
+    }
+
+    #[test]
+    fn a_map_or_list_claiming_2_pow_31_entries_is_refused_before_allocating() {
+        let s = config_schema();
+        // Count 1, empty bitmap, then the map's entry count.
+        let mut buf = vec![1, 0];
+        buf.extend_from_slice(&i32::MAX.to_be_bytes());
+        buf.extend_from_slice(&[0; 16]);
+        let e = decode(&s, &buf).unwrap_err();
+        assert!(e.contains("claims 2147483647 entries"), "{e}");
+        let list = new("l", vec![("topics", array(atomic(A::String, false), false))]);
+        assert!(decode(&list, &buf).unwrap_err().contains("claims"));
     }
 }

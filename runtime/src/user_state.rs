@@ -255,9 +255,9 @@ impl UserState {
         self.restoring.entry(cell).or_default().insert(seq, bytes);
     }
 
-    pub fn finish_restore(&mut self) {
+    pub fn finish_restore(&mut self) -> Result<(), String> {
         for (cell, pieces) in std::mem::take(&mut self.restoring) {
-            let restored = chunks::assemble(pieces);
+            let restored = chunks::assemble(pieces)?;
             let mut stored = Stored { chunks: restored.chunks, len: restored.bytes.len() };
             if !restored.complete {
                 // An interrupted at-least-once write: rewritten next commit.
@@ -268,6 +268,7 @@ impl UserState {
             self.bags.insert(cell.clone(), restored.bytes);
             self.stored.insert(cell, stored);
         }
+        Ok(())
     }
 
     pub fn is_empty(&self) -> bool {
@@ -319,7 +320,7 @@ mod tests {
                 other => panic!("{other:?}"),
             }
         }
-        s.finish_restore();
+        s.finish_restore().unwrap();
         s
     }
 

@@ -42,6 +42,9 @@ pub fn validate_topology(pipeline: &pb::Pipeline) -> Vec<Unsupported> {
 }
 
 fn check(pipeline: &pb::Pipeline, environments: bool) -> Vec<Unsupported> {
+    if let Err(e) = crate::structure::check(pipeline) {
+        return vec![Unsupported { transform: String::new(), reason: format!("malformed pipeline: {e}") }];
+    }
     let graph = match PipelineGraph::new(pipeline) {
         Ok(g) => g,
         Err(e) => return vec![Unsupported { transform: String::new(), reason: format!("malformed pipeline: {e}") }],

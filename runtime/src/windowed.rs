@@ -29,6 +29,7 @@ pub fn split<'a>(buf: &'a [u8], window: &Coder) -> Result<Header<'a>, String> {
     if count < 0 {
         return Err(format!("bad window count {count}"));
     }
+    crate::coder::check_count(window, count as u64, buf.len() - at)?;
     let mut windows = Vec::with_capacity(count as usize);
     for _ in 0..count {
         let n = window.skip(&buf[at..])?;
@@ -64,7 +65,9 @@ impl Window {
             Coder::IntervalWindow => {
                 let end = read_timestamp(bytes)?;
                 let (span, _) = decode_varint(&bytes[8..]).ok_or("truncated interval window")?;
-                Ok(Window::Interval { start: end - span as i64, end })
+                let start =
+                    i64::try_from(span).ok().and_then(|s| end.checked_sub(s)).ok_or("an interval window starting before time began")?;
+                Ok(Window::Interval { start, end })
             }
             other => Err(format!("the runner cannot read windows encoded with {other:?}")),
         }
@@ -81,7 +84,7 @@ impl Window {
     pub fn max_timestamp(&self) -> Millis {
         match *self {
             Window::Global => GLOBAL_WINDOW_MAX,
-            Window::Interval { end, .. } => end - 1,
+            Window::Interval { end, .. } => end.saturating_sub(1),
         }
     }
 }
@@ -163,5 +166,23 @@ mod tests {
         let mut buf = Vec::new();
         encode_global_windowed_value(-5, &[], &mut buf);
         assert_eq!(split(&buf, &Coder::GlobalWindow).unwrap().timestamp, -5);
+    }
+
+    #[test]
+    fn a_value_claiming_2_pow_31_windows_is_refused_before_allocating() {
+        let mut buf = vec![0x80, 0, 0, 0, 0, 0, 0, 0];
+        buf.extend_from_slice(&i32::MAX.to_be_bytes());
+        buf.push(PANE_NO_FIRING);
+        assert!(split(&buf, &Coder::GlobalWindow).unwrap_err().contains("claims"));
+        assert!(split(&buf, &Coder::IntervalWindow).unwrap_err().contains("claims"));
+    }
+
+    #[test]
+    fn an_interval_window_starting_before_time_began_is_an_error() {
+        // Found by the coder fuzz target: end - span overflowed.
+        let mut buf = Vec::new();
+        encode_timestamp(i64::MIN + 5, &mut buf);
+        encode_varint(10, &mut buf);
+        assert!(Window::decode(&buf, &Coder::IntervalWindow).is_err());
     }
 }

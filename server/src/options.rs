@@ -114,6 +114,8 @@ pub fn check_submission(
     opts: &Struct,
 ) -> Result<beam_kafka_config::RunnerOptions, Vec<String>> {
     use beam_kafka_runtime::validate::{validate, validate_kafka_clusters};
+    // Nothing below walks a pipeline whose composites or coders loop.
+    beam_kafka_runtime::structure::check(pipeline).map_err(|e| vec![format!("malformed pipeline: {e}")])?;
     // Combine before the shuffle where the client did not (streaming).
     beam_kafka_runtime::lift::lift_combiners(pipeline);
     // Splittable DoFns run as pair → split → (edge topic) → process.

@@ -17,10 +17,10 @@ use rdkafka::TopicPartitionList;
 
 use super::cycle::now_millis;
 use super::{upstream_key, TaskSupervisor};
-use crate::envelope::{self, Record};
 use crate::messages::{Elements, InputRecord, StageResidual, WatermarkInput, WatermarkReport};
 use crate::side_inputs::SideRecord;
 use crate::telemetry::instruments;
+use beam_kafka_runtime::envelope::{self, Record};
 
 /// Elements for the stage, kept per data source in one message.
 #[derive(Default)]

@@ -1,9 +1,9 @@
 //! Encoding and decoding records of runner-owned topics: one element
 //! (`Data`), many (`Batch`, a packed record: `runtime::packed`) or a
 //! watermark report.
+use crate::packed::Pack;
+use crate::timestamp::Watermark;
 use beam_kafka_proto::envelope::{envelope::Body, Batch, Data, Envelope, WatermarkReport};
-use beam_kafka_runtime::packed::Pack;
-use beam_kafka_runtime::timestamp::Watermark;
 use prost::Message;
 
 pub fn data(value: Vec<u8>) -> Vec<u8> {
@@ -74,7 +74,7 @@ mod tests {
 
     #[test]
     fn a_packed_record_brings_back_its_elements_in_order() {
-        let mut packer = beam_kafka_runtime::packed::Packer::new(1 << 20, 1000);
+        let mut packer = crate::packed::Packer::new(1 << 20, 1000);
         let elements: Vec<Vec<u8>> = (0..300u32).map(|i| i.to_be_bytes()[..(i % 4 + 1) as usize].to_vec()).collect();
         for e in &elements {
             assert!(packer.push(2, e).is_none());

@@ -1,0 +1,35 @@
+//! Expansion requests and the rows they carry (Beam's row coder against a
+//! client-sent schema).
+#![no_main]
+use beam_kafka_proto::expansion::ExpansionRequest;
+use beam_kafka_runtime::{expansion, pb, row};
+use libfuzzer_sys::fuzz_target;
+use prost::Message;
+
+fuzz_target!(|data: &[u8]| {
+    match data.split_first() {
+        Some((0, rest)) => {
+            if let Ok(req) = ExpansionRequest::decode(rest) {
+                let _ = expansion::expand(&req);
+            }
+        }
+        Some((_, rest)) => {
+            let Ok(payload) = pb::ExternalConfigurationPayload::decode(rest) else { return };
+            let schema = payload.schema.unwrap_or_default();
+            let decoded = row::decode(&schema, &payload.payload);
+            match row::skip(&schema, &payload.payload) {
+                Ok(n) => {
+                    assert!(n <= payload.payload.len());
+                    assert!(decoded.is_ok(), "skip succeeded where decode failed");
+                }
+                Err(_) => assert!(decoded.is_err(), "decode succeeded where skip failed"),
+            }
+            if let Ok(r) = decoded {
+                let values: Vec<row::Value> = r.fields.into_iter().map(|(_, v)| v).collect();
+                let mut out = Vec::new();
+                let _ = row::encode(&schema, &values, &mut out);
+            }
+        }
+        None => {}
+    }
+});

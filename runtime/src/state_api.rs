@@ -1,0 +1,188 @@
+//! The State API as the runtime answers it: user-state requests applied to
+//! a task's [`UserState`], and long answers cut into pages the SDK asks for
+//! one after another with continuation tokens. (Side-input requests are
+//! answered by the task's side inputs; the actors route between the two.)
+use std::collections::HashMap;
+
+use beam_kafka_proto::fn_execution as fn_pb;
+use fn_pb::state_key::Type as Key;
+use fn_pb::state_request::Request;
+use fn_pb::state_response::Response;
+
+use crate::user_state::{StateCell, UserState};
+
+/// The transform whose user state a request names; `None` for every other
+/// kind of request.
+pub fn user_state_transform(request: &fn_pb::StateRequest) -> Option<&str> {
+    match request.state_key.as_ref()?.r#type.as_ref()? {
+        Key::BagUserState(k) => Some(&k.transform_id),
+        Key::OrderedListUserState(k) => Some(&k.transform_id),
+        Key::MultimapUserState(k) => Some(&k.transform_id),
+        Key::MultimapKeysUserState(k) => Some(&k.transform_id),
+        _ => None,
+    }
+}
+
+fn cell(transform: &str, state_id: &str, key: &[u8], window: &[u8], map_key: Option<&[u8]>) -> StateCell {
+    StateCell {
+        transform: transform.to_string(),
+        state_id: state_id.to_string(),
+        key: key.to_vec(),
+        window: window.to_vec(),
+        map_key: map_key.map(<[u8]>::to_vec),
+    }
+}
+
+pub fn got(data: Vec<u8>) -> Response {
+    Response::Get(fn_pb::StateGetResponse { continuation_token: Vec::new(), data })
+}
+
+const APPENDED: Response = Response::Append(fn_pb::StateAppendResponse {});
+const CLEARED: Response = Response::Clear(fn_pb::StateClearResponse {});
+
+/// Get, append (the kind's own way) or clear one cell.
+fn on_cell(state: &mut UserState, c: StateCell, op: &Request, append: fn(&mut UserState, StateCell, &[u8])) -> Response {
+    match op {
+        Request::Get(_) => got(state.get(&c).to_vec()),
+        Request::Append(a) => {
+            append(state, c, &a.data);
+            APPENDED
+        }
+        Request::Clear(_) => {
+            state.clear(c);
+            CLEARED
+        }
+    }
+}
+
+/// Applies a user-state request (see [`user_state_transform`]) to `state`.
+pub fn serve_user_state(state: &mut UserState, request: &fn_pb::StateRequest) -> Result<Response, String> {
+    let op = request.request.as_ref().ok_or("an empty state request")?;
+    match request.state_key.as_ref().and_then(|k| k.r#type.as_ref()) {
+        // Python's bag, combining, value and set state.
+        Some(Key::BagUserState(k)) => {
+            let c = cell(&k.transform_id, &k.user_state_id, &k.key, &k.window, None);
+            Ok(on_cell(state, c, op, UserState::append))
+        }
+        Some(Key::OrderedListUserState(k)) => {
+            let c = cell(&k.transform_id, &k.user_state_id, &k.key, &k.window, None);
+            let (start, end) = k.range.as_ref().map_or((i64::MIN, i64::MAX), |r| (r.start, r.end));
+            Ok(match op {
+                Request::Get(_) => got(state.ordered_get(&c, start, end)?),
+                Request::Append(a) => {
+                    state.ordered_append(c, &a.data)?;
+                    APPENDED
+                }
+                Request::Clear(_) => {
+                    state.ordered_clear(c, start, end)?;
+                    CLEARED
+                }
+            })
+        }
+        // Go's (and Java's) map and set state: one map key's values ...
+        Some(Key::MultimapUserState(k)) => {
+            let c = cell(&k.transform_id, &k.user_state_id, &k.key, &k.window, Some(&k.map_key));
+            Ok(on_cell(state, c, op, UserState::map_append))
+        }
+        // ... and the map's keys.
+        Some(Key::MultimapKeysUserState(k)) => {
+            let map = cell(&k.transform_id, &k.user_state_id, &k.key, &k.window, None);
+            match op {
+                Request::Get(_) => Ok(got(state.map_keys(&map))),
+                Request::Clear(_) => {
+                    state.map_clear(&map);
+                    Ok(CLEARED)
+                }
+                Request::Append(_) => Err("an append to the keys of a multimap (append to one key's values instead)".into()),
+            }
+        }
+        _ => Err("not a user state request".into()),
+    }
+}
+
+/// The most data one State API response carries; the rest follows in
+/// pages. Well under every SDK's and our own gRPC message limits.
+pub const PAGE_BYTES: usize = 1 << 20;
+
+/// The unread rest of long answers of one bundle, by continuation token.
+/// Dropped with the bundle, so an SDK that stops reading leaks nothing.
+#[derive(Debug, Default)]
+pub struct Pages {
+    next_token: u64,
+    rest: HashMap<Vec<u8>, Vec<u8>>,
+}
+
+impl Pages {
+    /// The first page of `data`, with the token of the rest (empty when
+    /// `data` fits in one page).
+    pub fn first(&mut self, mut data: Vec<u8>, page_bytes: usize) -> (Vec<u8>, Vec<u8>) {
+        if data.len() <= page_bytes {
+            return (data, Vec::new());
+        }
+        let rest = data.split_off(page_bytes);
+        self.next_token += 1;
+        let token = self.next_token.to_be_bytes().to_vec();
+        self.rest.insert(token.clone(), rest);
+        (data, token)
+    }
+
+    /// The page a continuation token asks for, and the next token.
+    pub fn resume(&mut self, token: &[u8], page_bytes: usize) -> Result<(Vec<u8>, Vec<u8>), String> {
+        let rest = self.rest.remove(token).ok_or("an unknown or already used continuation token")?;
+        Ok(self.first(rest, page_bytes))
+    }
+
+    /// Bytes held for pages not yet asked for.
+    pub fn held_bytes(&self) -> usize {
+        self.rest.values().map(Vec::len).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bag(op: Request) -> fn_pb::StateRequest {
+        let key =
+            fn_pb::state_key::BagUserState { transform_id: "t".into(), user_state_id: "s".into(), window: vec![], key: b"k".to_vec() };
+        fn_pb::StateRequest {
+            id: "1".into(),
+            instruction_id: "b".into(),
+            state_key: Some(fn_pb::StateKey { r#type: Some(Key::BagUserState(key)) }),
+            request: Some(op),
+        }
+    }
+
+    #[test]
+    fn bag_requests_append_read_and_clear() {
+        let mut s = UserState::default();
+        let append = |d: &[u8]| bag(Request::Append(fn_pb::StateAppendRequest { data: d.to_vec() }));
+        assert_eq!(user_state_transform(&append(b"x")), Some("t"));
+        serve_user_state(&mut s, &append(b"ab")).unwrap();
+        serve_user_state(&mut s, &append(b"c")).unwrap();
+        let get = bag(Request::Get(fn_pb::StateGetRequest::default()));
+        assert_eq!(serve_user_state(&mut s, &get).unwrap(), got(b"abc".to_vec()));
+        serve_user_state(&mut s, &bag(Request::Clear(fn_pb::StateClearRequest {}))).unwrap();
+        assert_eq!(serve_user_state(&mut s, &get).unwrap(), got(Vec::new()));
+        let empty = fn_pb::StateRequest { request: None, ..get };
+        assert!(serve_user_state(&mut s, &empty).is_err());
+    }
+
+    #[test]
+    fn long_answers_come_in_pages_in_order() {
+        let mut pages = Pages::default();
+        let data: Vec<u8> = (0..10u8).collect();
+        let (first, mut token) = pages.first(data.clone(), 4);
+        let mut all = first;
+        while !token.is_empty() {
+            let (page, next) = pages.resume(&token, 4).unwrap();
+            assert!(page.len() <= 4);
+            all.extend(page);
+            assert!(pages.resume(&token, 4).is_err(), "a token is good once");
+            token = next;
+        }
+        assert_eq!(all, data);
+        assert_eq!(pages.held_bytes(), 0);
+        assert_eq!(pages.first(vec![1, 2], 4), (vec![1, 2], vec![]));
+    }
+}
