@@ -219,6 +219,9 @@ def job_server(binary, tmp_path_factory, request):
       str(expansion_port),
       '--artifacts-dir',
       str(artifacts_dir),
+      # Tests choose environments, state dirs and client properties freely;
+      # test_job_server_safety.py checks the default policy on its own server.
+      '--trust-clients',
   ]
   env = dict(os.environ)
   env.setdefault('NO_COLOR', '1')

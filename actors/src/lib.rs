@@ -16,6 +16,7 @@ pub mod kafka;
 mod messages;
 pub mod output;
 mod poller;
+pub mod private_dir;
 mod side_inputs;
 mod source;
 mod stage;

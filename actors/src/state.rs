@@ -115,7 +115,8 @@ pub fn restore_task(opts: &RunnerOptions, task: TaskId) -> Result<(TaskStore, En
         Err(e) if from > 0 => {
             tracing::info!(task = %task, "rebuilding the state store: {e}");
             drop(store);
-            let _ = std::fs::remove_dir_all(&dir);
+            // The store files only: the directory and its lock file stay.
+            let _ = std::fs::remove_dir_all(dir.join("rocksdb"));
             let (store, _) = TaskStore::open(dir, opts.state_store_memory_mb)?;
             (store, read_changelog(opts, &topic, task.partition as i32, 0)?)
         }

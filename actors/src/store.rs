@@ -14,6 +14,9 @@ use std::sync::OnceLock;
 use rocksdb::{BlockBasedOptions, Cache, IteratorMode, Options, WriteBatch, WriteBufferManager, DB};
 
 const CHECKPOINT: &str = "checkpoint";
+/// The file a task store's directory is locked through, made by the runner:
+/// clean-up deletes only directories that hold it.
+pub const STORE_LOCK: &str = "beam-kafka.lock";
 
 /// Stored entries: (key, value), in key order.
 pub type Entries = Vec<(Vec<u8>, Vec<u8>)>;
@@ -21,6 +24,8 @@ pub type Entries = Vec<(Vec<u8>, Vec<u8>)>;
 pub struct TaskStore {
     db: DB,
     dir: PathBuf,
+    /// Held (locked) for as long as the store is open.
+    _lock: std::fs::File,
 }
 
 pub fn task_dir(state_dir: &Path, application_id: &str, task: TaskId) -> PathBuf {
@@ -55,17 +60,45 @@ fn shared_memory(total_mb: u64) -> &'static SharedMemory {
 /// shared manager flushes the largest when all of them are over their half.
 const WRITE_BUFFER_BYTES: usize = 16 << 20;
 
+/// Locks the store directory `dir`, waiting up to 5 s for an incarnation
+/// that is closing.
+fn lock_store(dir: &Path) -> Result<std::fs::File, String> {
+    let path = dir.join(STORE_LOCK);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    for _ in 0..50 {
+        match file.try_lock() {
+            Ok(()) => return Ok(file),
+            Err(std::fs::TryLockError::WouldBlock) => std::thread::sleep(std::time::Duration::from_millis(100)),
+            Err(std::fs::TryLockError::Error(e)) => return Err(format!("cannot lock {}: {e}", path.display())),
+        }
+    }
+    Err(format!(
+        "the state store {} is in use by another process: copies of one application on the same machine need \
+         different state directories",
+        dir.display()
+    ))
+}
+
 impl TaskStore {
     /// Opens the store (sharing `memory_mb` with every store of this
     /// process); returns it and the changelog offset to restore from.
     pub fn open(dir: PathBuf, memory_mb: u64) -> Result<(TaskStore, i64), String> {
+        crate::private_dir::create(&dir).map_err(|e| format!("cannot create the state directory {}: {e}", dir.display()))?;
+        // Nothing is read or wiped before the store is ours: another copy
+        // on this machine, or this task's previous incarnation still
+        // closing, may hold it.
+        let lock = lock_store(&dir)?;
         let checkpoint = dir.join(CHECKPOINT);
         let from = std::fs::read_to_string(&checkpoint).ok().and_then(|s| s.trim().parse::<i64>().ok());
         let db_dir = dir.join("rocksdb");
         if from.is_none() && db_dir.exists() {
             std::fs::remove_dir_all(&db_dir).map_err(|e| format!("cannot wipe the state store {}: {e}", db_dir.display()))?;
         }
-        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create the state directory {}: {e}", dir.display()))?;
         let mut opts = Options::default();
         opts.create_if_missing(true);
         let memory = shared_memory(memory_mb);
@@ -91,7 +124,7 @@ impl TaskStore {
         if checkpoint.exists() {
             std::fs::remove_file(&checkpoint).map_err(|e| format!("cannot remove {}: {e}", checkpoint.display()))?;
         }
-        Ok((TaskStore { db, dir }, from.unwrap_or(0)))
+        Ok((TaskStore { db, dir, _lock: lock }, from.unwrap_or(0)))
     }
 
     /// Applies committed changes (`None` deletes) in one atomic write.

@@ -158,6 +158,14 @@ pub static OPTIONS: &[OptionSpec] = &[
                       (repeatable), e.g. security.protocol=SASL_SSL, sasl.mechanism=PLAIN.",
     },
     OptionSpec {
+        name: "job_server_token",
+        java_name: "jobServerToken",
+        kind: OptionKind::String,
+        default: None,
+        description: "The job server's token, for clients that cannot send it as gRPC metadata (Python's PortableRunner): \
+                      checked at Prepare and expansion, then removed from the job's options.",
+    },
+    OptionSpec {
         name: "keep_runner_topics",
         java_name: "keepRunnerTopics",
         kind: OptionKind::Boolean,

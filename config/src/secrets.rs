@@ -35,9 +35,44 @@ pub fn redact_entry(entry: &str) -> String {
     }
 }
 
+/// Why a Kafka client property must not come from a job server's client,
+/// if it must not: it loads code into the server, runs a command, or makes
+/// the server read (and send to a broker the client chose) a local file.
+/// The server's operator sets such properties for every job instead.
+pub fn unsafe_client_property(key: &str) -> Option<&'static str> {
+    let k = key.trim().to_ascii_lowercase();
+    if k == "plugin.library.paths" || k == "ssl.providers" || k == "ssl.engine.id" || k.starts_with("ssl_engine") {
+        Some("loads code into the job server")
+    } else if k.ends_with(".cmd") {
+        Some("runs a command on the job server")
+    } else if k.ends_with(".location") || k.ends_with(".file") || k.ends_with(".keytab") || k.ends_with(".path") || k.ends_with(".paths") {
+        Some("reads a file on the job server")
+    } else {
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn properties_that_load_code_or_read_files_are_recognised() {
+        for k in [
+            "plugin.library.paths",
+            "ssl.ca.location",
+            "ssl.engine.location",
+            "sasl.kerberos.kinit.cmd",
+            "sasl.kerberos.keytab",
+            "sasl.oauthbearer.assertion.private.key.file",
+            "SSL.Providers",
+        ] {
+            assert!(unsafe_client_property(k).is_some(), "{k}");
+        }
+        for k in ["security.protocol", "sasl.username", "sasl.password", "group.id", "ssl.endpoint.identification.algorithm"] {
+            assert!(unsafe_client_property(k).is_none(), "{k}");
+        }
+    }
 
     #[test]
     fn secrets_are_recognised_and_hidden() {

@@ -29,17 +29,21 @@ impl fn_pb::beam_fn_control_server::BeamFnControl for ControlService {
 
     async fn control(&self, request: Request<Streaming<fn_pb::InstructionResponse>>) -> Result<Response<Self::ControlStream>, Status> {
         let id = crate::worker_id(&request)?;
-        let mut expected =
-            self.registry.expected.get_mut(&id).ok_or_else(|| Status::permission_denied(format!("unknown worker id '{id}'")))?;
+        let name = crate::public_name(&id).to_string();
+        let mut expected = self.registry.expected.get_mut(&id).ok_or_else(|| Status::permission_denied("unknown worker id"))?;
+        // Registration is one-shot: a second control stream claiming a
+        // worker is refused, and the worker keeps its first one.
+        let Some(on_connect) = expected.on_connect.take() else {
+            drop(expected);
+            tracing::warn!(worker = %name, "refused a second control stream claiming this worker");
+            return Err(Status::already_exists(format!("worker '{name}' is already connected")));
+        };
+        drop(expected);
         let (tx, rx) = mpsc::unbounded_channel();
         let worker = Arc::new(SdkWorker::new(id.clone(), tx));
-        let on_connect = expected.on_connect.take();
-        drop(expected);
         self.registry.connected.insert(id.clone(), worker.clone());
-        if let Some(notify) = on_connect {
-            let _ = notify.send(worker.clone());
-        }
-        tracing::info!(worker = %id, "SDK harness connected");
+        let _ = on_connect.send(worker.clone());
+        tracing::info!(worker = %name, "SDK harness connected");
         let mut inbound = request.into_inner();
         let registry = self.registry.clone();
         tokio::spawn(async move {
@@ -50,7 +54,7 @@ impl fn_pb::beam_fn_control_server::BeamFnControl for ControlService {
                     None => break "the SDK harness closed its control stream".to_string(),
                 }
             };
-            tracing::info!(worker = %worker.id, "{reason}");
+            tracing::info!(worker = %worker.name, "{reason}");
             worker.disconnect(&reason);
             registry.connected.remove_if(&worker.id, |_, w| Arc::ptr_eq(w, &worker));
         });
@@ -62,7 +66,7 @@ impl fn_pb::beam_fn_control_server::BeamFnControl for ControlService {
         request: Request<fn_pb::GetProcessBundleDescriptorRequest>,
     ) -> Result<Response<fn_pb::ProcessBundleDescriptor>, Status> {
         let id = crate::worker_id(&request)?;
-        let worker = self.registry.worker(&id).ok_or_else(|| Status::not_found(format!("worker '{id}' is not connected")))?;
+        let worker = self.registry.worker(&id).ok_or_else(|| Status::not_found("the worker is not connected"))?;
         let pbd_id = &request.get_ref().process_bundle_descriptor_id;
         worker.descriptor(pbd_id).map(Response::new).ok_or_else(|| Status::not_found(format!("no process bundle descriptor '{pbd_id}'")))
     }

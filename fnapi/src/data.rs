@@ -28,9 +28,12 @@ impl fn_pb::beam_fn_data_server::BeamFnData for DataService {
 
     async fn data(&self, request: Request<Streaming<fn_pb::Elements>>) -> Result<Response<Self::DataStream>, Status> {
         let id = crate::worker_id(&request)?;
-        let worker = self.registry.worker(&id).ok_or_else(|| Status::not_found(format!("worker '{id}' is not connected")))?;
+        let worker = self.registry.worker(&id).ok_or_else(|| Status::not_found("the worker is not connected"))?;
         let (tx, rx) = mpsc::unbounded_channel();
-        worker.set_data_stream(tx);
+        if !worker.set_data_stream(tx) {
+            tracing::warn!(worker = %worker.name, "refused a second data stream claiming this worker");
+            return Err(Status::already_exists(format!("worker '{}' already has a data stream", worker.name)));
+        }
         let mut inbound = request.into_inner();
         tokio::spawn(async move {
             while let Some(msg) = inbound.next().await {

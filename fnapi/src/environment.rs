@@ -89,6 +89,8 @@ pub async fn start(env: &pb::Environment, worker_id: &str, ep: &Endpoints) -> Re
             let child = command
                 .args(harness_args(worker_id, ep))
                 .envs(payload.env)
+                // Beam's boot programs take --id; a harness reads WORKER_ID.
+                .env("WORKER_ID", worker_id)
                 .kill_on_drop(true)
                 .spawn()
                 .map_err(|e| format!("cannot start the SDK harness command '{}': {e}", payload.command))?;

@@ -25,6 +25,15 @@ pub use worker::{element_chunks, BundleError, BundleInput, BundleResult, SdkWork
 /// gRPC metadata key the SDK harness identifies itself with.
 pub const WORKER_ID_HEADER: &str = "worker_id";
 
+/// Separates a worker id's readable name from its secret part.
+pub const SECRET_SEPARATOR: &str = ".";
+
+/// The part of a worker id that may be logged or shown (the rest is the
+/// worker's secret).
+pub fn public_name(worker_id: &str) -> &str {
+    worker_id.split(SECRET_SEPARATOR).next().unwrap_or("")
+}
+
 fn worker_id<T>(req: &tonic::Request<T>) -> Result<String, tonic::Status> {
     req.metadata()
         .get(WORKER_ID_HEADER)

@@ -26,8 +26,10 @@ impl fn_pb::beam_fn_logging_server::BeamFnLogging for LoggingService {
     type LoggingStream = LogControlStream;
 
     async fn logging(&self, request: Request<Streaming<fn_pb::log_entry::List>>) -> Result<Response<Self::LoggingStream>, Status> {
-        let id = crate::worker_id(&request).unwrap_or_else(|_| "unknown".into());
-        let sink = self.registry.spec(&id).map(|s| s.logs.clone());
+        let id = crate::worker_id(&request)?;
+        let sink = self.registry.spec(&id).map(|s| s.logs.clone()).ok_or_else(|| Status::permission_denied("unknown worker id"))?;
+        let sink = Some(sink);
+        let id = crate::public_name(&id).to_string();
         let mut inbound = request.into_inner();
         tokio::spawn(async move {
             while let Some(Ok(list)) = inbound.next().await {

@@ -23,7 +23,7 @@ impl fn_pb::provision_service_server::ProvisionService for ProvisionSvc {
         request: Request<fn_pb::GetProvisionInfoRequest>,
     ) -> Result<Response<fn_pb::GetProvisionInfoResponse>, Status> {
         let id = crate::worker_id(&request)?;
-        let spec = self.registry.spec(&id).ok_or_else(|| Status::not_found(format!("unknown worker id '{id}'")))?;
+        let spec = self.registry.spec(&id).ok_or_else(|| Status::permission_denied("unknown worker id"))?;
         Ok(Response::new(fn_pb::GetProvisionInfoResponse { info: Some(spec.provision_info.clone()) }))
     }
 }

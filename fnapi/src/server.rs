@@ -51,9 +51,22 @@ impl FnApiServer {
                     .max_decoding_message_size(MAX_MESSAGE_BYTES)
                     .max_encoding_message_size(MAX_MESSAGE_BYTES),
             )
-            .add_service(fn_pb::beam_fn_state_server::BeamFnStateServer::new(state::StateService::new(registry.clone())))
-            .add_service(fn_pb::beam_fn_logging_server::BeamFnLoggingServer::new(logging::LoggingService::new(registry.clone())))
-            .add_service(fn_pb::provision_service_server::ProvisionServiceServer::new(provision::ProvisionSvc::new(registry.clone())));
+            // One limit for every service: a state append or a log line
+            // as large as a data message must not fail the job.
+            .add_service(
+                fn_pb::beam_fn_state_server::BeamFnStateServer::new(state::StateService::new(registry.clone()))
+                    .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                    .max_encoding_message_size(MAX_MESSAGE_BYTES),
+            )
+            .add_service(
+                fn_pb::beam_fn_logging_server::BeamFnLoggingServer::new(logging::LoggingService::new(registry.clone()))
+                    .max_decoding_message_size(MAX_MESSAGE_BYTES),
+            )
+            .add_service(
+                fn_pb::provision_service_server::ProvisionServiceServer::new(provision::ProvisionSvc::new(registry.clone()))
+                    .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                    .max_encoding_message_size(MAX_MESSAGE_BYTES),
+            );
         tokio::spawn(async move {
             if let Err(e) = router.serve_with_incoming(incoming(listener)).await {
                 tracing::error!("Fn API server stopped: {e}");
@@ -84,6 +97,12 @@ impl FnApiServer {
             Ok(Err(_)) => Err("the worker registration was dropped".into()),
             Err(_) => Err(format!("the SDK harness did not connect to the Fn API within {} s", timeout.as_secs())),
         }
+    }
+
+    /// The artifacts worker `worker_id` was told about (its environment's
+    /// dependencies), if the id is one this server expects.
+    pub fn dependencies_of(&self, worker_id: &str) -> Option<Vec<beam_kafka_proto::pipeline::ArtifactInformation>> {
+        self.registry.spec(worker_id).map(|s| s.provision_info.dependencies.clone())
     }
 
     /// Forgets a worker and fails its in-flight bundles.

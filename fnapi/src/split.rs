@@ -135,7 +135,7 @@ impl SdkWorker {
         };
         if !response.error.is_empty() {
             // A harness that cannot split leaves the bundle whole.
-            tracing::debug!(worker = %self.id, "split of {bundle_id} refused: {}", response.error);
+            tracing::debug!(worker = %self.name, "split of {bundle_id} refused: {}", response.error);
             return Ok(SplitResult::default());
         }
         match response.response {

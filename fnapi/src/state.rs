@@ -8,15 +8,16 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use beam_kafka_proto::fn_execution as fn_pb;
+use fn_pb::state_response::Response;
 use futures::{Stream, StreamExt};
-use tonic::{Request, Response, Status, Streaming};
+use tonic::{Request, Status, Streaming};
 
 use crate::registry::Registry;
 
 /// Answers the state requests of one bundle. Called on the gRPC task: it
 /// must be quick (lookups in memory), never block on the bundle's owner.
 pub trait StateHandler: Send + Sync {
-    fn handle(&self, request: &fn_pb::StateRequest) -> Result<fn_pb::state_response::Response, String>;
+    fn handle(&self, request: &fn_pb::StateRequest) -> Result<Response, String>;
 
     /// Cache tokens for the bundle's request: while a token stays the same,
     /// the SDK may answer reads of that state from its own cache, across
@@ -45,21 +46,42 @@ impl StateService {
 
 type StateStream = Pin<Box<dyn Stream<Item = Result<fn_pb::StateResponse, Status>> + Send>>;
 
+/// The handler's answer, a long read cut into pages: a read with a
+/// continuation token gets the next page of the answer it continues.
+fn answer(worker: &crate::worker::SdkWorker, h: &dyn StateHandler, req: &fn_pb::StateRequest) -> Result<Response, String> {
+    use beam_kafka_runtime::state_api::PAGE_BYTES;
+    let Some(fn_pb::state_request::Request::Get(get)) = &req.request else { return h.handle(req) };
+    let mut pages = worker.pages.entry(req.instruction_id.clone()).or_default();
+    let (data, continuation_token) = if get.continuation_token.is_empty() {
+        match h.handle(req)? {
+            Response::Get(g) => pages.first(g.data, PAGE_BYTES),
+            other => return Ok(other),
+        }
+    } else {
+        pages.resume(&get.continuation_token, PAGE_BYTES)?
+    };
+    Ok(Response::Get(fn_pb::StateGetResponse { continuation_token, data }))
+}
+
 #[tonic::async_trait]
 impl fn_pb::beam_fn_state_server::BeamFnState for StateService {
     type StateStream = StateStream;
 
-    async fn state(&self, request: Request<Streaming<fn_pb::StateRequest>>) -> Result<Response<Self::StateStream>, Status> {
-        let worker = crate::worker_id(&request).ok().and_then(|id| self.registry.worker(&id));
+    async fn state(&self, request: Request<Streaming<fn_pb::StateRequest>>) -> Result<tonic::Response<Self::StateStream>, Status> {
+        let id = crate::worker_id(&request)?;
+        let worker = self.registry.worker(&id).ok_or_else(|| Status::permission_denied("unknown or unconnected worker id"))?;
+        if worker.state_connected.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            tracing::warn!(worker = %worker.name, "refused a second state stream claiming this worker");
+            return Err(Status::already_exists(format!("worker '{}' already has a state stream", worker.name)));
+        }
         // Each request is answered as the response stream polls for it, on
         // the connection's own task: a Python harness waits for most of
         // these answers (a read, a commit), so a hop through another task
         // would add a thread wake-up to every round trip.
         let requests = tokio_stream::StreamExt::map_while(request.into_inner(), |req| req.ok());
         let answers = requests.map(move |req| {
-            let handler = worker.as_ref().and_then(|w| w.state_handler(&req.instruction_id));
-            let answer = match handler {
-                Some(h) => h.handle(&req),
+            let answer = match worker.state_handler(&req.instruction_id) {
+                Some(h) => answer(&worker, h.as_ref(), &req),
                 None => Err(format!("the runner has no state for bundle '{}' ({} request)", req.instruction_id, kind_of(&req))),
             };
             Ok(match answer {
@@ -67,6 +89,6 @@ impl fn_pb::beam_fn_state_server::BeamFnState for StateService {
                 Err(error) => fn_pb::StateResponse { id: req.id, error, response: None },
             })
         });
-        Ok(Response::new(Box::pin(answers)))
+        Ok(tonic::Response::new(Box::pin(answers)))
     }
 }

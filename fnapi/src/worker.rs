@@ -104,6 +104,10 @@ impl std::fmt::Display for BundleError {
 
 pub struct SdkWorker {
     pub id: String,
+    /// The id without its secret part: for logs and messages.
+    pub name: String,
+    /// A state stream is open (one per harness; another is refused).
+    pub(crate) state_connected: std::sync::atomic::AtomicBool,
     /// Dropped on disconnect, which ends the harness's control stream cleanly.
     control: Mutex<Option<Outbound<fn_pb::InstructionRequest>>>,
     pub(crate) pending: DashMap<String, oneshot::Sender<fn_pb::InstructionResponse>>,
@@ -114,12 +118,16 @@ pub struct SdkWorker {
     closed: Mutex<Option<String>>,
     /// Who answers the state requests of each running bundle.
     state_handlers: DashMap<String, Arc<dyn StateHandler>>,
+    /// The unread pages of each running bundle's long state reads.
+    pub(crate) pages: DashMap<String, beam_kafka_runtime::state_api::Pages>,
 }
 
 impl SdkWorker {
     pub(crate) fn new(id: String, control: Outbound<fn_pb::InstructionRequest>) -> SdkWorker {
         SdkWorker {
+            name: crate::public_name(&id).to_string(),
             id,
+            state_connected: false.into(),
             control: Mutex::new(Some(control)),
             pending: DashMap::new(),
             data_out: watch::channel(DataStream::NotYetOpen).0,
@@ -128,6 +136,7 @@ impl SdkWorker {
             next_instruction: AtomicU64::new(1),
             closed: Mutex::new(None),
             state_handlers: DashMap::new(),
+            pages: DashMap::new(),
         }
     }
 
@@ -161,12 +170,20 @@ impl SdkWorker {
             Some((_, tx)) => {
                 let _ = tx.send(r);
             }
-            None => tracing::debug!(worker = %self.id, "response to unknown instruction {}", r.instruction_id),
+            None => tracing::debug!(worker = %self.name, "response to unknown instruction {}", r.instruction_id),
         }
     }
 
-    pub(crate) fn set_data_stream(&self, out: Outbound<fn_pb::Elements>) {
-        self.data_out.send_replace(DataStream::Open(out));
+    /// Opens the data stream; false if one was opened before (a second
+    /// caller claiming this worker is refused, the first keeps it).
+    pub(crate) fn set_data_stream(&self, out: Outbound<fn_pb::Elements>) -> bool {
+        self.data_out.send_if_modified(|current| match current {
+            DataStream::NotYetOpen => {
+                *current = DataStream::Open(out);
+                true
+            }
+            _ => false,
+        })
     }
 
     pub(crate) fn on_data(&self, elements: fn_pb::Elements) {
@@ -175,7 +192,7 @@ impl SdkWorker {
                 Some(route) => {
                     let _ = route.send(DataEvent::Data { transform_id: d.transform_id, data: d.data, is_last: d.is_last });
                 }
-                None => tracing::warn!(worker = %self.id, "data for unknown instruction {}", d.instruction_id),
+                None => tracing::warn!(worker = %self.name, "data for unknown instruction {}", d.instruction_id),
             }
         }
         for t in elements.timers {
@@ -188,7 +205,7 @@ impl SdkWorker {
                         is_last: t.is_last,
                     });
                 }
-                None => tracing::warn!(worker = %self.id, "timers for unknown instruction {}", t.instruction_id),
+                None => tracing::warn!(worker = %self.name, "timers for unknown instruction {}", t.instruction_id),
             }
         }
     }
@@ -256,6 +273,7 @@ impl SdkWorker {
         self.routes.remove(instruction_id);
         self.pending.remove(instruction_id);
         self.state_handlers.remove(instruction_id);
+        self.pages.remove(instruction_id);
         result
     }
 

@@ -25,8 +25,11 @@ from apache_beam.portability.api import endpoints_pb2
 
 def main():
   parser = argparse.ArgumentParser()
-  for flag in ('id', 'provision_endpoint', 'control_endpoint',
-               'logging_endpoint', 'artifact_endpoint'):
+  # The runner also passes the worker id (its secret on the Fn API) as
+  # WORKER_ID in the environment.
+  parser.add_argument('--id', default=os.environ.get('WORKER_ID'))
+  for flag in ('provision_endpoint', 'control_endpoint', 'logging_endpoint',
+               'artifact_endpoint'):
     parser.add_argument('--' + flag, required=True)
   args = parser.parse_args()
 

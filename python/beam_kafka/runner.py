@@ -251,6 +251,9 @@ class KafkaStreamsJobServer(job_server.JobServer):
         str(self._expansion_port),
         '--artifacts-dir',
         artifacts_dir,
+        # Private to this process and its user: the user's options (any
+        # environment, state_dir or Kafka property) are theirs to choose.
+        '--trust-clients',
     ]
 
   # -- lifecycle -------------------------------------------------------------

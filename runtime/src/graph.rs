@@ -167,7 +167,7 @@ fn topological(
                                                        // transforms must not overflow the thread's stack.
     for leaf in leaves {
         let mut stack: Vec<(&str, Vec<&str>)> = Vec::new();
-        if state.get(leaf.as_str()).is_none() {
+        if !state.contains_key(leaf.as_str()) {
             state.insert(leaf.as_str(), 1);
             stack.push((leaf.as_str(), producers_of(leaf, transforms, producer, resolve)));
         }
@@ -201,8 +201,7 @@ fn producers_of<'a>(
     producer: &'a HashMap<String, String>,
     resolve: &dyn Fn(&String) -> String,
 ) -> Vec<&'a str> {
-    let mut ps: Vec<&'a str> =
-        transforms[id].inputs.values().filter_map(|pc| producer.get_key_value(&resolve(pc)).map(|(_, p)| p.as_str())).collect();
+    let mut ps: Vec<&'a str> = transforms[id].inputs.values().filter_map(|pc| producer.get(&resolve(pc)).map(String::as_str)).collect();
     ps.reverse();
     ps
 }

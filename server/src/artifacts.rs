@@ -31,7 +31,7 @@ pub fn check_name(name: &str) -> Result<&str, String> {
 }
 
 /// A directory name derived from an id we did not choose.
-fn safe_dir_name(id: &str) -> String {
+pub(crate) fn safe_dir_name(id: &str) -> String {
     let cleaned: String = id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect();
     if cleaned.is_empty() || cleaned.chars().all(|c| c == '_') {
         "env".to_string()
@@ -84,6 +84,7 @@ impl Staging {
             async move { out.send(request(r)).await.map_err(|_| Status::cancelled("the client went away")) }
         };
         let dir = root.join(safe_dir_name(&job.staging_token));
+        let mut staged_bytes = 0u64;
         for (env_id, deps) in envs {
             send(jm::artifact_request_wrapper::Request::ResolveArtifact(jm::ResolveArtifactsRequest {
                 artifacts: deps.clone(),
@@ -107,7 +108,7 @@ impl Staging {
                 send(jm::artifact_request_wrapper::Request::GetArtifact(jm::GetArtifactRequest { artifact: Some(artifact.clone()) }))
                     .await?;
                 let path = env_dir.join(&name);
-                receive_file(&mut inbound, &env_dir, &path).await?;
+                receive_file(&mut inbound, &env_dir, &path, &mut staged_bytes).await?;
                 staged.push(pb::ArtifactInformation {
                     type_urn: FILE_TYPE.to_string(),
                     type_payload: pb::ArtifactFilePayload { path: path.to_string_lossy().into_owned(), sha256: String::new() }
@@ -125,14 +126,31 @@ impl Staging {
     }
 }
 
-async fn receive_file(inbound: &mut Streaming<jm::ArtifactResponseWrapper>, dir: &Path, path: &Path) -> Result<(), Status> {
-    tokio::fs::create_dir_all(dir).await.map_err(|e| Status::internal(format!("cannot create {}: {e}", dir.display())))?;
+/// The most a job may stage, all its artifacts together.
+pub const MAX_STAGED_BYTES: u64 = 4 << 30;
+
+async fn receive_file(
+    inbound: &mut Streaming<jm::ArtifactResponseWrapper>,
+    dir: &Path,
+    path: &Path,
+    staged: &mut u64,
+) -> Result<(), Status> {
+    crate::private_dirs(dir).map_err(|e| Status::internal(format!("cannot create {}: {e}", dir.display())))?;
     let tmp = path.with_extension("partial");
     let mut file = tokio::fs::File::create(&tmp).await.map_err(|e| Status::internal(format!("cannot write {}: {e}", tmp.display())))?;
     loop {
         let msg = inbound.next().await.ok_or_else(|| Status::invalid_argument("the stream ended inside an artifact"))??;
         match msg.response {
             Some(jm::artifact_response_wrapper::Response::GetArtifactResponse(chunk)) => {
+                *staged += chunk.data.len() as u64;
+                if *staged > MAX_STAGED_BYTES {
+                    drop(file);
+                    let _ = tokio::fs::remove_file(&tmp).await;
+                    return Err(Status::resource_exhausted(format!(
+                        "the job's artifacts exceed {} GiB; stage fewer or smaller dependencies",
+                        MAX_STAGED_BYTES >> 30
+                    )));
+                }
                 file.write_all(&chunk.data).await.map_err(|e| Status::internal(format!("cannot write {}: {e}", tmp.display())))?;
             }
             _ => return Err(Status::invalid_argument("expected artifact data")),
@@ -166,12 +184,21 @@ impl jm::artifact_staging_service_server::ArtifactStagingService for Staging {
     }
 }
 
-/// Serves staged files to harnesses; only files under the artifacts root.
+/// Serves a harness the artifacts the runner told it about (its
+/// environment's dependencies, as staged), and nothing else: the caller
+/// names itself with its worker id, a per-worker secret.
 pub struct Retrieval {
-    pub root: PathBuf,
+    pub fn_api: beam_kafka_fnapi::FnApiServer,
 }
 
 type Chunks = Pin<Box<dyn Stream<Item = Result<jm::GetArtifactResponse, Status>> + Send>>;
+
+impl Retrieval {
+    fn dependencies<T>(&self, request: &Request<T>) -> Result<Vec<pb::ArtifactInformation>, Status> {
+        let id = request.metadata().get(beam_kafka_fnapi::WORKER_ID_HEADER).and_then(|v| v.to_str().ok()).unwrap_or_default();
+        self.fn_api.dependencies_of(id).ok_or_else(|| Status::permission_denied("artifact retrieval is for the runner's SDK harnesses"))
+    }
+}
 
 #[tonic::async_trait]
 impl jm::artifact_retrieval_service_server::ArtifactRetrievalService for Retrieval {
@@ -181,21 +208,21 @@ impl jm::artifact_retrieval_service_server::ArtifactRetrievalService for Retriev
         &self,
         request: Request<jm::ResolveArtifactsRequest>,
     ) -> Result<Response<jm::ResolveArtifactsResponse>, Status> {
+        self.dependencies(&request)?;
         Ok(Response::new(jm::ResolveArtifactsResponse { replacements: request.into_inner().artifacts }))
     }
 
     async fn get_artifact(&self, request: Request<jm::GetArtifactRequest>) -> Result<Response<Self::GetArtifactStream>, Status> {
+        let deps = self.dependencies(&request)?;
         let a = request.into_inner().artifact.ok_or_else(|| Status::invalid_argument("no artifact"))?;
         if a.type_urn != FILE_TYPE {
             return Err(Status::invalid_argument(format!("cannot serve artifacts of type {}", a.type_urn)));
         }
-        let p = pb::ArtifactFilePayload::decode(a.type_payload.as_slice()).map_err(|e| Status::invalid_argument(e.to_string()))?;
-        let path = tokio::fs::canonicalize(&p.path).await.map_err(|_| Status::not_found(format!("no artifact {}", p.path)))?;
-        let root = tokio::fs::canonicalize(&self.root).await.map_err(|e| Status::internal(e.to_string()))?;
-        if !path.starts_with(&root) {
-            return Err(Status::permission_denied(format!("{} is not a staged artifact", p.path)));
+        if !deps.iter().any(|d| d.type_urn == a.type_urn && d.type_payload == a.type_payload) {
+            return Err(Status::permission_denied("not an artifact of this harness's environment"));
         }
-        let data = tokio::fs::read(&path).await.map_err(|e| Status::internal(e.to_string()))?;
+        let p = pb::ArtifactFilePayload::decode(a.type_payload.as_slice()).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let data = tokio::fs::read(&p.path).await.map_err(|e| Status::not_found(format!("artifact {}: {e}", p.path)))?;
         let chunks: Vec<Result<jm::GetArtifactResponse, Status>> =
             data.chunks(1 << 20).map(|c| Ok(jm::GetArtifactResponse { data: c.to_vec() })).collect();
         Ok(Response::new(Box::pin(futures::stream::iter(chunks))))

@@ -24,6 +24,9 @@ use crate::jobs::Job;
 pub struct Services {
     pub fn_api: FnApiServer,
     pub artifact_url: String,
+    /// Where the job server staged jobs' artifacts (deleted when a job
+    /// ends); `None` for `beam-kafka run`, whose artifacts are the operator's.
+    pub artifacts_dir: Option<std::path::PathBuf>,
 }
 
 /// How long a started harness may take to connect its control stream.
@@ -69,6 +72,10 @@ pub async fn execute(job: Arc<Job>, services: Services) {
         drop(ending);
     };
     tokio::join!(stop_harnesses, thread_ended);
+    if let Some(root) = &services.artifacts_dir {
+        let staged = root.join(crate::artifacts::safe_dir_name(&job.staging_token));
+        let _ = tokio::fs::remove_dir_all(staged).await;
+    }
     release_freed_memory();
 }
 
@@ -217,7 +224,9 @@ async fn start_harnesses(
         Endpoints { control: fn_url.clone(), logging: fn_url.clone(), artifact: services.artifact_url.clone(), provision: fn_url.clone() };
     let mut waiting = Vec::new();
     for i in 0..count {
-        let worker_id = if i == 0 { format!("{}-worker", job.id) } else { format!("{}-worker-{i}", job.id) };
+        // The id is the worker's secret on the Fn API and artifact
+        // retrieval: a readable name, then a random part never logged.
+        let worker_id = format!("{}-worker-{i}{}{}", job.id, beam_kafka_fnapi::SECRET_SEPARATOR, uuid::Uuid::new_v4().simple());
         let spec = WorkerSpec {
             worker_id: worker_id.clone(),
             provision_info: fn_pb::ProvisionInfo {

@@ -4,7 +4,9 @@
 use beam_kafka_proto::expansion;
 use beam_kafka_runtime::expansion::expand;
 
-pub struct KafkaExpansion;
+pub struct KafkaExpansion {
+    pub auth: crate::auth::Auth,
+}
 
 #[tonic::async_trait]
 impl expansion::expansion_service_server::ExpansionService for KafkaExpansion {
@@ -12,13 +14,17 @@ impl expansion::expansion_service_server::ExpansionService for KafkaExpansion {
         &self,
         request: tonic::Request<expansion::ExpansionRequest>,
     ) -> Result<tonic::Response<expansion::ExpansionResponse>, tonic::Status> {
-        let request = request.into_inner();
+        let (metadata, _, mut request) = request.into_parts();
+        // Python's expansion client sends the pipeline's options, the token
+        // option among them.
+        self.auth.check("Expand", &metadata, request.pipeline_options.as_mut())?;
         let name = request.transform.as_ref().map(|t| t.unique_name.clone()).unwrap_or_default();
-        // Errors go in the response: the client raises them with this text.
-        let response = expand(&request).unwrap_or_else(|error| {
+        // A request the runner cannot expand is the client's to fix; the
+        // client raises the status with this text.
+        let response = expand(&request).map_err(|error| {
             tracing::info!("cannot expand '{name}': {error}");
-            expansion::ExpansionResponse { error, ..Default::default() }
-        });
+            tonic::Status::invalid_argument(format!("cannot expand '{name}': {error}"))
+        })?;
         Ok(tonic::Response::new(response))
     }
 

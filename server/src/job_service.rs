@@ -14,6 +14,8 @@ use crate::options;
 
 pub struct JobService {
     pub jobs: Arc<Jobs>,
+    pub auth: crate::auth::Auth,
+    pub policy: crate::policy::Policy,
     pub services: Services,
     /// The artifact staging endpoint returned by Prepare.
     pub staging_url: String,
@@ -34,10 +36,15 @@ impl jm::job_service_server::JobService for JobService {
     type GetMessageStreamStream = MessageStream;
 
     async fn prepare(&self, request: Request<jm::PrepareJobRequest>) -> Result<Response<jm::PrepareJobResponse>, Status> {
-        let req = request.into_inner();
+        let (metadata, _, req) = request.into_parts();
+        let mut opts = req.pipeline_options.unwrap_or_default();
+        self.auth.check("Prepare", &metadata, Some(&mut opts))?;
         let mut pipeline = req.pipeline.ok_or_else(|| rejection(vec!["the request carries no pipeline".into()]))?;
-        let opts = req.pipeline_options.unwrap_or_default();
-        let runner_options = options::check_submission(&mut pipeline, &opts).map_err(rejection)?;
+        let mut runner_options = options::check_submission(&mut pipeline, &opts).map_err(rejection)?;
+        let problems = self.policy.apply(&pipeline, options::text(&opts, "state_dir").as_deref(), &mut runner_options);
+        if !problems.is_empty() {
+            return Err(rejection(problems));
+        }
         let name = options::text(&opts, "job_name").filter(|n| !n.is_empty()).unwrap_or(req.job_name);
         let preparation_id = format!("prep-{}", uuid::Uuid::new_v4());
         let job = Job::new(String::new(), name, preparation_id.clone(), pipeline, opts, runner_options);
@@ -60,7 +67,8 @@ impl jm::job_service_server::JobService for JobService {
             .remove(&prep_id)
             .ok_or_else(|| Status::not_found(format!("no prepared job '{prep_id}' (it may have been run already)")))?;
         let prepared = Arc::try_unwrap(prepared).map_err(|_| Status::aborted("the job is still being staged"))?;
-        let job_id = format!("{}-{}", sanitize(&prepared.name), &uuid::Uuid::new_v4().simple().to_string()[..8]);
+        // Unguessable: a job id is what a client needs to watch or cancel it.
+        let job_id = format!("{}-{}", sanitize(&prepared.name), &uuid::Uuid::new_v4().simple().to_string()[..16]);
         let pipeline = prepared.pipeline.into_inner().expect("lock");
         let job =
             Arc::new(Job::new(job_id.clone(), prepared.name, prepared.staging_token, pipeline, prepared.options, prepared.runner_options));
@@ -69,7 +77,9 @@ impl jm::job_service_server::JobService for JobService {
         Ok(Response::new(jm::RunJobResponse { job_id }))
     }
 
-    async fn get_jobs(&self, _: Request<jm::GetJobsRequest>) -> Result<Response<jm::GetJobsResponse>, Status> {
+    async fn get_jobs(&self, request: Request<jm::GetJobsRequest>) -> Result<Response<jm::GetJobsResponse>, Status> {
+        // Lists every job id: only for a client that holds the token.
+        self.auth.check_metadata("GetJobs", request.metadata())?;
         let job_info = self
             .jobs
             .by_id

@@ -121,6 +121,32 @@ pub struct Jobs {
 }
 
 impl Jobs {
+    /// Cancels every job that has not ended and waits (at most `deadline`)
+    /// until each has.
+    pub async fn cancel_all(&self, deadline: std::time::Duration) {
+        let running: Vec<Arc<Job>> =
+            self.by_id.iter().filter(|j| !j.id.is_empty() && !is_terminal(j.state().state)).map(|j| j.clone()).collect();
+        if running.is_empty() {
+            return;
+        }
+        tracing::info!("cancelling {} running job(s)", running.len());
+        let waits = running.iter().map(|job| {
+            let mut state = job.subscribe_state();
+            job.set_state(State::Cancelling);
+            let _ = job.cancel.send(true);
+            async move {
+                while !is_terminal(state.borrow_and_update().state) {
+                    if state.changed().await.is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        if tokio::time::timeout(deadline, futures::future::join_all(waits)).await.is_err() {
+            tracing::warn!("some jobs did not finish cancelling within {} s", deadline.as_secs());
+        }
+    }
+
     pub fn get(&self, id: &str) -> Result<Arc<Job>, tonic::Status> {
         self.by_id.get(id).map(|j| j.clone()).ok_or_else(|| tonic::Status::not_found(format!("no job '{id}'")))
     }

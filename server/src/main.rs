@@ -1,5 +1,6 @@
 //! `beam-kafka`: the job server of the beam-kafka runner.
 mod artifacts;
+mod auth;
 mod describe;
 mod drain;
 mod execution;
@@ -8,6 +9,7 @@ mod job_service;
 mod jobs;
 mod metrics;
 mod options;
+mod policy;
 mod run;
 
 use std::path::PathBuf;
@@ -55,9 +57,33 @@ struct JobServerArgs {
     /// Where staged artifacts are kept.
     #[arg(long, default_value_os_t = std::env::temp_dir().join("beam-kafka-artifacts"))]
     artifacts_dir: PathBuf,
-    /// Address to bind. Localhost unless you mean to expose the job server.
+    /// Address to bind. Localhost unless you mean to expose the job server
+    /// (then also pass --auth-token-file).
     #[arg(long, default_value = "127.0.0.1")]
     bind: String,
+    /// A file holding the token clients must present (gRPC metadata
+    /// `authorization: Bearer <token>`, or the pipeline option
+    /// --job_server_token). Without it, any client that can connect may run code.
+    #[arg(long)]
+    auth_token_file: Option<PathBuf>,
+    /// Serve on a non-loopback --bind without --auth-token-file.
+    #[arg(long)]
+    insecure_no_auth: bool,
+    /// Where jobs keep their local state; a client's --state_dir may only
+    /// name a directory inside it.
+    #[arg(long, default_value_os_t = std::env::temp_dir().join("beam-kafka"))]
+    state_root: PathBuf,
+    /// SDK environments clients may ask for: loopback (a worker pool on this
+    /// machine), external (a worker pool anywhere), process (runs the
+    /// client's command here), docker (runs the client's image here).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "loopback")]
+    allow_environments: Vec<policy::EnvKind>,
+    /// Trust every client as much as the server's own user: any SDK
+    /// environment, any Kafka client property (also those that read local
+    /// files or load code), any --state_dir. For a job server private to one
+    /// user, such as the one KafkaStreamsRunner starts for its own process.
+    #[arg(long)]
+    trust_clients: bool,
 }
 
 fn main() {
@@ -85,20 +111,45 @@ fn run() -> anyhow::Result<()> {
     }
 }
 
+/// Creates a directory (and parents) readable by this user only; refuses
+/// one that belongs to another user.
+pub(crate) fn private_dirs(dir: &std::path::Path) -> std::io::Result<()> {
+    beam_kafka_actors::private_dir::create(dir)
+}
+
 async fn bind(host: &str, port: u16, what: &str) -> anyhow::Result<tokio::net::TcpListener> {
     tokio::net::TcpListener::bind((host, port)).await.with_context(|| format!("cannot listen on {host}:{port} for the {what}"))
 }
 
 async fn job_server(args: JobServerArgs) -> anyhow::Result<()> {
-    std::fs::create_dir_all(&args.artifacts_dir)
-        .with_context(|| format!("cannot create the artifacts dir {}", args.artifacts_dir.display()))?;
+    let auth = match &args.auth_token_file {
+        Some(path) => auth::Auth::from_file(path)?,
+        None => auth::Auth::default(),
+    };
+    if !auth.is_enabled() && !auth::is_loopback(&args.bind) && !args.insecure_no_auth {
+        anyhow::bail!(
+            "--bind {} accepts connections from other machines, and without --auth-token-file anyone who can connect \
+             could run code here; pass --auth-token-file (or --insecure-no-auth if the network is yours alone)",
+            args.bind
+        );
+    }
+    auth::announce(&auth, &args.bind);
+    if args.trust_clients {
+        tracing::info!("--trust-clients: clients may start any SDK environment, set any Kafka property and choose any state_dir");
+    }
+    for dir in [&args.artifacts_dir, &args.state_root] {
+        beam_kafka_actors::private_dir::create(dir).with_context(|| format!("cannot use the directory {}", dir.display()))?;
+    }
+    let policy =
+        policy::Policy { state_root: args.state_root.clone(), environments: args.allow_environments.clone(), trusted: args.trust_clients };
     let fn_api = FnApiServer::start(&args.bind).await.context("cannot start the Fn API server")?;
     let job_listener = bind(&args.bind, args.job_port, "Job API").await?;
     let artifact_listener = bind(&args.bind, args.artifact_port, "artifact service").await?;
     let expansion_listener = bind(&args.bind, args.expansion_port, "expansion service").await?;
     let artifact_url = artifact_listener.local_addr()?.to_string();
     let jobs = Arc::new(jobs::Jobs::default());
-    let services = execution::Services { fn_api, artifact_url: artifact_url.clone() };
+    let services =
+        execution::Services { fn_api: fn_api.clone(), artifact_url: artifact_url.clone(), artifacts_dir: Some(args.artifacts_dir.clone()) };
 
     let artifacts = tonic::transport::Server::builder()
         .add_service(
@@ -109,19 +160,29 @@ async fn job_server(args: JobServerArgs) -> anyhow::Result<()> {
             .max_decoding_message_size(64 << 20),
         )
         .add_service(jm::artifact_retrieval_service_server::ArtifactRetrievalServiceServer::new(artifacts::Retrieval {
-            root: args.artifacts_dir.clone(),
+            fn_api: fn_api.clone(),
         }))
         .serve_with_incoming(beam_kafka_fnapi::incoming(artifact_listener));
     let job_api = tonic::transport::Server::builder()
         .add_service(
-            jm::job_service_server::JobServiceServer::new(job_service::JobService { jobs, services, staging_url: artifact_url.clone() })
-                .max_decoding_message_size(256 << 20)
-                .max_encoding_message_size(256 << 20),
+            jm::job_service_server::JobServiceServer::new(job_service::JobService {
+                jobs: jobs.clone(),
+                auth: auth.clone(),
+                policy,
+                services,
+                staging_url: artifact_url.clone(),
+            })
+            .max_decoding_message_size(256 << 20)
+            .max_encoding_message_size(256 << 20),
         )
         .serve_with_incoming(beam_kafka_fnapi::incoming(job_listener));
     let expansion_addr = expansion_listener.local_addr()?;
     let expansion = tonic::transport::Server::builder()
-        .add_service(expansion::expansion_service_server::ExpansionServiceServer::new(expansion_service::KafkaExpansion))
+        .add_service(
+            expansion::expansion_service_server::ExpansionServiceServer::new(expansion_service::KafkaExpansion { auth })
+                .max_decoding_message_size(256 << 20)
+                .max_encoding_message_size(256 << 20),
+        )
         .serve_with_incoming(beam_kafka_fnapi::incoming(expansion_listener));
     tracing::info!("artifact service listening on {artifact_url}");
     tracing::info!("expansion service listening on {expansion_addr}");
@@ -131,14 +192,20 @@ async fn job_server(args: JobServerArgs) -> anyhow::Result<()> {
         r = artifacts => r.context("the artifact server failed")?,
         r = expansion => r.context("the expansion server failed")?,
         _ = shutdown_signal() => {
-            tracing::info!("shutting down");
-            // Running jobs stop where they are (their commits are their
-            // state); finished ones first delete their topics.
+            tracing::info!("shutting down: cancelling running jobs");
+            // Running jobs are cancelled: their tasks commit, write clean
+            // checkpoints of their stores and leave their groups, so a new
+            // run of the same application restores from disk. Finished
+            // ones first delete their topics.
+            jobs.cancel_all(SHUTDOWN_DEADLINE).await;
             execution::await_ending_jobs().await;
         }
     }
     Ok(())
 }
+
+/// How long a stopping job server waits for its jobs to cancel.
+const SHUTDOWN_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
 
 async fn shutdown_signal() {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("signal handler");

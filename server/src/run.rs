@@ -39,9 +39,6 @@ pub struct RunArgs {
     /// Address the Fn API and artifact servers listen on (harnesses connect).
     #[arg(long, default_value = "127.0.0.1")]
     bind: String,
-    /// Directory of artifacts the pipeline's environments depend on.
-    #[arg(long, default_value = ".")]
-    artifacts_dir: PathBuf,
     /// Runner and pipeline options, after `--`: --application_id=... etc.
     #[arg(last = true)]
     options: Vec<String>,
@@ -107,10 +104,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let fn_api = FnApiServer::start(&args.bind).await.context("cannot start the Fn API server")?;
     let artifact_listener = tokio::net::TcpListener::bind((args.bind.as_str(), 0)).await.context("cannot start the artifact server")?;
     let artifact_url = artifact_listener.local_addr()?.to_string();
-    let root = args.artifacts_dir.clone();
     tokio::spawn(
         tonic::transport::Server::builder()
-            .add_service(jm::artifact_retrieval_service_server::ArtifactRetrievalServiceServer::new(artifacts::Retrieval { root }))
+            .add_service(jm::artifact_retrieval_service_server::ArtifactRetrievalServiceServer::new(artifacts::Retrieval {
+                fn_api: fn_api.clone(),
+            }))
             .serve_with_incoming(TcpListenerStream::new(artifact_listener)),
     );
 
@@ -119,7 +117,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let job = Arc::new(Job::new(id.clone(), name, id, pipeline, opts, runner_options));
     let (_, mut messages) = job.messages();
     let mut state = job.subscribe_state();
-    let services = execution::Services { fn_api, artifact_url };
+    let services = execution::Services { fn_api, artifact_url, artifacts_dir: None };
     let execution = tokio::spawn(execution::execute(job.clone(), services));
     let mut stop_requested = false;
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
