@@ -10,6 +10,7 @@ import re
 import subprocess
 import threading
 import time
+import typing
 
 import grpc
 import pytest
@@ -40,38 +41,45 @@ PLANTED = 'PLANTED-secret-value-7731'
 
 
 class _Server:
-  def __init__(self, binary, root):
+  def __init__(self, binary, root, state_root=None, extra=()):
+    root.mkdir(parents=True, exist_ok=True)
     self.root = root
     self.log_path = root / 'job-server.log'
     token_file = root / 'token'
     token_file.write_text(TOKEN + '\n')
     self.job_port, self.artifact_port, self.expansion_port = free_ports(3)
-    self.state_root = root / 'state'
+    self.state_root = state_root or root / 'state'
     cmd = [binary, 'job-server', '--job-port', str(self.job_port),
            '--artifact-port', str(self.artifact_port),
            '--expansion-port', str(self.expansion_port),
            '--artifacts-dir', str(root / 'artifacts'),
            '--state-root', str(self.state_root),
-           '--auth-token-file', str(token_file)]
+           '--auth-token-file', str(token_file)] + list(extra)
     with open(self.log_path, 'wb') as log:
       self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     self.endpoint = 'localhost:%d' % self.job_port
-    grpc.channel_ready_future(grpc.insecure_channel(self.endpoint)).result(
-        timeout=60)
+    deadline = time.monotonic() + 60
+    while 'job server listening' not in self.log():
+      assert self.process.poll() is None, self.log()
+      assert time.monotonic() < deadline, self.log()
+      time.sleep(0.1)
     self.jobs = beam_job_api_pb2_grpc.JobServiceStub(
         grpc.insecure_channel(self.endpoint))
 
   def log(self):
     return self.log_path.read_text(errors='replace')
 
-  def fn_api(self):
+  def address(self, what):
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-      m = re.search(r'Fn API server listening on (\S+)', self.log())
+      m = re.search(what + r' listening on (\S+)', self.log())
       if m:
         return m.group(1)
       time.sleep(0.1)
-    raise AssertionError('no Fn API address in the log:\n' + self.log())
+    raise AssertionError('no %s address in the log:\n%s' % (what, self.log()))
+
+  def fn_api(self):
+    return self.address('Fn API server')
 
   def stop(self):
     self.process.terminate()
@@ -144,7 +152,9 @@ def test_a_client_without_the_token_is_refused_on_every_server(server, broker):
           staging_token='prep-guessed')]), timeout=10)
   code, _ = _code(lambda: list(responses))
   assert code == grpc.StatusCode.NOT_FOUND
-  retrieval = beam_artifact_api_pb2_grpc.ArtifactRetrievalServiceStub(artifacts)
+  retrieval = beam_artifact_api_pb2_grpc.ArtifactRetrievalServiceStub(
+      grpc.insecure_channel(
+          server.address('artifact retrieval for SDK harnesses')))
   code, _ = _code(lambda: list(retrieval.GetArtifact(
       beam_artifact_api_pb2.GetArtifactRequest(
           artifact=beam_runner_api_pb2.ArtifactInformation()),
@@ -291,3 +301,102 @@ def test_portable_runner_with_the_token_runs_and_a_second_claim_on_its_worker_is
   assert 'sasl.password' in listed, 'the property is listed, its value hidden'
   log = server.log()
   assert PLANTED not in log and TOKEN not in log
+
+
+def _streaming_count(server, broker, source, sink, app):
+  from apache_beam.io.kafka import WriteToKafka
+  from apache_beam.transforms import window
+  from conftest import read_from_start
+  options = PipelineOptions([
+      '--runner=PortableRunner', '--job_endpoint=%s' % server.endpoint,
+      '--environment_type=LOOPBACK', '--job_server_token=%s' % TOKEN,
+      '--bootstrap_servers=%s' % broker, '--application_id=%s' % app,
+      '--streaming', '--job_server_timeout=60'])
+  p = beam.Pipeline(options=options)
+  _ = (p
+       | read_from_start(server, broker, source)
+       | beam.Map(lambda kv: (kv[1].decode(), 1))
+       | beam.WindowInto(window.FixedWindows(2))
+       | beam.CombinePerKey(sum)
+       | beam.Map(lambda kv: (kv[0].encode(), b'%d' % kv[1])).with_output_types(
+           typing.Tuple[bytes, bytes])
+       | WriteToKafka(producer_config={'bootstrap.servers': broker},
+                      topic=sink,
+                      expansion_service='localhost:%d' % server.expansion_port))
+  return p.run()
+
+
+def _counted(broker, sink, want, timeout=120):
+  from kafka_topics import read_committed
+  total, deadline = 0, time.monotonic() + timeout
+  while total < want and time.monotonic() < deadline:
+    total = sum(int(v) for _, _, v in read_committed(
+        broker, sink, 1000, timeout=3, settle=0.5))
+  return total
+
+
+def test_sigterm_cancels_running_jobs_and_a_restart_resumes_from_clean_checkpoints(
+    binary, broker, tmp_path):
+  from kafka_topics import create_topic, produce, unique_topic
+  source, sink = unique_topic('term-in'), unique_topic('term-out')
+  create_topic(broker, source, 2)
+  create_topic(broker, sink, 1)
+  produce(broker, source, [(i % 2, None, b'red', None) for i in range(4)])
+  app = make_app_id('term')
+  first = _Server(binary, tmp_path / 'first')
+  try:
+    _streaming_count(first, broker, source, sink, app)
+    assert _counted(broker, sink, 4) == 4, first.log()[-3000:]
+  finally:
+    first.process.send_signal(subprocess.signal.SIGTERM)
+    code = first.process.wait(60)
+  log = first.log()
+  assert code == 0, log[-3000:]
+  assert 'cancelling 1 running job' in log, log[-3000:]
+  state = first.state_root / app
+  checkpoints = sorted(state.glob('*/checkpoint'))
+  assert checkpoints, 'no store was checkpointed: %s' % list(state.rglob('*'))
+
+  # The same application on a new job server over the same state root.
+  second = _Server(binary, tmp_path / 'second', state_root=first.state_root)
+  try:
+    produce(broker, source, [(i % 2, None, b'red', None) for i in range(4)])
+    _streaming_count(second, broker, source, sink, app)
+    assert _counted(broker, sink, 8) == 8, second.log()[-3000:]
+    log = second.log()
+    assert 'no clean checkpoint' not in log and 'rebuilding' not in log, log
+  finally:
+    second.stop()
+
+
+def test_tls_with_the_token_as_call_credentials(binary, tmp_path):
+  cert, key = tmp_path / 'cert.pem', tmp_path / 'key.pem'
+  subprocess.run(
+      ['openssl', 'req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1',
+       '-keyout', str(key), '-out', str(cert), '-subj', '/CN=localhost',
+       '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1'],
+      check=True, capture_output=True)
+  server = _Server(binary, tmp_path / 'tls',
+                   extra=['--tls-cert', str(cert), '--tls-key', str(key)])
+  try:
+    creds = grpc.composite_channel_credentials(
+        grpc.ssl_channel_credentials(root_certificates=cert.read_bytes()),
+        grpc.access_token_call_credentials(TOKEN))
+    secure = beam_job_api_pb2_grpc.JobServiceStub(
+        grpc.secure_channel(server.endpoint, creds))
+    # The token rides as call credentials (authorization: Bearer ...).
+    jobs = secure.GetJobs(beam_job_api_pb2.GetJobsRequest(), timeout=10)
+    assert list(jobs.job_info) == []
+    # TLS without the token, and plaintext, are refused.
+    no_token = beam_job_api_pb2_grpc.JobServiceStub(grpc.secure_channel(
+        server.endpoint,
+        grpc.ssl_channel_credentials(root_certificates=cert.read_bytes())))
+    code, _ = _code(lambda: no_token.GetJobs(
+        beam_job_api_pb2.GetJobsRequest(), timeout=10))
+    assert code == grpc.StatusCode.UNAUTHENTICATED
+    code, _ = _code(lambda: server.jobs.GetJobs(
+        beam_job_api_pb2.GetJobsRequest(), metadata=AUTH, timeout=5))
+    assert code == grpc.StatusCode.UNAVAILABLE
+    assert 'over TLS' in server.log()
+  finally:
+    server.stop()

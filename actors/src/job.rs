@@ -62,7 +62,8 @@ pub fn run_job(
 ) -> JobOutcome {
     let system = actix::System::new();
     let mut decided = Some(decided);
-    let outcome = system.block_on(drive(input, events, cancel, &mut decided));
+    let (_watch, mut panics) = crate::supervision::watch_this_thread();
+    let outcome = system.block_on(drive(input, events, cancel, &mut decided, &mut panics));
     if let Some(tx) = decided {
         let _ = tx.send(outcome.clone());
     }
@@ -76,6 +77,7 @@ async fn drive(
     events: mpsc::UnboundedSender<JobEvent>,
     mut cancel: watch::Receiver<bool>,
     decided: &mut Option<tokio::sync::oneshot::Sender<JobOutcome>>,
+    panics: &mut mpsc::UnboundedReceiver<String>,
 ) -> JobOutcome {
     if *cancel.borrow_and_update() {
         return JobOutcome::Cancelled;
@@ -174,6 +176,8 @@ async fn drive(
     reconcile.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let outcome = loop {
         tokio::select! {
+            // A bug of ours: the job fails with what it said, never hangs.
+            Some(panic) = panics.recv() => break JobOutcome::Failed(format!("internal error of the runner (please report it): {panic}")),
             m = membership_rx.recv() => match m {
                 Some(Membership::Revoked(parts)) => {
                     if revoke(&parts, &mut assigned, &mut live, &routes) {

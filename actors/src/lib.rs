@@ -22,6 +22,7 @@ mod source;
 mod stage;
 mod state;
 mod store;
+mod supervision;
 mod task;
 mod task_start;
 mod telemetry;

@@ -97,6 +97,7 @@ impl TaskStore {
         let from = std::fs::read_to_string(&checkpoint).ok().and_then(|s| s.trim().parse::<i64>().ok());
         let db_dir = dir.join("rocksdb");
         if from.is_none() && db_dir.exists() {
+            tracing::info!("the state store {} has no clean checkpoint: wiping it to restore from the changelog", dir.display());
             std::fs::remove_dir_all(&db_dir).map_err(|e| format!("cannot wipe the state store {}: {e}", db_dir.display()))?;
         }
         let mut opts = Options::default();

@@ -22,6 +22,24 @@ pub const ROW_CODER: &str = "beam:coder:row:v1";
 /// The transforms this expansion service knows.
 pub const EXPANDABLE: &[&str] = &[JAVA_READ_WITHOUT_METADATA, JAVA_READ_WITH_METADATA, JAVA_WRITE, JAVA_WRITE_WITH_HEADERS];
 
+/// What makes a request unreadable, as opposed to one this service reads
+/// but cannot expand: no transform or spec, or a configuration (payload
+/// and row) that does not decode.
+pub fn malformed(request: &ExpansionRequest) -> Option<String> {
+    let Some(spec) = request.transform.as_ref().and_then(|t| t.spec.as_ref()) else {
+        return Some("the expansion request has no transform spec".into());
+    };
+    if !EXPANDABLE.contains(&spec.urn.as_str()) {
+        return None;
+    }
+    let config = match pb::ExternalConfigurationPayload::decode(spec.payload.as_slice()) {
+        Ok(c) => c,
+        Err(e) => return Some(format!("{}: the configuration is not an ExternalConfigurationPayload: {e}", spec.urn)),
+    };
+    let schema = config.schema.unwrap_or_default();
+    row::decode(&schema, &config.payload).err().map(|e| format!("{}: cannot read the configuration row: {e}", spec.urn))
+}
+
 /// Expands one transform; an `Err` is the text the client shows its user.
 pub fn expand(request: &ExpansionRequest) -> Result<ExpansionResponse, String> {
     let transform = request.transform.as_ref().ok_or("the expansion request has no transform")?;

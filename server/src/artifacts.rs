@@ -135,7 +135,7 @@ async fn receive_file(
     path: &Path,
     staged: &mut u64,
 ) -> Result<(), Status> {
-    crate::private_dirs(dir).map_err(|e| Status::internal(format!("cannot create {}: {e}", dir.display())))?;
+    crate::job_server::private_dirs(dir).map_err(|e| Status::internal(format!("cannot create {}: {e}", dir.display())))?;
     let tmp = path.with_extension("partial");
     let mut file = tokio::fs::File::create(&tmp).await.map_err(|e| Status::internal(format!("cannot write {}: {e}", tmp.display())))?;
     loop {

@@ -19,12 +19,16 @@ impl expansion::expansion_service_server::ExpansionService for KafkaExpansion {
         // option among them.
         self.auth.check("Expand", &metadata, request.pipeline_options.as_mut())?;
         let name = request.transform.as_ref().map(|t| t.unique_name.clone()).unwrap_or_default();
-        // A request the runner cannot expand is the client's to fix; the
-        // client raises the status with this text.
-        let response = expand(&request).map_err(|error| {
+        // A request that does not decode is refused as such; one that does
+        // but cannot be expanded gets its error in the response, which the
+        // client raises with this text (Beam's convention).
+        if let Some(error) = beam_kafka_runtime::expansion::malformed(&request) {
+            return Err(tonic::Status::invalid_argument(format!("cannot expand '{name}': {error}")));
+        }
+        let response = expand(&request).unwrap_or_else(|error| {
             tracing::info!("cannot expand '{name}': {error}");
-            tonic::Status::invalid_argument(format!("cannot expand '{name}': {error}"))
-        })?;
+            expansion::ExpansionResponse { error, ..Default::default() }
+        });
         Ok(tonic::Response::new(response))
     }
 

@@ -61,11 +61,16 @@ impl jm::job_service_server::JobService for JobService {
 
     async fn run(&self, request: Request<jm::RunJobRequest>) -> Result<Response<jm::RunJobResponse>, Status> {
         let prep_id = request.into_inner().preparation_id;
+        if !self.jobs.by_id.get(&prep_id).is_some_and(|j| j.id.is_empty()) {
+            return Err(Status::not_found(format!("no prepared job '{prep_id}' (it may have been run already)")));
+        }
+        // Taken only when nothing else holds it: a job still being staged
+        // stays prepared, and the client may run it once staging ended.
         let (_, prepared) = self
             .jobs
             .by_id
-            .remove(&prep_id)
-            .ok_or_else(|| Status::not_found(format!("no prepared job '{prep_id}' (it may have been run already)")))?;
+            .remove_if(&prep_id, |_, j| Arc::strong_count(j) == 1)
+            .ok_or_else(|| Status::aborted("the job's artifacts are still being staged; run it once staging has ended"))?;
         let prepared = Arc::try_unwrap(prepared).map_err(|_| Status::aborted("the job is still being staged"))?;
         // Unguessable: a job id is what a client needs to watch or cancel it.
         let job_id = format!("{}-{}", sanitize(&prepared.name), &uuid::Uuid::new_v4().simple().to_string()[..16]);

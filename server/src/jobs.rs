@@ -19,7 +19,11 @@ pub struct Job {
     pub options: prost_types::Struct,
     pub runner_options: beam_kafka_config::RunnerOptions,
     state: watch::Sender<jm::JobStateEvent>,
-    history: Mutex<Vec<jm::JobMessagesResponse>>,
+    /// The latest messages and states, oldest dropped past `MAX_HISTORY`.
+    history: Mutex<std::collections::VecDeque<jm::JobMessagesResponse>>,
+    /// When the job was prepared, and when it ended: for eviction.
+    created: std::time::Instant,
+    ended: Mutex<Option<std::time::Instant>>,
     live: broadcast::Sender<jm::JobMessagesResponse>,
     pub metrics: Mutex<JobMetrics>,
     pub cancel: watch::Sender<bool>,
@@ -52,7 +56,9 @@ impl Job {
             options,
             runner_options,
             state: watch::channel(jm::JobStateEvent { state: State::Stopped as i32, timestamp: Some(now()) }).0,
-            history: Mutex::new(Vec::new()),
+            history: Mutex::new(std::collections::VecDeque::new()),
+            created: std::time::Instant::now(),
+            ended: Mutex::new(None),
             live,
             metrics: Mutex::new(JobMetrics::default()),
             cancel: watch::channel(false).0,
@@ -79,6 +85,9 @@ impl Job {
                 true
             }
         });
+        if changed && is_terminal(s as i32) {
+            *self.ended.lock().expect("lock") = Some(std::time::Instant::now());
+        }
         if changed {
             self.publish(jm::JobMessagesResponse { response: Some(jm::job_messages_response::Response::StateResponse(ev)) });
         }
@@ -97,7 +106,10 @@ impl Job {
 
     fn publish(&self, r: jm::JobMessagesResponse) {
         let mut history = self.history.lock().expect("lock");
-        history.push(r.clone());
+        if history.len() >= MAX_HISTORY {
+            history.pop_front();
+        }
+        history.push_back(r.clone());
         let _ = self.live.send(r);
     }
 
@@ -105,9 +117,13 @@ impl Job {
     /// under one lock so nothing is missed or repeated.
     pub fn messages(&self) -> (Vec<jm::JobMessagesResponse>, broadcast::Receiver<jm::JobMessagesResponse>) {
         let history = self.history.lock().expect("lock");
-        (history.clone(), self.live.subscribe())
+        (history.iter().cloned().collect(), self.live.subscribe())
     }
 }
+
+/// Messages a job keeps for clients that connect later (SDK warnings of a
+/// long-running job would otherwise grow without end).
+const MAX_HISTORY: usize = 10_000;
 
 fn humantime(t: SystemTime) -> String {
     let d = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
@@ -121,6 +137,22 @@ pub struct Jobs {
 }
 
 impl Jobs {
+    /// Forgets jobs that ended, and prepared jobs never run, more than `ttl`
+    /// ago; returns the staging tokens of the forgotten prepared jobs.
+    pub fn evict(&self, ttl: std::time::Duration) -> Vec<String> {
+        let now = std::time::Instant::now();
+        let old = |t: std::time::Instant| now.duration_since(t) > ttl;
+        let mut abandoned = Vec::new();
+        self.by_id.retain(|_, job| {
+            let keep = if job.id.is_empty() { !old(job.created) } else { job.ended.lock().expect("lock").is_none_or(|t| !old(t)) };
+            if !keep && job.id.is_empty() {
+                abandoned.push(job.staging_token.clone());
+            }
+            keep
+        });
+        abandoned
+    }
+
     /// Cancels every job that has not ended and waits (at most `deadline`)
     /// until each has.
     pub async fn cancel_all(&self, deadline: std::time::Duration) {
@@ -149,5 +181,51 @@ impl Jobs {
 
     pub fn get(&self, id: &str) -> Result<Arc<Job>, tonic::Status> {
         self.by_id.get(id).map(|j| j.clone()).ok_or_else(|| tonic::Status::not_found(format!("no job '{id}'")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use beam_kafka_config::OptionValue;
+    use jm::job_message::MessageImportance as Importance;
+
+    fn job(id: &str, token: &str) -> Arc<Job> {
+        let values = std::collections::BTreeMap::from([
+            ("application_id".to_string(), OptionValue::String("app".into())),
+            ("bootstrap_servers".to_string(), OptionValue::String("localhost:9092".into())),
+        ]);
+        let opts = beam_kafka_config::RunnerOptions::parse(&values).expect("valid options");
+        Arc::new(Job::new(id.into(), "name".into(), token.into(), Pipeline::default(), prost_types::Struct::default(), opts))
+    }
+
+    #[test]
+    fn the_message_history_keeps_the_latest() {
+        let j = job("j", "t");
+        for i in 0..MAX_HISTORY + 5 {
+            j.message(Importance::JobMessageBasic, format!("m{i}"));
+        }
+        let (history, _) = j.messages();
+        assert_eq!(history.len(), MAX_HISTORY);
+        assert!(format!("{:?}", history.back().unwrap()).contains(&format!("m{}", MAX_HISTORY + 4)));
+        assert!(!format!("{:?}", history.front().unwrap()).contains("\"m0\""));
+    }
+
+    #[test]
+    fn finished_and_abandoned_jobs_are_evicted_running_ones_kept() {
+        let jobs = Jobs::default();
+        jobs.by_id.insert("prep-1".into(), job("", "prep-1"));
+        let running = job("running", "prep-2");
+        running.set_state(State::Running);
+        jobs.by_id.insert("running".into(), running);
+        let done = job("done", "prep-3");
+        done.set_state(State::Done);
+        jobs.by_id.insert("done".into(), done);
+        assert!(jobs.evict(std::time::Duration::from_secs(3600)).is_empty());
+        assert_eq!(jobs.by_id.len(), 3, "nothing is old yet");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        assert_eq!(jobs.evict(std::time::Duration::from_millis(1)), vec!["prep-1".to_string()]);
+        let left: Vec<String> = jobs.by_id.iter().map(|e| e.key().clone()).collect();
+        assert_eq!(left, ["running"]);
     }
 }

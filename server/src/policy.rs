@@ -28,6 +28,9 @@ pub struct Policy {
     pub environments: Vec<EnvKind>,
     /// Clients are trusted as the server's own user: nothing is limited.
     pub trusted: bool,
+    /// The most tasks per sub-topology a client may ask for (each task has
+    /// a thread, Kafka clients and a state store of its own).
+    pub max_parallelism: u32,
 }
 
 impl Policy {
@@ -40,6 +43,12 @@ impl Policy {
         options: &mut beam_kafka_config::RunnerOptions,
     ) -> Vec<String> {
         let mut problems = Vec::new();
+        if options.internal_parallelism > self.max_parallelism {
+            problems.push(format!(
+                "internal_parallelism={} is above this job server's limit of {} (its operator can raise --max-parallelism)",
+                options.internal_parallelism, self.max_parallelism
+            ));
+        }
         if self.trusted {
             if let Some(dir) = client_state_dir.filter(|d| !d.trim().is_empty()) {
                 options.state_dir = PathBuf::from(dir);
