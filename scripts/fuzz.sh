@@ -27,8 +27,10 @@ fi
 # Rust, and what we look for is panics, overflows, hangs and huge allocations).
 toolchain=()
 if rustup toolchain list 2>/dev/null | grep -q '^nightly'; then toolchain=(+nightly); else export RUSTC_BOOTSTRAP=1; fi
-FUZZ_DIR="$BEAM_KAFKA_CACHE/fuzz"
-export CARGO_TARGET_DIR="$BEAM_KAFKA_CACHE/fuzz-target"
+# FUZZ_DIR holds corpora, crash inputs and logs; CI uses its own (and its
+# own build), so a long run can go on beside it.
+FUZZ_DIR="${FUZZ_DIR:-$BEAM_KAFKA_CACHE/fuzz}"
+export CARGO_TARGET_DIR="$FUZZ_DIR/target"
 mkdir -p "$FUZZ_DIR"
 "$REPO_ROOT/scripts/setup.sh" >&2
 PY="$("$REPO_ROOT/scripts/python-env.sh")"
@@ -37,8 +39,9 @@ cd "$REPO_ROOT/runtime"
 log "building the fuzz targets"
 cargo "${toolchain[@]}" fuzz build -s none -O --debug-assertions >&2
 summary=()
+failed=0
 for t in "${TARGETS[@]}"; do
-  corpus="$FUZZ_DIR/corpus/$t"; artifacts="$FUZZ_DIR/artifacts/$t"
+  corpus="$FUZZ_DIR/corpus/$t"; artifacts="$FUZZ_DIR/artifacts/$t/$(date +%Y%m%d-%H%M%S)"
   mkdir -p "$corpus" "$artifacts"
   if [[ -d "$FUZZ_DIR/seeds/$t" ]]; then cp -n "$FUZZ_DIR/seeds/$t"/* "$corpus/" 2>/dev/null || true; fi
   log "fuzzing $t for ${SECONDS_PER_TARGET}s"
@@ -51,6 +54,8 @@ for t in "${TARGETS[@]}"; do
   set -e
   execs=$(grep -oE 'stat::number_of_executed_units: *[0-9]+' "$out" | grep -oE '[0-9]+$' || echo "?")
   crashes=$(find "$artifacts" -type f | wc -l)
+  if [[ $rc -ne 0 || $crashes -ne 0 ]]; then failed=1; fi
   summary+=("$t: rc=$rc, $execs executions, $crashes crash input(s) in $artifacts")
 done
 printf '%s\n' "${summary[@]}"
+exit "$failed"

@@ -28,6 +28,11 @@ lint_rc=0; run lint bash -c "cd '$REPO_ROOT' && cargo fmt --all --check && cargo
 log "unit tests (cargo test)"
 cargo_rc=0; run cargo bash -c "cd '$REPO_ROOT' && cargo test --locked --workspace" || cargo_rc=$?
 
+# The decoders' fuzz targets, briefly (scripts/fuzz.sh 600 is the long run).
+log "fuzz smoke run (10 s per target)"
+fuzz_rc=0; run fuzz env FUZZ_DIR="$BEAM_KAFKA_CACHE/fuzz-ci" "$REPO_ROOT/scripts/fuzz.sh" 10 || fuzz_rc=$?
+grep -E '^[a-z_]+: rc=' "$results/fuzz.log" || true
+
 started=""
 if ! "$REPO_ROOT/scripts/kafka.sh" status "$PORT"; then
   "$REPO_ROOT/scripts/kafka.sh" start "$PORT"
@@ -69,5 +74,6 @@ suite_lines | sed 's/^/  /'
 echo "all: $passed passed, $failed failed, $skipped skipped"
 if [[ $bench_rc -ne 0 ]]; then echo "the benchmark smoke run failed (see above)"; fi
 if [[ $lint_rc -ne 0 ]]; then echo "cargo fmt or clippy found problems (see above)"; fi
-if [[ $lint_rc -ne 0 || $cargo_rc -ne 0 || $pytest_rc -ne 0 || $suite_rc -ne 0 || $bench_rc -ne 0 ]]; then exit 1; fi
+if [[ $fuzz_rc -ne 0 ]]; then echo "a fuzz target found a crash (see above; its input is under $BEAM_KAFKA_CACHE/fuzz-ci/artifacts)"; fi
+if [[ $fuzz_rc -ne 0 || $lint_rc -ne 0 || $cargo_rc -ne 0 || $pytest_rc -ne 0 || $suite_rc -ne 0 || $bench_rc -ne 0 ]]; then exit 1; fi
 exit 0

@@ -207,8 +207,8 @@ mod tests {
         }
         let (history, _) = j.messages();
         assert_eq!(history.len(), MAX_HISTORY);
-        assert!(format!("{:?}", history.back().unwrap()).contains(&format!("m{}", MAX_HISTORY + 4)));
-        assert!(!format!("{:?}", history.front().unwrap()).contains("\"m0\""));
+        assert!(format!("{:?}", history.last().unwrap()).contains(&format!("m{}", MAX_HISTORY + 4)));
+        assert!(!format!("{:?}", history.first().unwrap()).contains("\"m0\""));
     }
 
     #[test]
