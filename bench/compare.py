@@ -130,7 +130,9 @@ def beam_kafka(name, guarantee, binary, bootstrap, workdir, harnesses=1):
   shuffle gets as many partitions, so there are tasks to spread."""
   port = procstat.free_port()
   cmd = [binary, 'job-server', '--job-port', str(port), '--artifact-port', str(procstat.free_port()),
-         '--expansion-port', str(procstat.free_port()), '--artifacts-dir', str(workdir / (name + '-artifacts'))]
+         '--expansion-port', str(procstat.free_port()), '--artifacts-dir', str(workdir / (name + '-artifacts')),
+         # A job server of this benchmark alone: its options choose freely.
+         '--trust-clients']
   options = ['--bootstrap_servers=%s' % bootstrap, '--processing_guarantee=%s' % guarantee,
              '--state_dir=%s' % (workdir / (name + '-state'))]
   if harnesses == 1:

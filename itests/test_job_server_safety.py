@@ -287,6 +287,15 @@ def test_portable_runner_with_the_token_runs_and_a_second_claim_on_its_worker_is
         iter([beam_fn_api_pb2.Elements()]),
         metadata=[('worker_id', worker_id)], timeout=10))))
     assert code == grpc.StatusCode.ALREADY_EXISTS, details
+    # What Provision hands this worker holds no secret of the runner's.
+    from apache_beam.portability.api import beam_provision_api_pb2
+    from apache_beam.portability.api import beam_provision_api_pb2_grpc
+    info = beam_provision_api_pb2_grpc.ProvisionServiceStub(fn).GetProvisionInfo(
+        beam_provision_api_pb2.GetProvisionInfoRequest(),
+        metadata=[('worker_id', worker_id)], timeout=10).info
+    provisioned = str(info.pipeline_options)
+    assert app in provisioned, 'the options are provisioned'
+    assert PLANTED not in provisioned and TOKEN not in provisioned, provisioned
   finally:
     _Release.release.set()
   result.wait_until_finish(duration=120 * 1000)

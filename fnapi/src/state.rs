@@ -46,23 +46,6 @@ impl StateService {
 
 type StateStream = Pin<Box<dyn Stream<Item = Result<fn_pb::StateResponse, Status>> + Send>>;
 
-/// The handler's answer, a long read cut into pages: a read with a
-/// continuation token gets the next page of the answer it continues.
-fn answer(worker: &crate::worker::SdkWorker, h: &dyn StateHandler, req: &fn_pb::StateRequest) -> Result<Response, String> {
-    use beam_kafka_runtime::state_api::PAGE_BYTES;
-    let Some(fn_pb::state_request::Request::Get(get)) = &req.request else { return h.handle(req) };
-    let mut pages = worker.pages.entry(req.instruction_id.clone()).or_default();
-    let (data, continuation_token) = if get.continuation_token.is_empty() {
-        match h.handle(req)? {
-            Response::Get(g) => pages.first(g.data, PAGE_BYTES),
-            other => return Ok(other),
-        }
-    } else {
-        pages.resume(&get.continuation_token, PAGE_BYTES)?
-    };
-    Ok(Response::Get(fn_pb::StateGetResponse { continuation_token, data }))
-}
-
 #[tonic::async_trait]
 impl fn_pb::beam_fn_state_server::BeamFnState for StateService {
     type StateStream = StateStream;
@@ -81,7 +64,7 @@ impl fn_pb::beam_fn_state_server::BeamFnState for StateService {
         let requests = tokio_stream::StreamExt::map_while(request.into_inner(), |req| req.ok());
         let answers = requests.map(move |req| {
             let answer = match worker.state_handler(&req.instruction_id) {
-                Some(h) => answer(&worker, h.as_ref(), &req),
+                Some(h) => h.handle(&req),
                 None => Err(format!("the runner has no state for bundle '{}' ({} request)", req.instruction_id, kind_of(&req))),
             };
             Ok(match answer {

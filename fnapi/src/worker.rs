@@ -118,8 +118,6 @@ pub struct SdkWorker {
     closed: Mutex<Option<String>>,
     /// Who answers the state requests of each running bundle.
     state_handlers: DashMap<String, Arc<dyn StateHandler>>,
-    /// The unread pages of each running bundle's long state reads.
-    pub(crate) pages: DashMap<String, beam_kafka_runtime::state_api::Pages>,
 }
 
 impl SdkWorker {
@@ -136,7 +134,6 @@ impl SdkWorker {
             next_instruction: AtomicU64::new(1),
             closed: Mutex::new(None),
             state_handlers: DashMap::new(),
-            pages: DashMap::new(),
         }
     }
 
@@ -273,7 +270,6 @@ impl SdkWorker {
         self.routes.remove(instruction_id);
         self.pending.remove(instruction_id);
         self.state_handlers.remove(instruction_id);
-        self.pages.remove(instruction_id);
         result
     }
 

@@ -33,6 +33,11 @@ pub const DOUBLE: &str = "beam:coder:double:v1";
 pub const NULLABLE: &str = "beam:coder:nullable:v1";
 pub const INTERVAL_WINDOW: &str = "beam:coder:interval_window:v1";
 
+/// Ends the ids of coders the runner derives (length-prefixed versions);
+/// Prepare refuses client coders whose ids contain it, so a client cannot
+/// plant a coder the runner would take for its own.
+pub const RUNNER_CODER_SUFFIX: &str = "/beam-kafka-lp";
+
 /// The most coders one coder tree may hold, counting shared parts once per
 /// use: far beyond any real element type.
 const MAX_CODER_PARTS: usize = 10_000;
@@ -203,7 +208,7 @@ fn length_prefixed_at(components: &mut pb::Components, id: &str, depth: usize, b
     // Coders the runner reads the structure of, with their part counts; one
     // with another count is unreadable as a whole.
     let structural = [(KV, 2), (ITERABLE, 1), (NULLABLE, 1), (urns::CODER_WINDOWED_VALUE, 2)];
-    let new_id = format!("{id}/lp");
+    let new_id = format!("{id}{RUNNER_CODER_SUFFIX}");
     if components.coders.contains_key(&new_id) {
         return new_id;
     }
@@ -275,7 +280,7 @@ mod tests {
             components(&[("pickle", "beam:coder:pickled_python:v1", &[]), ("str", STRING_UTF8, &[]), ("kv", KV, &["pickle", "str"])]);
         assert!(!Coder::from_components(&c, "kv").is_readable());
         let id = length_prefixed(&mut c, "kv");
-        assert_eq!(id, "kv/lp");
+        assert_eq!(id, "kv/beam-kafka-lp");
         let coder = Coder::from_components(&c, &id);
         assert_eq!(
             coder,

@@ -74,7 +74,7 @@ impl<'a> ByteReader<'a> {
         ByteReader { buf, at: 0 }
     }
     pub fn varint(&mut self) -> Result<u64, String> {
-        let (v, n) = decode_varint(&self.buf[self.at..]).ok_or("data ends early")?;
+        let (v, n) = decode_varint(self.buf.get(self.at..).unwrap_or_default()).ok_or("data ends early")?;
         self.at += n;
         Ok(v)
     }
@@ -92,6 +92,14 @@ impl<'a> ByteReader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reader_started_past_its_end_fails_instead_of_panicking() {
+        // Found by the changelog fuzz target: a chunk key with an empty head.
+        let mut r = ByteReader { buf: &[], at: 1 };
+        assert!(r.varint().is_err());
+        assert!(r.take(0).is_err());
+    }
 
     #[test]
     fn varints_round_trip() {

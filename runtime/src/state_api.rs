@@ -1,8 +1,10 @@
 //! The State API as the runtime answers it: user-state requests applied to
-//! a task's [`UserState`], and long answers cut into pages the SDK asks for
-//! one after another with continuation tokens. (Side-input requests are
-//! answered by the task's side inputs; the actors route between the two.)
-use std::collections::HashMap;
+//! a task's [`UserState`]. (Side-input requests are answered by the task's
+//! side inputs; the actors route between the two.)
+//!
+//! Answers are not paged: an SDK decodes each page on its own, so a page
+//! must end at an element boundary, which the runner does not know for the
+//! opaque bytes of a bag. Every Fn API service takes messages up to 256 MiB.
 
 use beam_kafka_proto::fn_execution as fn_pb;
 use fn_pb::state_key::Type as Key;
@@ -100,44 +102,6 @@ pub fn serve_user_state(state: &mut UserState, request: &fn_pb::StateRequest) ->
     }
 }
 
-/// The most data one State API response carries; the rest follows in
-/// pages. Well under every SDK's and our own gRPC message limits.
-pub const PAGE_BYTES: usize = 1 << 20;
-
-/// The unread rest of long answers of one bundle, by continuation token.
-/// Dropped with the bundle, so an SDK that stops reading leaks nothing.
-#[derive(Debug, Default)]
-pub struct Pages {
-    next_token: u64,
-    rest: HashMap<Vec<u8>, Vec<u8>>,
-}
-
-impl Pages {
-    /// The first page of `data`, with the token of the rest (empty when
-    /// `data` fits in one page).
-    pub fn first(&mut self, mut data: Vec<u8>, page_bytes: usize) -> (Vec<u8>, Vec<u8>) {
-        if data.len() <= page_bytes {
-            return (data, Vec::new());
-        }
-        let rest = data.split_off(page_bytes);
-        self.next_token += 1;
-        let token = self.next_token.to_be_bytes().to_vec();
-        self.rest.insert(token.clone(), rest);
-        (data, token)
-    }
-
-    /// The page a continuation token asks for, and the next token.
-    pub fn resume(&mut self, token: &[u8], page_bytes: usize) -> Result<(Vec<u8>, Vec<u8>), String> {
-        let rest = self.rest.remove(token).ok_or("an unknown or already used continuation token")?;
-        Ok(self.first(rest, page_bytes))
-    }
-
-    /// Bytes held for pages not yet asked for.
-    pub fn held_bytes(&self) -> usize {
-        self.rest.values().map(Vec::len).sum()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,23 +130,5 @@ mod tests {
         assert_eq!(serve_user_state(&mut s, &get).unwrap(), got(Vec::new()));
         let empty = fn_pb::StateRequest { request: None, ..get };
         assert!(serve_user_state(&mut s, &empty).is_err());
-    }
-
-    #[test]
-    fn long_answers_come_in_pages_in_order() {
-        let mut pages = Pages::default();
-        let data: Vec<u8> = (0..10u8).collect();
-        let (first, mut token) = pages.first(data.clone(), 4);
-        let mut all = first;
-        while !token.is_empty() {
-            let (page, next) = pages.resume(&token, 4).unwrap();
-            assert!(page.len() <= 4);
-            all.extend(page);
-            assert!(pages.resume(&token, 4).is_err(), "a token is good once");
-            token = next;
-        }
-        assert_eq!(all, data);
-        assert_eq!(pages.held_bytes(), 0);
-        assert_eq!(pages.first(vec![1, 2], 4), (vec![1, 2], vec![]));
     }
 }

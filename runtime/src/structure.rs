@@ -23,6 +23,9 @@ pub fn check(pipeline: &pb::Pipeline) -> Result<(), String> {
             return Err(format!("the pipeline has {n} {what}; at most {MAX_COMPONENTS} are accepted"));
         }
     }
+    if let Some(id) = c.coders.keys().find(|id| id.contains(crate::coder::RUNNER_CODER_SUFFIX)) {
+        return Err(format!("coder id '{id}' uses a name reserved for the runner's own coders"));
+    }
     check_transform_tree(pipeline, c)?;
     check_coders(c)
 }
@@ -169,6 +172,15 @@ mod tests {
             coder(&mut p, &format!("c{i}"), &parts);
         }
         assert!(check(&p).unwrap_err().contains("nested more than"));
+    }
+
+    #[test]
+    fn a_client_coder_cannot_take_a_runner_coder_name() {
+        // Found by the coder fuzz target: a client coder named like the
+        // runner's length-prefixed version of another was used in its place.
+        let mut p = pipeline(&[], &[]);
+        coder(&mut p, "c/beam-kafka-lp", &[]);
+        assert!(check(&p).unwrap_err().contains("reserved"));
     }
 
     #[test]

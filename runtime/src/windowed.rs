@@ -178,6 +178,13 @@ mod tests {
     }
 
     #[test]
+    fn the_last_timestamp_of_a_window_ending_at_the_earliest_time_does_not_overflow() {
+        // Found by the changelog fuzz target: `end - 1` overflowed.
+        let w = Window::Interval { start: i64::MIN, end: i64::MIN };
+        assert_eq!(w.max_timestamp(), i64::MIN);
+    }
+
+    #[test]
     fn an_interval_window_starting_before_time_began_is_an_error() {
         // Found by the coder fuzz target: end - span overflowed.
         let mut buf = Vec::new();
