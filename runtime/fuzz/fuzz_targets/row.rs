@@ -10,7 +10,10 @@ fuzz_target!(|data: &[u8]| {
     match data.split_first() {
         Some((0, rest)) => {
             if let Ok(req) = ExpansionRequest::decode(rest) {
-                let _ = expansion::expand(&req);
+                // What the service refuses as malformed, expansion refuses too.
+                let malformed = expansion::malformed(&req);
+                let expanded = expansion::expand(&req);
+                assert!(malformed.is_none() || expanded.is_err(), "expanded a malformed request: {malformed:?}");
             }
         }
         Some((_, rest)) => {
