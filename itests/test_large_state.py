@@ -1,6 +1,9 @@
-"""State API reads of several MiB, larger than tonic's default 4 MiB
-message limit, which the State service kept before it took the Fn API's
-256 MiB: side inputs and bags come back whole."""
+"""State API reads of several MiB. Side inputs come in pages of whole
+elements (1 MiB, continuation tokens), which the SDK reads one after
+another, with its state cache on or off; a bag comes back whole, larger than
+tonic's default 4 MiB message limit that the State service kept before."""
+
+import pytest
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -14,10 +17,11 @@ from conftest import portable_args
 VALUES = ['%05d' % i + 'x' * 1019 for i in range(5000)]
 
 
-def test_a_side_input_of_several_mib_is_read_whole(
-    job_server, broker, app_id, collector):
+@pytest.mark.parametrize('cache', [[], ['--max_cache_memory_usage_mb=100']])
+def test_a_side_input_of_several_pages_is_read_whole(
+    job_server, broker, app_id, collector, cache):
   options = PipelineOptions(
-      portable_args(job_server) + kafka_args(broker, app_id))
+      portable_args(job_server) + kafka_args(broker, app_id) + cache)
   with beam.Pipeline(options=options) as p:
     side = p | 'Side' >> beam.Create(VALUES)
     _ = (
@@ -28,6 +32,25 @@ def test_a_side_input_of_several_mib_is_read_whole(
             max(values)[:5]), values=beam.pvalue.AsList(side))
         | beam.Map(collector.recorder()))
   assert collector.lines() == ['5000 5120000 00000 04999']
+
+
+def test_a_multimap_side_input_of_several_pages_is_read_whole(
+    job_server, broker, app_id, collector):
+  options = PipelineOptions(
+      portable_args(job_server) + kafka_args(broker, app_id))
+  with beam.Pipeline(options=options) as p:
+    # One key with 3 MiB of values, and 3,000 keys besides.
+    side = p | 'Side' >> beam.Create(
+        [('big', v) for v in VALUES[:3000]] +
+        [('k%05d' % i, 'v') for i in range(3000)])
+    _ = (
+        p
+        | 'Main' >> beam.Create([0])
+        | beam.Map(lambda _, m: '%d %d %d' % (
+            len(list(m['k02999'])), len(list(m['big'])), len(set(m['big']))),
+                   m=beam.pvalue.AsMultiMap(side))
+        | beam.Map(collector.recorder()))
+  assert collector.lines() == ['1 3000 3000']
 
 
 class _Hoard(beam.DoFn):

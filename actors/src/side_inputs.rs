@@ -12,6 +12,7 @@ use beam_kafka_config::RunnerOptions;
 use beam_kafka_fnapi::StateHandler;
 use beam_kafka_proto::fn_execution as fn_pb;
 use beam_kafka_runtime::side_input::SideInputData;
+use beam_kafka_runtime::state_api::paged;
 use fn_pb::state_key::Type as Key;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::Message;
@@ -69,10 +70,6 @@ impl SideInputs {
     }
 }
 
-fn get(data: Vec<u8>) -> fn_pb::state_response::Response {
-    fn_pb::state_response::Response::Get(fn_pb::StateGetResponse { continuation_token: Vec::new(), data })
-}
-
 impl StateHandler for SideInputs {
     fn handle(&self, request: &fn_pb::StateRequest) -> Result<fn_pb::state_response::Response, String> {
         if !matches!(request.request, Some(fn_pb::state_request::Request::Get(_))) {
@@ -87,9 +84,10 @@ impl StateHandler for SideInputs {
                 .ok_or_else(|| format!("'{transform}' has no side input '{name}' in this runner's plan"))
         };
         match request.state_key.as_ref().and_then(|k| k.r#type.as_ref()) {
-            Some(Key::IterableSideInput(k)) => Ok(get(find(&k.transform_id, &k.side_input_id)?.iterable(&k.window).to_vec())),
-            Some(Key::MultimapSideInput(k)) => Ok(get(find(&k.transform_id, &k.side_input_id)?.values(&k.window, &k.key).to_vec())),
-            Some(Key::MultimapKeysSideInput(k)) => Ok(get(find(&k.transform_id, &k.side_input_id)?.keys(&k.window))),
+            // Long answers come in pages that end on element boundaries.
+            Some(Key::IterableSideInput(k)) => paged(find(&k.transform_id, &k.side_input_id)?.iterable(&k.window), request),
+            Some(Key::MultimapSideInput(k)) => paged(find(&k.transform_id, &k.side_input_id)?.values(&k.window, &k.key), request),
+            Some(Key::MultimapKeysSideInput(k)) => paged(&find(&k.transform_id, &k.side_input_id)?.keys(&k.window), request),
             _ => Err(format!("the runner does not serve {} state requests yet", beam_kafka_fnapi::state::kind_of(request))),
         }
     }

@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 
 use crate::coder::Coder;
 use crate::pb;
+use crate::state_api::Elements;
 use crate::timestamp::{Millis, Watermark, GLOBAL_WINDOW_MAX};
 use crate::windowed::{self, Window};
 
@@ -124,11 +125,13 @@ impl SideWindowing {
 
 #[derive(Debug, Default)]
 struct WindowData {
-    /// Every element, encoded and concatenated (an iterable read's answer).
-    elements: Vec<u8>,
-    /// For multimap access: each key's encoded values, concatenated.
-    by_key: BTreeMap<Vec<u8>, Vec<u8>>,
+    /// Every element, encoded (an iterable read's answer).
+    elements: Elements,
+    /// For multimap access: each key's encoded values.
+    by_key: BTreeMap<Vec<u8>, Elements>,
 }
+
+static NO_ELEMENTS: Elements = Elements::EMPTY;
 
 /// One side input's contents in one task, per encoded window.
 #[derive(Debug)]
@@ -174,9 +177,9 @@ impl SideInputData {
         self.version += 1;
         for w in &h.windows {
             let data = self.windows.entry(w.to_vec()).or_default();
-            data.elements.extend_from_slice(element);
+            data.elements.push(element);
             if let Some((key, value)) = split_kv {
-                data.by_key.entry(key.to_vec()).or_default().extend_from_slice(value);
+                data.by_key.entry(key.to_vec()).or_default().push(value);
             }
         }
         Ok(())
@@ -195,19 +198,23 @@ impl SideInputData {
         format!("side-input/{}/{}/{}", std::process::id(), self.instance, self.version).into_bytes()
     }
 
-    /// Every element in `window` (an encoded window), concatenated.
-    pub fn iterable(&self, window: &[u8]) -> &[u8] {
-        self.windows.get(window).map_or(&[], |d| d.elements.as_slice())
+    /// Every element in `window` (an encoded window).
+    pub fn iterable(&self, window: &[u8]) -> &Elements {
+        self.windows.get(window).map_or(&NO_ELEMENTS, |d| &d.elements)
     }
 
     /// The values of `key` (encoded with the key coder) in `window`.
-    pub fn values(&self, window: &[u8], key: &[u8]) -> &[u8] {
-        self.windows.get(window).and_then(|d| d.by_key.get(key)).map_or(&[], |v| v.as_slice())
+    pub fn values(&self, window: &[u8], key: &[u8]) -> &Elements {
+        self.windows.get(window).and_then(|d| d.by_key.get(key)).unwrap_or(&NO_ELEMENTS)
     }
 
-    /// Every key in `window`, encoded and concatenated.
-    pub fn keys(&self, window: &[u8]) -> Vec<u8> {
-        self.windows.get(window).map_or_else(Vec::new, |d| d.by_key.keys().flat_map(|k| k.iter().copied()).collect())
+    /// Every key in `window`, encoded.
+    pub fn keys(&self, window: &[u8]) -> Elements {
+        let mut keys = Elements::default();
+        for k in self.windows.get(window).into_iter().flat_map(|d| d.by_key.keys()) {
+            keys.push(k);
+        }
+        keys
     }
 }
 
@@ -269,9 +276,9 @@ mod tests {
         d.add(&in_window(a, &[1])).unwrap();
         d.add(&in_window(b, &[2])).unwrap();
         d.add(&in_window(a, &[3])).unwrap();
-        assert_eq!(d.iterable(&window_bytes(a)), &[1, 3]);
-        assert_eq!(d.iterable(&window_bytes(b)), &[2]);
-        assert!(d.iterable(&window_bytes(Window::Interval { start: 20, end: 30 })).is_empty());
+        assert_eq!(d.iterable(&window_bytes(a)).bytes(), &[1, 3]);
+        assert_eq!(d.iterable(&window_bytes(b)).bytes(), &[2]);
+        assert!(d.iterable(&window_bytes(Window::Interval { start: 20, end: 30 })).bytes().is_empty());
         assert!(d.add(&[1, 2]).is_err());
     }
 
@@ -300,10 +307,10 @@ mod tests {
         }
         let mut key_a = Vec::new();
         encode_nested_bytes(b"a", &mut key_a);
-        assert_eq!(d.values(&[], &key_a), &[1, 3]);
+        assert_eq!(d.values(&[], &key_a).bytes(), &[1, 3]);
         let mut keys = key_a.clone();
         encode_nested_bytes(b"b", &mut keys);
-        assert_eq!(d.keys(&[]), keys);
+        assert_eq!(d.keys(&[]).bytes(), keys);
         assert!(SideInputData::new(Access::Multimap, &Coder::Varint, Coder::GlobalWindow).is_err());
     }
 }

@@ -2,9 +2,10 @@
 //! a task's [`UserState`]. (Side-input requests are answered by the task's
 //! side inputs; the actors route between the two.)
 //!
-//! Answers are not paged: an SDK decodes each page on its own, so a page
-//! must end at an element boundary, which the runner does not know for the
-//! opaque bytes of a bag. Every Fn API service takes messages up to 256 MiB.
+//! Long answers come in pages when the runner knows where each element
+//! ends ([`Elements`], side inputs): an SDK decodes each page on its own, so
+//! a page must end on an element boundary. Bags of user state hold opaque
+//! bytes and are answered whole (every Fn API message may be 256 MiB).
 
 use beam_kafka_proto::fn_execution as fn_pb;
 use fn_pb::state_key::Type as Key;
@@ -102,6 +103,65 @@ pub fn serve_user_state(state: &mut UserState, request: &fn_pb::StateRequest) ->
     }
 }
 
+/// The most data one paged answer carries (one larger element is a page
+/// of its own).
+pub const PAGE_BYTES: usize = 1 << 20;
+
+/// Encoded elements one after another, with where each ends: an answer to
+/// a State API read, served in pages that end on element boundaries.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Elements {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl Elements {
+    pub const EMPTY: Elements = Elements { bytes: Vec::new(), ends: Vec::new() };
+
+    pub fn push(&mut self, element: &[u8]) {
+        self.bytes.extend_from_slice(element);
+        self.ends.push(self.bytes.len());
+    }
+
+    /// Every element, concatenated.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The page starting where `token` says (empty: at the start), of whole
+    /// elements up to `page_bytes`, and the token of the next page (empty
+    /// after the last). Elements are only ever appended, so a token stays
+    /// good while more arrive.
+    pub fn page(&self, token: &[u8], page_bytes: usize) -> Result<(Vec<u8>, Vec<u8>), String> {
+        let start = if token.is_empty() {
+            0
+        } else {
+            let raw: [u8; 8] = token.try_into().map_err(|_| "an unknown continuation token")?;
+            let at = u64::from_be_bytes(raw) as usize;
+            if self.ends.binary_search(&at).is_err() {
+                return Err("an unknown continuation token".into());
+            }
+            at
+        };
+        let first = self.ends.partition_point(|&e| e <= start);
+        let Some(&first_end) = self.ends.get(first) else { return Ok((Vec::new(), Vec::new())) };
+        let limit = start.saturating_add(page_bytes).max(first_end);
+        let end = self.ends[first..].iter().take_while(|&&e| e <= limit).last().copied().unwrap_or(first_end);
+        let next = if end < self.bytes.len() { (end as u64).to_be_bytes().to_vec() } else { Vec::new() };
+        Ok((self.bytes[start..end].to_vec(), next))
+    }
+}
+
+/// A Get answer: the page of `elements` the request's token asks for.
+pub fn paged(elements: &Elements, request: &fn_pb::StateRequest) -> Result<Response, String> {
+    let token = match &request.request {
+        Some(Request::Get(g)) => g.continuation_token.as_slice(),
+        _ => &[],
+    };
+    let (data, continuation_token) = elements.page(token, PAGE_BYTES)?;
+    Ok(Response::Get(fn_pb::StateGetResponse { continuation_token, data }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,6 +175,36 @@ mod tests {
             state_key: Some(fn_pb::StateKey { r#type: Some(Key::BagUserState(key)) }),
             request: Some(op),
         }
+    }
+
+    #[test]
+    fn pages_end_on_element_boundaries_and_cover_everything_once() {
+        let mut e = Elements::default();
+        let sizes = [3usize, 5, 1, 9, 2, 2, 7];
+        for (i, n) in sizes.iter().enumerate() {
+            e.push(&vec![i as u8; *n]);
+        }
+        let (mut all, mut token, mut pages) = (Vec::new(), Vec::new(), 0);
+        loop {
+            let (page, next) = e.page(&token, 6).unwrap();
+            // Whole elements only: every page starts with a new element's byte.
+            assert!(page.windows(2).all(|w| w[0] <= w[1]));
+            all.extend(page);
+            pages += 1;
+            if next.is_empty() {
+                break;
+            }
+            token = next;
+        }
+        assert_eq!(all, e.bytes());
+        assert_eq!(pages, 5, "[3] [5,1] [9] [2,2] [7]");
+        assert!(e.page(&3u64.to_be_bytes()[..4], 6).is_err());
+        assert!(e.page(&4u64.to_be_bytes(), 6).is_err(), "not an element boundary");
+        assert_eq!(Elements::default().page(&[], 6).unwrap(), (vec![], vec![]));
+        // A token stays good while elements are appended.
+        let (_, next) = e.page(&[], 6).unwrap();
+        e.push(&[9]);
+        assert!(e.page(&next, 6).is_ok());
     }
 
     #[test]

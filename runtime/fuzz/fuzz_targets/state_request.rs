@@ -9,7 +9,29 @@ use beam_kafka_runtime::user_state::{StateCell, UserState};
 use libfuzzer_sys::fuzz_target;
 use prost::Message;
 
+/// Side-input answers in pages: every element once, in order, whatever the
+/// page size.
+fn pages(data: &[u8]) {
+    let Some((&size, rest)) = data.split_first() else { return };
+    let mut elements = state_api::Elements::default();
+    for e in rest.split(|&b| b == 0xff) {
+        elements.push(e);
+    }
+    let (mut all, mut token) = (Vec::new(), Vec::new());
+    loop {
+        let (page, next) = elements.page(&token, size as usize).expect("a token just handed out");
+        all.extend(page);
+        if next.is_empty() {
+            break;
+        }
+        token = next;
+    }
+    assert_eq!(all, elements.bytes(), "pages lose or repeat bytes");
+    let _ = elements.page(&data[..data.len().min(8)], size as usize);
+}
+
 fuzz_target!(|data: &[u8]| {
+    pages(data);
     let mut state = UserState::default();
     let mut d = data;
     let mut written = std::collections::BTreeMap::new();
