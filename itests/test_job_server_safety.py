@@ -409,3 +409,54 @@ def test_tls_with_the_token_as_call_credentials(binary, tmp_path):
     assert 'over TLS' in server.log()
   finally:
     server.stop()
+
+
+def test_a_harness_cannot_fetch_a_file_the_client_named_but_never_staged(
+    server, broker, monkeypatch):
+  """A client lists the server's token file as a dependency, skips
+  staging and runs: its (real) worker pool gets the worker id, yet
+  retrieval serves only files staged under the artifacts dir."""
+  seen = []
+  original = worker_pool_main.BeamFnExternalWorkerPoolServicer.StartWorker
+
+  def start_worker(self, request, context):
+    seen.append(request.worker_id)
+    return original(self, request, context)
+
+  monkeypatch.setattr(
+      worker_pool_main.BeamFnExternalWorkerPoolServicer, 'StartWorker',
+      start_worker)
+  address, pool = worker_pool_main.BeamFnExternalWorkerPoolServicer.start()
+  try:
+    p = beam.Pipeline()
+    _ = p | beam.Create([1]) | beam.Map(lambda x: x)
+    secret = str(server.root / 'token')
+    env = environments.ExternalEnvironment(
+        address, artifacts=[beam_runner_api_pb2.ArtifactInformation(
+            type_urn='beam:artifact:type:file:v1',
+            type_payload=beam_runner_api_pb2.ArtifactFilePayload(
+                path=secret).SerializeToString())])
+    proto = p.to_runner_api(default_environment=env)
+    prepared = _prepare(server, AUTH, pipeline=proto, bootstrap_servers=broker,
+                        application_id=make_app_id('exfiltrate'))
+    run = server.jobs.Run(beam_job_api_pb2.RunJobRequest(
+        preparation_id=prepared.preparation_id), metadata=AUTH, timeout=30)
+    deadline = time.monotonic() + 60
+    while not seen and time.monotonic() < deadline:
+      time.sleep(0.1)
+    assert seen, server.log()[-3000:]
+    retrieval = beam_artifact_api_pb2_grpc.ArtifactRetrievalServiceStub(
+        grpc.insecure_channel(
+            server.address('artifact retrieval for SDK harnesses')))
+    artifact = beam_runner_api_pb2.ArtifactInformation(
+        type_urn='beam:artifact:type:file:v1',
+        type_payload=beam_runner_api_pb2.ArtifactFilePayload(
+            path=secret).SerializeToString())
+    code, details = _code(lambda: list(retrieval.GetArtifact(
+        beam_artifact_api_pb2.GetArtifactRequest(artifact=artifact),
+        metadata=[('worker_id', seen[0])], timeout=10)))
+    assert code == grpc.StatusCode.PERMISSION_DENIED, details
+    server.jobs.Cancel(beam_job_api_pb2.CancelJobRequest(job_id=run.job_id),
+                       metadata=AUTH, timeout=10)
+  finally:
+    pool.stop(None)

@@ -531,11 +531,9 @@ async fn cleanup(admin: &Admin, input: &JobInput, events: &mpsc::UnboundedSender
         let (state_dir, app) = (&input.options.state_dir, &input.options.application_id);
         for task in input.plan.tasks() {
             let dir = task_dir(state_dir, app, task);
-            // Only a directory the runner marked as a store of its own.
-            if !dir.join(crate::store::STORE_LOCK).is_file() {
-                continue;
-            }
-            if let Err(e) = std::fs::remove_dir_all(&dir) {
+            // Only a directory the runner marked as a store of its own, and
+            // only while no store (of another run) has it open.
+            if let Err(e) = crate::store::remove_store_dir(&dir) {
                 if e.kind() != std::io::ErrorKind::NotFound {
                     let _ = events.send(JobEvent::Info(format!("could not delete the job's local state {}: {e}", dir.display())));
                 }

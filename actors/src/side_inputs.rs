@@ -87,7 +87,15 @@ impl StateHandler for SideInputs {
             // Long answers come in pages that end on element boundaries.
             Some(Key::IterableSideInput(k)) => paged(find(&k.transform_id, &k.side_input_id)?.iterable(&k.window), request),
             Some(Key::MultimapSideInput(k)) => paged(find(&k.transform_id, &k.side_input_id)?.values(&k.window, &k.key), request),
-            Some(Key::MultimapKeysSideInput(k)) => paged(&find(&k.transform_id, &k.side_input_id)?.keys(&k.window), request),
+            // The keys are sorted anew for each read, so offsets into them
+            // would not survive a new key between pages: answered whole.
+            Some(Key::MultimapKeysSideInput(k)) => {
+                let keys = find(&k.transform_id, &k.side_input_id)?.keys(&k.window);
+                Ok(fn_pb::state_response::Response::Get(fn_pb::StateGetResponse {
+                    continuation_token: Vec::new(),
+                    data: keys.bytes().to_vec(),
+                }))
+            }
             _ => Err(format!("the runner does not serve {} state requests yet", beam_kafka_fnapi::state::kind_of(request))),
         }
     }

@@ -84,6 +84,24 @@ fn lock_store(dir: &Path) -> Result<std::fs::File, String> {
     ))
 }
 
+/// Deletes a task store's directory if the runner made it (it holds the
+/// lock file) and no store has it open (the lock is free); returns whether
+/// it did.
+pub fn remove_store_dir(dir: &Path) -> std::io::Result<bool> {
+    let lock = match std::fs::OpenOptions::new().write(true).open(dir.join(STORE_LOCK)) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    match lock.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => return Ok(false),
+        Err(std::fs::TryLockError::Error(e)) => return Err(e),
+    }
+    std::fs::remove_dir_all(dir)?;
+    Ok(true)
+}
+
 impl TaskStore {
     /// Opens the store (sharing `memory_mb` with every store of this
     /// process); returns it and the changelog offset to restore from.
@@ -163,6 +181,22 @@ impl TaskStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_open_store_is_not_deleted_nor_one_the_runner_did_not_make() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("app").join("0_0");
+        let (store, _) = TaskStore::open(dir.clone(), 16).unwrap();
+        assert!(!remove_store_dir(&dir).unwrap(), "an open store stays");
+        assert!(dir.join("rocksdb").exists());
+        drop(store);
+        assert!(remove_store_dir(&dir).unwrap());
+        assert!(!dir.exists());
+        // A directory the runner did not make is left alone.
+        std::fs::create_dir_all(&dir).unwrap();
+        assert!(!remove_store_dir(&dir).unwrap());
+        assert!(dir.exists());
+    }
 
     #[test]
     fn a_store_without_a_clean_checkpoint_is_wiped() {

@@ -46,6 +46,15 @@ impl StateService {
 
 type StateStream = Pin<Box<dyn Stream<Item = Result<fn_pb::StateResponse, Status>> + Send>>;
 
+/// Marks the worker's state stream closed when dropped.
+struct StreamOpen(std::sync::Arc<crate::worker::SdkWorker>);
+
+impl Drop for StreamOpen {
+    fn drop(&mut self) {
+        self.0.state_connected.store(false, std::sync::atomic::Ordering::Release);
+    }
+}
+
 #[tonic::async_trait]
 impl fn_pb::beam_fn_state_server::BeamFnState for StateService {
     type StateStream = StateStream;
@@ -62,7 +71,11 @@ impl fn_pb::beam_fn_state_server::BeamFnState for StateService {
         // these answers (a read, a commit), so a hop through another task
         // would add a thread wake-up to every round trip.
         let requests = tokio_stream::StreamExt::map_while(request.into_inner(), |req| req.ok());
+        // When the stream ends the worker may open another (only two at
+        // once are refused).
+        let open = StreamOpen(worker.clone());
         let answers = requests.map(move |req| {
+            let worker = &open.0;
             let answer = match worker.state_handler(&req.instruction_id) {
                 Some(h) => h.handle(&req),
                 None => Err(format!("the runner has no state for bundle '{}' ({} request)", req.instruction_id, kind_of(&req))),

@@ -179,7 +179,9 @@ fn skip_iterable(c: &Coder, buf: &[u8]) -> Result<usize, String> {
 /// bytes (the global window) would otherwise take minutes of looping.
 pub(crate) fn check_count(c: &Coder, count: u64, remaining: usize) -> Result<(), String> {
     let fits = match c.min_bytes() {
-        0 => count <= remaining as u64 + 1,
+        // Values that take no bytes (the global window): a value is in it
+        // once at most, else each copy of a value would cost nothing to claim.
+        0 => count <= 1,
         w => count.checked_mul(w as u64).is_some_and(|need| need <= remaining as u64),
     };
     if fits {

@@ -118,16 +118,21 @@ fn lift_one(c: &mut pb::Components, id: &str) -> Option<()> {
     Some(())
 }
 
-/// The environment of the first SDK-executed leaf under a composite.
+/// The environment of the first SDK-executed leaf under a composite (in
+/// depth-first order), each transform visited once: a composite that
+/// contains itself (Prepare refuses those first) cannot loop it.
 fn env_of(c: &pb::Components, t: &pb::PTransform) -> Option<String> {
-    for s in &t.subtransforms {
+    let mut stack: Vec<&String> = t.subtransforms.iter().rev().collect();
+    let mut seen = std::collections::HashSet::new();
+    while let Some(s) = stack.pop() {
+        if !seen.insert(s) {
+            continue;
+        }
         let sub = c.transforms.get(s)?;
         if !sub.environment_id.is_empty() {
             return Some(sub.environment_id.clone());
         }
-        if let Some(e) = env_of(c, sub) {
-            return Some(e);
-        }
+        stack.extend(sub.subtransforms.iter().rev());
     }
     None
 }

@@ -27,6 +27,7 @@ pub fn check(pipeline: &pb::Pipeline) -> Result<(), String> {
         return Err(format!("coder id '{id}' uses a name reserved for the runner's own coders"));
     }
     check_transform_tree(pipeline, c)?;
+    check_every_composite(c)?;
     check_coders(c)
 }
 
@@ -49,6 +50,50 @@ fn check_transform_tree(pipeline: &pb::Pipeline, c: &pb::Components) -> Result<(
         }
         let t = c.transforms.get(id).ok_or_else(|| format!("the pipeline refers to a missing transform '{id}'"))?;
         stack.extend(t.subtransforms.iter().map(|s| (s.as_str(), depth + 1, id)));
+    }
+    Ok(())
+}
+
+/// Every transform, reachable from the roots or not (passes such as
+/// combiner lifting look at all of them): no composite contains itself,
+/// directly or deeper, and none nests too deeply. One depth-first walk.
+fn check_every_composite(c: &pb::Components) -> Result<(), String> {
+    // None while on the walk's path, Some(()) once done.
+    let mut seen: HashMap<&str, Option<()>> = HashMap::new();
+    let mut ids: Vec<&String> = c.transforms.keys().collect();
+    ids.sort();
+    for id in ids {
+        if seen.contains_key(id.as_str()) {
+            continue;
+        }
+        seen.insert(id, None);
+        let mut stack: Vec<(&str, usize)> = vec![(id.as_str(), 0)];
+        while let Some((cur, next)) = stack.last_mut() {
+            let t = &c.transforms[*cur];
+            match t.subtransforms.get(*next) {
+                Some(sub) => {
+                    *next += 1;
+                    if !c.transforms.contains_key(sub) {
+                        return Err(format!("transform '{cur}' lists a missing subtransform '{sub}'"));
+                    }
+                    match seen.get(sub.as_str()) {
+                        Some(None) => return Err(format!("transform '{sub}' contains itself")),
+                        Some(Some(())) => {}
+                        None => {
+                            if stack.len() >= MAX_TRANSFORM_NESTING {
+                                return Err(format!("transform '{sub}' is nested more than {MAX_TRANSFORM_NESTING} composites deep"));
+                            }
+                            seen.insert(sub, None);
+                            stack.push((sub.as_str(), 0));
+                        }
+                    }
+                }
+                None => {
+                    seen.insert(cur, Some(()));
+                    stack.pop();
+                }
+            }
+        }
     }
     Ok(())
 }
@@ -139,6 +184,14 @@ mod tests {
         assert!(check(&p).unwrap_err().contains("both"));
         let p = pipeline(&[("root", &["missing"])], &["root"]);
         assert!(check(&p).unwrap_err().contains("missing transform 'missing'"));
+    }
+
+    #[test]
+    fn a_composite_no_root_reaches_is_checked_too() {
+        // Found in review: combiner lifting walked an unreachable composite
+        // containing itself until the stack overflowed.
+        let p = pipeline(&[("root", &[]), ("stray", &["loop"]), ("loop", &["loop"])], &["root"]);
+        assert!(check(&p).unwrap_err().contains("'loop' contains itself"), "{:?}", check(&p));
     }
 
     #[test]

@@ -175,6 +175,12 @@ mod tests {
         buf.push(PANE_NO_FIRING);
         assert!(split(&buf, &Coder::GlobalWindow).unwrap_err().contains("claims"));
         assert!(split(&buf, &Coder::IntervalWindow).unwrap_err().contains("claims"));
+        // Found in review: a value may be in the global window once, not
+        // once per byte left (each copy of it is stored).
+        let mut two = vec![0x80, 0, 0, 0, 0, 0, 0, 0];
+        two.extend_from_slice(&2i32.to_be_bytes());
+        two.extend_from_slice(&[PANE_NO_FIRING, 0, 0, 0, 0]);
+        assert!(split(&two, &Coder::GlobalWindow).unwrap_err().contains("claims"));
     }
 
     #[test]

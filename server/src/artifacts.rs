@@ -72,6 +72,14 @@ impl Staging {
     ) -> Result<(), Status> {
         let first = inbound.next().await.ok_or_else(|| Status::invalid_argument("empty staging stream"))??;
         let job = jobs.get(&first.staging_token)?;
+        // Only a prepared job, and once: a job that runs or ran keeps what
+        // it staged, and the byte limit holds per job.
+        if !job.id.is_empty() {
+            return Err(Status::failed_precondition("the job has already been run; stage before Run"));
+        }
+        if job.staging_started.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            return Err(Status::already_exists("the job's artifacts are being or have been staged"));
+        }
         let envs: Vec<(String, Vec<pb::ArtifactInformation>)> = {
             let p = job.pipeline.lock().expect("lock");
             let comps = p.components.clone().unwrap_or_default();
@@ -189,6 +197,10 @@ impl jm::artifact_staging_service_server::ArtifactStagingService for Staging {
 /// names itself with its worker id, a per-worker secret.
 pub struct Retrieval {
     pub fn_api: beam_kafka_fnapi::FnApiServer,
+    /// For a job server: only files staged under this directory are
+    /// served. A client names its dependencies' paths, and an unstaged one
+    /// could name any file the server can read.
+    pub staged_only: Option<PathBuf>,
 }
 
 type Chunks = Pin<Box<dyn Stream<Item = Result<jm::GetArtifactResponse, Status>> + Send>>;
@@ -222,7 +234,18 @@ impl jm::artifact_retrieval_service_server::ArtifactRetrievalService for Retriev
             return Err(Status::permission_denied("not an artifact of this harness's environment"));
         }
         let p = pb::ArtifactFilePayload::decode(a.type_payload.as_slice()).map_err(|e| Status::invalid_argument(e.to_string()))?;
-        let data = tokio::fs::read(&p.path).await.map_err(|e| Status::not_found(format!("artifact {}: {e}", p.path)))?;
+        let path = match &self.staged_only {
+            Some(root) => {
+                let path = tokio::fs::canonicalize(&p.path).await.map_err(|_| Status::not_found("no such staged artifact"))?;
+                let root = tokio::fs::canonicalize(root).await.map_err(|e| Status::internal(e.to_string()))?;
+                if !path.starts_with(&root) {
+                    return Err(Status::permission_denied("only staged artifacts are served"));
+                }
+                path
+            }
+            None => PathBuf::from(&p.path),
+        };
+        let data = tokio::fs::read(&path).await.map_err(|e| Status::not_found(format!("artifact {}: {e}", p.path)))?;
         let chunks: Vec<Result<jm::GetArtifactResponse, Status>> =
             data.chunks(1 << 20).map(|c| Ok(jm::GetArtifactResponse { data: c.to_vec() })).collect();
         Ok(Response::new(Box::pin(futures::stream::iter(chunks))))

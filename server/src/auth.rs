@@ -82,7 +82,8 @@ fn unauthenticated(what: &str) -> Status {
     ))
 }
 
-/// Removes the token option (in any of the forms SDKs send) and returns it.
+/// Removes the token option (in any of the forms SDKs send, also among
+/// the Go SDK's flags in `go_options`) and returns it.
 fn take_token_option(options: &mut Struct) -> Option<String> {
     let keys = [format!("beam:option:{TOKEN_OPTION}:v1"), TOKEN_OPTION.to_string()];
     let mut found = None;
@@ -91,6 +92,11 @@ fn take_token_option(options: &mut Struct) -> Option<String> {
             if let Some(Kind::StringValue(s)) = v.kind {
                 found = Some(s);
             }
+        }
+    }
+    if let Some(flags) = crate::options::go_flags_mut(options) {
+        if let Some(Kind::StringValue(s)) = flags.fields.remove(TOKEN_OPTION).and_then(|v| v.kind) {
+            found = found.or(Some(s));
         }
     }
     found
@@ -151,6 +157,16 @@ mod tests {
         let mut opts = with_option("anything");
         assert!(auth.check("Prepare", &MetadataMap::new(), Some(&mut opts)).is_ok());
         assert_eq!(opts.fields.len(), 1);
+        // The Go SDK's flags, nested in go_options.
+        let mut flags = Struct::default();
+        flags.fields.insert(TOKEN_OPTION.into(), Value { kind: Some(Kind::StringValue("s3cret-token-of-16".into())) });
+        let mut go = Struct::default();
+        go.fields.insert("options".into(), Value { kind: Some(Kind::StructValue(flags)) });
+        let mut go_opts = Struct::default();
+        go_opts.fields.insert("beam:option:go_options:v1".into(), Value { kind: Some(Kind::StructValue(go)) });
+        let with_token = Auth::new(Some("s3cret-token-of-16".into()));
+        assert!(with_token.check("Prepare", &MetadataMap::new(), Some(&mut go_opts)).is_ok());
+        assert!(!format!("{go_opts:?}").contains("s3cret"), "{go_opts:?}");
         assert!(is_loopback("127.0.0.1") && is_loopback("::1") && is_loopback("localhost") && !is_loopback("0.0.0.0"));
     }
 }

@@ -115,6 +115,7 @@ pub async fn serve(args: JobServerArgs) -> anyhow::Result<()> {
     let retrieval = tonic::transport::Server::builder()
         .add_service(jm::artifact_retrieval_service_server::ArtifactRetrievalServiceServer::new(artifacts::Retrieval {
             fn_api: fn_api.clone(),
+            staged_only: Some(args.artifacts_dir.clone()),
         }))
         .serve_with_incoming(beam_kafka_fnapi::incoming(retrieval_listener));
     let jobs = Arc::new(jobs::Jobs::default());

@@ -28,6 +28,8 @@ pub struct Job {
     pub metrics: Mutex<JobMetrics>,
     pub cancel: watch::Sender<bool>,
     next_message: std::sync::atomic::AtomicU64,
+    /// Artifact staging has begun (it may happen once per job).
+    pub staging_started: std::sync::atomic::AtomicBool,
 }
 
 fn now() -> prost_types::Timestamp {
@@ -63,6 +65,7 @@ impl Job {
             metrics: Mutex::new(JobMetrics::default()),
             cancel: watch::channel(false).0,
             next_message: 0.into(),
+            staging_started: false.into(),
         }
     }
 

@@ -11,6 +11,18 @@ fn option_name(key: &str) -> Option<&str> {
     key.strip_prefix("beam:option:").and_then(|k| k.strip_suffix(":v1"))
 }
 
+/// The Go SDK's flags inside `beam:option:go_options:v1` (`{"options": {..}}`).
+pub fn go_flags_mut(s: &mut Struct) -> Option<&mut Struct> {
+    let go = match s.fields.get_mut("beam:option:go_options:v1")?.kind.as_mut()? {
+        Kind::StructValue(go) => go,
+        _ => return None,
+    };
+    match go.fields.get_mut("options")?.kind.as_mut()? {
+        Kind::StructValue(flags) => Some(flags),
+        _ => None,
+    }
+}
+
 /// The options with secrets hidden: every `--kafka_property` holding one
 /// (the runner's client credentials, which no SDK needs) and, when
 /// `secret_names`, every option whose name says it holds one (for answers
@@ -50,7 +62,12 @@ pub fn redacted(s: &Struct, secret_names: bool) -> Struct {
             (k.clone(), v)
         })
         .collect();
-    Struct { fields }
+    let mut out = Struct { fields };
+    // The Go SDK's flags are options too.
+    if let Some(flags) = go_flags_mut(&mut out) {
+        *flags = redacted(flags, secret_names);
+    }
+    out
 }
 
 fn convert(v: &Value) -> OptionValue {
@@ -154,6 +171,13 @@ mod tests {
         assert!(!to_client.contains("PLANTED") && to_client.contains("alice") && to_client.contains("app"), "{to_client}");
         let to_harness = format!("{:?}", redacted(&s, false));
         assert_eq!(to_harness.matches("PLANTED").count(), 1, "the user's own option stays: {to_harness}");
+        // Go flags: nested in go_options.
+        let mut go = Struct::default();
+        go.fields.insert("options".into(), Value { kind: Some(Kind::StructValue(s.clone())) });
+        let mut outer = Struct::default();
+        outer.fields.insert("beam:option:go_options:v1".into(), Value { kind: Some(Kind::StructValue(go)) });
+        let to_client = format!("{:?}", redacted(&outer, true));
+        assert!(!to_client.contains("PLANTED") && to_client.contains("alice"), "{to_client}");
     }
 
     #[test]

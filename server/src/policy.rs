@@ -118,6 +118,10 @@ fn kind_of(env: &pb::Environment) -> Option<EnvKind> {
 /// Whether a worker pool address (`host:port`, maybe with a scheme) is on
 /// this machine.
 fn is_local_address(url: &str) -> bool {
+    // User info ("[::1]@elsewhere") makes a client dial the part after it.
+    if url.contains('@') {
+        return false;
+    }
     let rest = url.split_once("://").map_or(url, |(_, r)| r);
     let host = match rest.strip_prefix('[') {
         Some(v6) => v6.split(']').next().unwrap_or(""),
@@ -172,6 +176,9 @@ mod tests {
         assert_eq!(kind_of(&external("127.0.0.1:5000")), Some(EnvKind::Loopback));
         assert_eq!(kind_of(&external("[::1]:5000")), Some(EnvKind::Loopback));
         assert_eq!(kind_of(&external("10.0.0.2:5000")), Some(EnvKind::External));
+        // Found in review: user info made a remote pool look local.
+        assert_eq!(kind_of(&external("[::1]@evil.example:5000")), Some(EnvKind::External));
+        assert_eq!(kind_of(&external("http://localhost@evil.example:5000")), Some(EnvKind::External));
         assert_eq!(kind_of(&pb::Environment { urn: urns::ENV_PROCESS.into(), ..Default::default() }), Some(EnvKind::Process));
     }
 }

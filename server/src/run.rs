@@ -108,6 +108,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         tonic::transport::Server::builder()
             .add_service(jm::artifact_retrieval_service_server::ArtifactRetrievalServiceServer::new(artifacts::Retrieval {
                 fn_api: fn_api.clone(),
+                // The operator's own pipeline: its files are theirs to serve.
+                staged_only: None,
             }))
             .serve_with_incoming(TcpListenerStream::new(artifact_listener)),
     );
