@@ -96,6 +96,23 @@ def server(binary, tmp_path_factory):
 AUTH = [('authorization', 'Bearer ' + TOKEN)]
 
 
+@pytest.fixture
+def worker_ids(monkeypatch):
+  """The worker ids the runner hands worker pools in this process (each
+  worker's secret), as an attacker who stole one would have them."""
+  seen = []
+  original = worker_pool_main.BeamFnExternalWorkerPoolServicer.StartWorker
+
+  def start_worker(self, request, context):
+    seen.append(request.worker_id)
+    return original(self, request, context)
+
+  monkeypatch.setattr(
+      worker_pool_main.BeamFnExternalWorkerPoolServicer, 'StartWorker',
+      start_worker)
+  return seen
+
+
 def _options(**values):
   s = struct_pb2.Struct()
   for k, v in values.items():
@@ -247,19 +264,10 @@ class _Release(beam.DoFn):
 
 
 def test_portable_runner_with_the_token_runs_and_a_second_claim_on_its_worker_is_refused(
-    server, broker, tmp_path, monkeypatch):
-  # Learn the worker id the runner hands the LOOPBACK pool (a secret an
-  # attacker would have to steal), to play the attacker with it.
-  seen = []
-  original = worker_pool_main.BeamFnExternalWorkerPoolServicer.StartWorker
-
-  def start_worker(self, request, context):
-    seen.append(request.worker_id)
-    return original(self, request, context)
-
-  monkeypatch.setattr(
-      worker_pool_main.BeamFnExternalWorkerPoolServicer, 'StartWorker',
-      start_worker)
+    server, broker, tmp_path, worker_ids):
+  # The worker id the runner hands the LOOPBACK pool, to play an attacker
+  # who stole it.
+  seen = worker_ids
   out = tmp_path / 'out.txt'
   app = make_app_id('token-run')
   options = PipelineOptions([
@@ -412,20 +420,11 @@ def test_tls_with_the_token_as_call_credentials(binary, tmp_path):
 
 
 def test_a_harness_cannot_fetch_a_file_the_client_named_but_never_staged(
-    server, broker, monkeypatch):
+    server, broker, worker_ids):
   """A client lists the server's token file as a dependency, skips
   staging and runs: its (real) worker pool gets the worker id, yet
   retrieval serves only files staged under the artifacts dir."""
-  seen = []
-  original = worker_pool_main.BeamFnExternalWorkerPoolServicer.StartWorker
-
-  def start_worker(self, request, context):
-    seen.append(request.worker_id)
-    return original(self, request, context)
-
-  monkeypatch.setattr(
-      worker_pool_main.BeamFnExternalWorkerPoolServicer, 'StartWorker',
-      start_worker)
+  seen = worker_ids
   address, pool = worker_pool_main.BeamFnExternalWorkerPoolServicer.start()
   try:
     p = beam.Pipeline()
