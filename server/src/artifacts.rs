@@ -143,7 +143,7 @@ async fn receive_file(
     path: &Path,
     staged: &mut u64,
 ) -> Result<(), Status> {
-    crate::job_server::private_dirs(dir).map_err(|e| Status::internal(format!("cannot create {}: {e}", dir.display())))?;
+    beam_kafka_actors::private_dir::create(dir).map_err(|e| Status::internal(format!("cannot create {}: {e}", dir.display())))?;
     let tmp = path.with_extension("partial");
     let mut file = tokio::fs::File::create(&tmp).await.map_err(|e| Status::internal(format!("cannot write {}: {e}", tmp.display())))?;
     loop {
@@ -197,8 +197,8 @@ impl jm::artifact_staging_service_server::ArtifactStagingService for Staging {
 /// names itself with its worker id, a per-worker secret.
 pub struct Retrieval {
     pub fn_api: beam_kafka_fnapi::FnApiServer,
-    /// For a job server: only files staged under this directory are
-    /// served. A client names its dependencies' paths, and an unstaged one
+    /// For a job server: only files staged under this (canonical)
+    /// directory are served. A client names its dependencies' paths, and an unstaged one
     /// could name any file the server can read.
     pub staged_only: Option<PathBuf>,
 }
@@ -237,8 +237,7 @@ impl jm::artifact_retrieval_service_server::ArtifactRetrievalService for Retriev
         let path = match &self.staged_only {
             Some(root) => {
                 let path = tokio::fs::canonicalize(&p.path).await.map_err(|_| Status::not_found("no such staged artifact"))?;
-                let root = tokio::fs::canonicalize(root).await.map_err(|e| Status::internal(e.to_string()))?;
-                if !path.starts_with(&root) {
+                if !path.starts_with(root) {
                     return Err(Status::permission_denied("only staged artifacts are served"));
                 }
                 path

@@ -63,12 +63,6 @@ pub struct JobServerArgs {
     tls: tls::TlsArgs,
 }
 
-/// Creates a directory (and parents) readable by this user only; refuses
-/// one that belongs to another user.
-pub(crate) fn private_dirs(dir: &std::path::Path) -> std::io::Result<()> {
-    beam_kafka_actors::private_dir::create(dir)
-}
-
 async fn bind(host: &str, port: u16, what: &str) -> anyhow::Result<tokio::net::TcpListener> {
     tokio::net::TcpListener::bind((host, port)).await.with_context(|| format!("cannot listen on {host}:{port} for the {what}"))
 }
@@ -115,7 +109,8 @@ pub async fn serve(args: JobServerArgs) -> anyhow::Result<()> {
     let retrieval = tonic::transport::Server::builder()
         .add_service(jm::artifact_retrieval_service_server::ArtifactRetrievalServiceServer::new(artifacts::Retrieval {
             fn_api: fn_api.clone(),
-            staged_only: Some(args.artifacts_dir.clone()),
+            // Canonical once here, so each request only resolves its own path.
+            staged_only: Some(std::fs::canonicalize(&args.artifacts_dir)?),
         }))
         .serve_with_incoming(beam_kafka_fnapi::incoming(retrieval_listener));
     let jobs = Arc::new(jobs::Jobs::default());
