@@ -19,11 +19,13 @@ pub struct GroupByKeyActor {
     topic: String,
     gbk: GroupByKey,
     task: Recipient<GbkEvent>,
+    /// Under a TestStream, processing time is its test clock.
+    test_clock: Option<i64>,
 }
 
 impl GroupByKeyActor {
     pub fn new(topic: String, gbk: GroupByKey, task: Recipient<GbkEvent>) -> Self {
-        GroupByKeyActor { topic, gbk, task }
+        GroupByKeyActor { topic, gbk, task, test_clock: None }
     }
 
     fn output(&self, credit: u64, panes: Vec<Vec<u8>>, fired: bool, with_holds: bool) {
@@ -43,17 +45,30 @@ impl Handler<GbkCommand> for GroupByKeyActor {
         match command {
             GbkCommand::Data(values) => {
                 let mut panes = Vec::new();
-                for v in &values {
-                    if let Err(e) = self.gbk.add(v, &mut panes) {
-                        self.task.do_send(GbkEvent::Failed { error: format!("GroupByKey of {}: {e}", self.topic) });
-                        return ctx.stop();
-                    }
+                // Processing-time triggers count from when elements arrive.
+                let now = self.test_clock.unwrap_or_else(crate::source::now_millis);
+                self.gbk.set_processing_time(now, &mut panes);
+                if let Err(e) = self.gbk.add_batch(values.iter().map(|v| v.as_slice()), &mut panes) {
+                    self.task.do_send(GbkEvent::Failed { error: format!("GroupByKey of {}: {e}", self.topic) });
+                    return ctx.stop();
                 }
                 self.output(values.len() as u64, panes, false, false);
             }
             GbkCommand::Watermark(wm) => {
-                self.gbk.set_watermark(wm);
-                self.output(0, Vec::new(), false, true);
+                let mut panes = Vec::new();
+                self.gbk.set_watermark(wm, &mut panes);
+                self.output(0, panes, false, true);
+            }
+            GbkCommand::ProcessingTime(now) => {
+                let mut panes = Vec::new();
+                self.gbk.set_processing_time(self.test_clock.unwrap_or(now), &mut panes);
+                self.output(0, panes, false, false);
+            }
+            GbkCommand::TestClock(now) => {
+                self.test_clock = Some(now);
+                let mut panes = Vec::new();
+                self.gbk.set_processing_time(now, &mut panes);
+                self.output(0, panes, false, false);
             }
             GbkCommand::Fire { limit } => {
                 let mut panes = Vec::new();

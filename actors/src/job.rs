@@ -151,6 +151,9 @@ async fn drive(
         Err(e) => return JobOutcome::Failed(format!("cannot create the Kafka producer: {e}")),
     };
     let (task_tx, mut task_rx) = mpsc::unbounded_channel();
+    if let Err(e) = crate::test_stream::start(&admin, &input, task_tx.clone()).await {
+        return JobOutcome::Failed(e);
+    }
     let routes: Routes = Arc::new(DashMap::new());
     let settings =
         PollSettings { max_records: opts.read_max_elements_per_poll as usize, max_wait: Duration::from_millis(opts.read_max_poll_time_ms) };

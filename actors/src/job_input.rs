@@ -8,6 +8,7 @@ use beam_kafka_runtime::spec::SubTopologySpec;
 use beam_kafka_runtime::topology::TopologyPlan;
 
 use crate::harnesses::Harnesses;
+use crate::test_stream::TestStreamJob;
 
 pub struct JobInput {
     pub job_id: String,
@@ -17,4 +18,6 @@ pub struct JobInput {
     /// The SDK harnesses this copy started; every stage descriptor is
     /// registered with each.
     pub harnesses: Arc<Harnesses>,
+    /// The pipeline's TestStream, replayed by the job (one copy only).
+    pub test_stream: Option<Arc<TestStreamJob>>,
 }

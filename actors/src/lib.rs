@@ -26,6 +26,7 @@ mod supervision;
 mod task;
 mod task_start;
 mod telemetry;
+pub mod test_stream;
 mod user_io;
 mod watermark_aggregator;
 

@@ -2,6 +2,7 @@
 //! data message carries a batch, never one element.
 use actix::Message;
 use beam_kafka_proto::pipeline::MonitoringInfo;
+use beam_kafka_runtime::progress::Progress;
 use beam_kafka_runtime::task::cycle::Changes;
 use beam_kafka_runtime::task::gbk_view::GbkReport;
 use beam_kafka_runtime::timestamp::Watermark;
@@ -137,6 +138,11 @@ pub enum GbkCommand {
     Watermark(Watermark),
     /// Fire up to `limit` closed panes.
     Fire { limit: usize },
+    /// Processing time reached this (millis): triggers waiting for it fire.
+    ProcessingTime(i64),
+    /// The test clock of a TestStream pipeline moved: processing time is
+    /// this from now on (not the wall clock).
+    TestClock(i64),
     /// Answer with the state changes made by everything sent before this.
     Barrier { id: u64 },
 }
@@ -183,6 +189,8 @@ pub struct WatermarkReport {
     pub partition: u32,
     pub total: u32,
     pub wm: Watermark,
+    /// TestStream progress it carries (none outside TestStream pipelines).
+    pub progress: Progress,
 }
 
 /// What a task sends its watermark aggregator.
@@ -211,4 +219,6 @@ pub enum WatermarkEvent {
         snapshot: Vec<u8>,
         current: Watermark,
     },
+    /// The TestStream progress of the task's inputs moved.
+    Progress(Progress),
 }

@@ -9,7 +9,6 @@ use beam_kafka_runtime::coder::Coder;
 use beam_kafka_runtime::kafka_sink::SinkCodec;
 use beam_kafka_runtime::packed::{Packer, PACK_BYTES};
 use beam_kafka_runtime::partition::partition_for;
-use beam_kafka_runtime::timestamp::Watermark;
 use beam_kafka_runtime::windowed;
 
 use crate::kafka::producer::{self, KafkaProducer, Writes};
@@ -119,20 +118,12 @@ pub async fn write_kafka_sinks(sinks: &[KafkaSink], outputs: &mut HashMap<String
     Ok(())
 }
 
-/// Broadcasts a watermark report to every partition of `topic`.
-pub async fn report_watermark(
-    producer: &KafkaProducer,
-    topic: &str,
-    partitions: u32,
-    wm: Watermark,
-    source: &str,
-    source_partition: u32,
-    source_total: u32,
-) -> Result<(), String> {
-    let payload = envelope::watermark(wm, source, source_partition, source_total);
+/// Broadcasts a watermark report (an encoded envelope) to every partition
+/// of `topic`.
+pub async fn report_watermark(producer: &KafkaProducer, topic: &str, partitions: u32, payload: &[u8]) -> Result<(), String> {
     let writes = Writes::new();
     for p in 0..partitions {
-        writes.send(producer, topic, p, None, Some(&payload)).await?;
+        writes.send(producer, topic, p, None, Some(payload)).await?;
     }
     writes.wait().await.map(|_| ())
 }

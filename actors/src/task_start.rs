@@ -235,6 +235,7 @@ fn start_tasks(
             user_state: user_state.clone(),
             timer_specs: sub.timers.clone(),
             assignment: assignment.clone(),
+            progress_board: input.test_stream.as_ref().map(|t| t.board.clone()),
         };
         let spec = StageSpec {
             display_name: sub.display_name.clone(),

@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 
 use actix::prelude::*;
+use beam_kafka_runtime::progress::ProgressTracker;
 use beam_kafka_runtime::timestamp::Watermark;
 use beam_kafka_runtime::watermark::InputWatermark;
 
@@ -18,6 +19,8 @@ pub struct WatermarkAggregator {
     sides: HashMap<String, InputWatermark>,
     gbks: Vec<Recipient<GbkCommand>>,
     task: Recipient<WatermarkEvent>,
+    /// TestStream progress over every input, main and side.
+    progress: ProgressTracker,
 }
 
 impl WatermarkAggregator {
@@ -27,7 +30,7 @@ impl WatermarkAggregator {
         gbks: Vec<Recipient<GbkCommand>>,
         task: Recipient<WatermarkEvent>,
     ) -> Self {
-        WatermarkAggregator { main, sides, gbks, task }
+        WatermarkAggregator { main, sides, gbks, task, progress: ProgressTracker::default() }
     }
 }
 
@@ -53,7 +56,11 @@ impl Handler<WatermarkCommand> for WatermarkAggregator {
         match command {
             WatermarkCommand::Reports(reports) => {
                 let mut advanced: Vec<(WatermarkInput, Watermark)> = Vec::new();
+                let mut progressed = None;
                 for r in reports {
+                    if let Some(p) = self.progress.report(&format!("{:?}/{}", r.input, r.upstream), r.partition, r.total, r.progress) {
+                        progressed = Some(p);
+                    }
                     let aggregate = match &r.input {
                         WatermarkInput::Main => Some(&mut self.main),
                         WatermarkInput::Side(topic) => self.sides.get_mut(topic),
@@ -64,6 +71,13 @@ impl Handler<WatermarkCommand> for WatermarkAggregator {
                         None => advanced.push((r.input, new)),
                     }
                 }
+                // The test clock first: the GroupByKeys fire what it made due
+                // before the steps and the barrier that follow.
+                if let Some(p) = progressed.filter(|p| p.clock > 0) {
+                    for g in &self.gbks {
+                        g.do_send(GbkCommand::TestClock(p.clock));
+                    }
+                }
                 for (input, wm) in advanced {
                     if input == WatermarkInput::Main {
                         for g in &self.gbks {
@@ -71,6 +85,9 @@ impl Handler<WatermarkCommand> for WatermarkAggregator {
                         }
                     }
                     self.task.do_send(WatermarkEvent::Advanced { input, wm });
+                }
+                if let Some(p) = progressed {
+                    self.task.do_send(WatermarkEvent::Progress(p));
                 }
             }
             WatermarkCommand::Barrier { id } => {
@@ -140,6 +157,7 @@ mod tests {
             let line = match ev {
                 WatermarkEvent::Advanced { input, wm } => format!("advanced {input:?} {wm:?}"),
                 WatermarkEvent::Barrier { id, current, .. } => format!("watermarks barrier {id} at {current:?}"),
+                WatermarkEvent::Progress(p) => format!("progress {p:?}"),
             };
             self.0.lock().unwrap().push(line);
         }
@@ -162,8 +180,14 @@ mod tests {
             // What a task does in one batch: values to the GroupByKey, the
             // batch's watermark report to the aggregator, then a cycle.
             g.do_send(GbkCommand::Data(vec![value("a", 3), value("b", 13)]));
-            let report =
-                WatermarkReport { input: WatermarkInput::Main, upstream: "up".into(), partition: 0, total: 1, wm: Watermark::At(25) };
+            let report = WatermarkReport {
+                input: WatermarkInput::Main,
+                upstream: "up".into(),
+                partition: 0,
+                total: 1,
+                wm: Watermark::At(25),
+                progress: Default::default(),
+            };
             w.do_send(WatermarkCommand::Reports(vec![report]));
             w.do_send(WatermarkCommand::Barrier { id: 7 });
             // The task asks for a firing once it heard of the advance.

@@ -34,16 +34,25 @@ fn add_coder(components: &pb::Components, coders: &mut HashMap<String, pb::Coder
 }
 
 /// The coder used on the wire for `pcollection`: a windowed value of its
-/// element coder and its window coder. Returns the new coder's id.
-fn wire_coder(components: &pb::Components, coders: &mut HashMap<String, pb::Coder>, pcollection: &str) -> String {
+/// element coder (or `element_coder`, for a recoding stage's input) and its
+/// window coder. Returns the new coder's id.
+fn wire_coder(
+    components: &pb::Components,
+    coders: &mut HashMap<String, pb::Coder>,
+    pcollection: &str,
+    element_coder: Option<&str>,
+) -> String {
     let pc = &components.pcollections[pcollection];
     // Parts the runner cannot read travel length-prefixed (see coder::wire_coders).
     let mut scratch = pb::Components { coders: components.coders.clone(), ..Default::default() };
-    let element = crate::coder::length_prefixed(&mut scratch, &pc.coder_id);
+    let element = crate::coder::length_prefixed(&mut scratch, element_coder.unwrap_or(&pc.coder_id));
     add_coder(&scratch, coders, &element);
     let window_coder =
         components.windowing_strategies.get(&pc.windowing_strategy_id).map(|w| w.window_coder_id.clone()).unwrap_or_default();
-    let id = format!("wire/{pcollection}");
+    let id = match element_coder {
+        None => format!("wire/{pcollection}"),
+        Some(_) => format!("wire-in/{pcollection}"),
+    };
     coders.insert(
         id.clone(),
         pb::Coder {
@@ -75,7 +84,8 @@ pub fn build(graph: &PipelineGraph, stage: &Stage, descriptor_id: &str, data_url
     let mut coders = HashMap::new();
     // A data channel endpoint: a source feeding `pc` into the stage, or a sink taking it out.
     let mut channel = |id: String, urn: &str, pc: &String, is_source: bool| {
-        let coder_id = wire_coder(components, &mut coders, pc);
+        let recoded = stage.input_coders.iter().find(|(p, _)| p == pc && is_source).map(|(_, c)| c.as_str());
+        let coder_id = wire_coder(components, &mut coders, pc, recoded);
         let port = fn_pb::RemoteGrpcPort { api_service_descriptor: Some(endpoint(data_url)), coder_id };
         let ends: HashMap<String, String> = [(if is_source { "out" } else { "in" }.to_string(), pc.clone())].into();
         let (inputs, outputs) = if is_source { (HashMap::new(), ends) } else { (ends, HashMap::new()) };

@@ -2,6 +2,7 @@
 //! (`Data`), many (`Batch`, a packed record: `runtime::packed`) or a
 //! watermark report.
 use crate::packed::Pack;
+pub use crate::progress::Progress;
 use crate::timestamp::Watermark;
 use beam_kafka_proto::envelope::{envelope::Body, Batch, Data, Envelope, WatermarkReport};
 use prost::Message;
@@ -16,12 +17,19 @@ pub fn batch(pack: Pack) -> Vec<u8> {
 }
 
 pub fn watermark(wm: Watermark, source: &str, partition: u32, total: u32) -> Vec<u8> {
+    watermark_with_progress(wm, source, partition, total, Progress::default())
+}
+
+/// A watermark report that also carries TestStream progress.
+pub fn watermark_with_progress(wm: Watermark, source: &str, partition: u32, total: u32, progress: Progress) -> Vec<u8> {
     Envelope {
         body: Some(Body::Watermark(WatermarkReport {
             millis: wm.to_millis(),
             source_transform: source.to_string(),
             source_partition: partition as i32,
             total_partitions: total as i32,
+            epoch: progress.epoch,
+            clock_millis: progress.clock,
         })),
     }
     .encode_to_vec()
@@ -37,6 +45,7 @@ pub enum Record {
         source: String,
         partition: u32,
         total: u32,
+        progress: Progress,
     },
 }
 
@@ -55,6 +64,7 @@ pub fn decode(bytes: &[u8]) -> Result<Record, String> {
             source: w.source_transform,
             partition: w.source_partition.max(0) as u32,
             total: w.total_partitions.max(1) as u32,
+            progress: Progress { epoch: w.epoch, clock: w.clock_millis },
         }),
         None => Err("empty record on a runner topic".into()),
     }
@@ -68,7 +78,11 @@ mod tests {
     fn records_round_trip() {
         assert_eq!(decode(&data(vec![1, 2])).unwrap(), Record::Data(vec![vec![1, 2]]));
         let r = decode(&watermark(Watermark::PosInf, "impulse", 0, 1)).unwrap();
-        assert_eq!(r, Record::Watermark { wm: Watermark::PosInf, source: "impulse".into(), partition: 0, total: 1 });
+        let none = Progress::default();
+        assert_eq!(r, Record::Watermark { wm: Watermark::PosInf, source: "impulse".into(), partition: 0, total: 1, progress: none });
+        let progress = Progress { epoch: 3, clock: 1_000 };
+        let r = decode(&watermark_with_progress(Watermark::At(5), "ts", 0, 1, progress)).unwrap();
+        assert!(matches!(r, Record::Watermark { progress: p, .. } if p == progress));
         assert!(decode(&[0xff, 0xff]).is_err());
     }
 

@@ -20,6 +20,9 @@ pub struct Stage {
     pub outputs: Vec<String>,
     /// The side inputs its ParDos read.
     pub side_inputs: Vec<SideInputRef>,
+    /// Inputs whose records are coded with another element coder than their
+    /// PCollection's (pcollection, coder id): the TestStream recoders.
+    pub input_coders: Vec<(String, String)>,
 }
 
 /// A side input of a ParDo in a stage.
@@ -198,6 +201,7 @@ pub fn fuse(graph: &PipelineGraph) -> Vec<Stage> {
                 inputs,
                 outputs,
                 side_inputs,
+                input_coders: Vec::new(),
             }
         })
         .collect()

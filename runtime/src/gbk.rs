@@ -1,7 +1,16 @@
 //! GroupByKey and GroupAlsoByWindow: buffers values per (key, window), merges
-//! session windows, and fires panes by trigger and watermark. Pure: the task
-//! owning a shuffle partition feeds it elements and watermarks and ships what
-//! it returns to the stage behind it.
+//! session windows, and fires panes as the window's trigger
+//! (`runtime::trigger`) decides. Pure: the task owning a shuffle partition
+//! feeds it elements, watermarks and processing time, and ships what it
+//! returns to the stage behind it.
+//!
+//! The trigger is asked after each batch of elements (as Beam's runners do:
+//! a batch is a bundle's worth), when a processing-time deadline passes, and
+//! when the watermark passes the end of the window or its end plus allowed
+//! lateness (garbage collection, where what the trigger left unfired goes
+//! out as the final pane). For a bounded input, elements are asked about
+//! only at the next watermark step: a batch pipeline has no order of
+//! arrival, so a key's elements meet the trigger together.
 //!
 //! Windows the watermark closes are fired lazily (`fire_closed`), as many as
 //! the stage has room for: one watermark step can close millions of panes,
@@ -15,8 +24,11 @@ use crate::coder::Coder;
 pub(crate) use crate::panes::Pane;
 use crate::panes::Panes;
 use crate::timestamp::{Millis, Watermark};
+use crate::trigger::Now;
 use crate::windowed::{self, encode_pane, Timing, Window};
-use crate::windowing::{OutputTime, Trigger, WindowingSpec};
+use crate::windowing::{OutputTime, WindowingSpec};
+
+pub(crate) type PaneId = (Vec<u8>, Window);
 
 pub struct GroupByKey {
     pub(crate) spec: WindowingSpec,
@@ -24,16 +36,21 @@ pub struct GroupByKey {
     value: Coder,
     pub(crate) panes: Panes,
     pub(crate) input_watermark: Watermark,
-    /// Elements dropped because their window had expired.
+    processing_time: Millis,
+    /// Elements dropped because their window had expired or was closed.
     pub dropped_late: u64,
     /// Panes changed since the last `take_changes` (see `gbk_state`).
-    pub(crate) dirty: BTreeSet<(Vec<u8>, Window)>,
+    pub(crate) dirty: BTreeSet<PaneId>,
     pub(crate) meta_dirty: bool,
     /// Chunk entries of panes removed since the last `take_changes`, to delete.
-    pub(crate) gone: BTreeMap<(Vec<u8>, Window), Stored>,
-    /// Panes whose window the watermark closed, to fire on time, oldest
-    /// watermark step first.
-    closed: VecDeque<(Vec<u8>, Window)>,
+    pub(crate) gone: BTreeMap<PaneId, Stored>,
+    /// Panes whose window end or expiry the watermark passed, to ask their
+    /// trigger about, oldest watermark step first.
+    closed: VecDeque<PaneId>,
+    /// Panes that took elements since their trigger was last asked.
+    touched: Vec<PaneId>,
+    /// Processing-time deadlines of triggers (stale entries are skipped).
+    deadlines: BTreeSet<(Millis, Vec<u8>, Window)>,
 }
 
 impl GroupByKey {
@@ -51,11 +68,14 @@ impl GroupByKey {
             value: *value.clone(),
             panes: Panes::default(),
             input_watermark: Watermark::NegInf,
+            processing_time: 0,
             dropped_late: 0,
             dirty: BTreeSet::new(),
             meta_dirty: false,
             gone: BTreeMap::new(),
             closed: VecDeque::new(),
+            touched: Vec::new(),
+            deadlines: BTreeSet::new(),
         })
     }
 
@@ -76,9 +96,37 @@ impl GroupByKey {
         }
     }
 
-    /// Adds one encoded element (a windowed KV); returns panes it fires.
-    /// Nothing is copied per element but its value, into its pane.
+    fn end_passed(&self, w: &Window) -> bool {
+        Watermark::At(w.max_timestamp()) < self.input_watermark
+    }
+
+    fn now(&self, w: &Window) -> Now {
+        Now { watermark: self.input_watermark, processing: self.processing_time, window_max: w.max_timestamp() }
+    }
+
+    /// Adds one encoded element (a windowed KV) as a batch of its own.
     pub fn add(&mut self, element: &[u8], out: &mut Vec<Vec<u8>>) -> Result<(), String> {
+        self.add_batch([element], out)
+    }
+
+    /// Adds a batch of encoded elements, then asks the trigger of every
+    /// window they reached; appends the panes that fire. Nothing is copied
+    /// per element but its value, into its pane.
+    pub fn add_batch<'a>(&mut self, elements: impl IntoIterator<Item = &'a [u8]>, out: &mut Vec<Vec<u8>>) -> Result<(), String> {
+        let mut result = Ok(());
+        for element in elements {
+            if let Err(e) = self.push(element) {
+                result = Err(e);
+                break;
+            }
+        }
+        if !self.spec.bounded_input {
+            self.evaluate_touched(out);
+        }
+        result
+    }
+
+    fn push(&mut self, element: &[u8]) -> Result<(), String> {
         let h = windowed::split(element, &self.spec.window_coder)?;
         let k = self.key.skip(&element[h.value_offset..])?;
         let key = &element[h.value_offset..h.value_offset + k];
@@ -92,34 +140,87 @@ impl GroupByKey {
                 continue;
             }
             let window = if self.spec.merging { self.merge_into(key, window) } else { window };
+            let wm = self.input_watermark;
+            let end_passed = self.end_passed(&window);
+            let now = self.now(&window);
+            let holds = match self.spec.output_time {
+                OutputTime::EndOfWindow => !end_passed,
+                _ => Watermark::At(h.timestamp) >= wm,
+            };
             let pane = self.panes.entry(key, window);
+            if pane.closed {
+                self.dropped_late = self.dropped_late.saturating_add(1);
+                self.meta_dirty = true;
+                continue;
+            }
             if !pane.in_changes {
                 pane.in_changes = true;
                 self.dirty.insert((key.to_vec(), window));
             }
-            // A pane the watermark already closed (a merged session, or one
-            // created behind the watermark within allowed lateness) fires
-            // on time with the others.
-            if !pane.on_time_done && !pane.queued && Watermark::At(window.max_timestamp()) < self.input_watermark {
+            // A window the watermark passed whose trigger was not asked yet
+            // (a merged session, one created behind the watermark within
+            // allowed lateness): asked with the others of its step.
+            if !pane.end_seen && !pane.queued && end_passed {
                 pane.queued = true;
                 self.closed.push_back((key.to_vec(), window));
             }
             pane.values.push(value);
-            pane.min_ts = Some(pane.min_ts.map_or(h.timestamp, |m| m.min(h.timestamp)));
-            pane.max_ts = Some(pane.max_ts.map_or(h.timestamp, |m| m.max(h.timestamp)));
-            pane.since_fire = pane.since_fire.saturating_add(1);
-            let fire_now = match self.spec.trigger {
-                Trigger::Always => true,
-                Trigger::RepeatedCount(n) => pane.since_fire >= n,
-                // After the on-time pane, every late element fires.
-                Trigger::Default => pane.on_time_done,
-            };
-            let timing = if pane.on_time_done { Timing::Late } else { Timing::Early };
-            if fire_now {
-                self.fire(key, window, timing, false, out);
+            if holds {
+                pane.min_ts = Some(pane.min_ts.map_or(h.timestamp, |m| m.min(h.timestamp)));
+                pane.max_ts = Some(pane.max_ts.map_or(h.timestamp, |m| m.max(h.timestamp)));
             }
+            pane.since_fire = pane.since_fire.saturating_add(1);
+            self.spec.trigger.on_element(&mut pane.trigger, &now);
+            // The default trigger fires on elements only once the window's
+            // end passed: spare the open windows the list.
+            if !pane.touched && (end_passed || !self.spec.trigger.is_watermark_only()) {
+                pane.touched = true;
+                self.touched.push((key.to_vec(), window));
+            }
+            self.note_deadline(key, &window);
         }
         Ok(())
+    }
+
+    /// Lists the pane's processing-time deadline if it has a new one.
+    fn note_deadline(&mut self, key: &[u8], window: &Window) {
+        let trigger = &self.spec.trigger;
+        let Some(pane) = self.panes.get_mut(key, window) else { return };
+        let next = if pane.closed { None } else { trigger.next_deadline(&pane.trigger) };
+        if next != pane.deadline {
+            pane.deadline = next;
+            if let Some(d) = next {
+                self.deadlines.insert((d, key.to_vec(), *window));
+            }
+        }
+    }
+
+    /// Asks the trigger of every pane that took elements since it was last
+    /// asked (not those waiting in the watermark's queue: asked there).
+    fn evaluate_touched(&mut self, out: &mut Vec<Vec<u8>>) {
+        for (key, window) in std::mem::take(&mut self.touched) {
+            let Some(pane) = self.panes.get_mut(&key, &window) else { continue };
+            pane.touched = false;
+            if !pane.queued {
+                self.evaluate(&key, window, false, false, out);
+            }
+        }
+    }
+
+    /// Fires (key, window) if its trigger says so (`expires`: the firing
+    /// is the window's last); whether it fired.
+    fn evaluate(&mut self, key: &[u8], window: Window, by_watermark: bool, expires: bool, out: &mut Vec<Vec<u8>>) -> bool {
+        let now = self.now(&window);
+        let trigger = &self.spec.trigger;
+        let Some(pane) = self.panes.get_mut(key, &window) else { return false };
+        if pane.closed || !trigger.should_fire(&mut pane.trigger, &now) {
+            return false;
+        }
+        trigger.on_fire(&mut pane.trigger, &now);
+        let finished = trigger.is_finished(&pane.trigger);
+        self.emit(key, window, by_watermark, finished || expires, out);
+        self.note_deadline(key, &window);
+        true
     }
 
     /// Removes a pane, remembering its chunk entries for `take_changes` to
@@ -137,7 +238,8 @@ impl GroupByKey {
     }
 
     /// Merges `window` with the key's overlapping session windows (moving
-    /// their contents) and returns the merged window.
+    /// their contents and merging their trigger states) and returns the
+    /// merged window.
     fn merge_into(&mut self, key: &[u8], window: Window) -> Window {
         let Window::Interval { mut start, mut end } = window else { return window };
         loop {
@@ -157,102 +259,156 @@ impl GroupByKey {
             // merges as the original did).
             overlapping.sort();
             let mut merged = self.remove_pane(key, &Window::Interval { start, end }).unwrap_or_default();
+            let mut states = vec![std::mem::take(&mut merged.trigger)];
+            // The merged window's end was seen if the window ending last saw it.
+            let mut last_end = (end, merged.end_seen);
             for w in overlapping {
                 if let Window::Interval { start: s, end: e } = w {
                     start = start.min(s);
                     end = end.max(e);
                 }
                 let p = self.remove_pane(key, &w).expect("listed above");
+                if let Window::Interval { end: e, .. } = w {
+                    if e > last_end.0 || (e == last_end.0 && p.end_seen) {
+                        last_end = (e, p.end_seen);
+                    }
+                }
                 merged.values.append(p.values);
                 merged.min_ts = min_opt(merged.min_ts, p.min_ts);
                 merged.max_ts = max_opt(merged.max_ts, p.max_ts);
                 merged.since_fire = merged.since_fire.saturating_add(p.since_fire);
                 merged.fired = merged.fired.max(p.fired);
+                merged.fired_on_time_or_late = merged.fired_on_time_or_late.max(p.fired_on_time_or_late);
+                merged.closed |= p.closed;
+                states.push(p.trigger);
             }
-            self.dirty.insert((key.to_vec(), Window::Interval { start, end }));
-            // Queue entries of the merged windows now find no pane; `add`
-            // queues the merged one if the watermark closed it.
+            merged.trigger = self.spec.trigger.merge(&states);
+            if merged.closed {
+                merged.values.clear();
+            }
+            let merged_window = Window::Interval { start, end };
+            self.dirty.insert((key.to_vec(), merged_window));
+            // Queue entries and deadlines of the merged windows now find no
+            // pane; the merged one is queued (by `push`) if the watermark
+            // passed an end no merged window saw, and its deadline listed.
             merged.queued = false;
+            merged.touched = false;
+            merged.end_seen = last_end.1;
+            merged.deadline = None;
             // A pane in the changes is listed in `dirty` (just above).
             merged.in_changes = true;
-            self.panes.insert(key, Window::Interval { start, end }, merged);
+            self.panes.insert(key, merged_window, merged);
+            self.note_deadline(key, &merged_window);
         }
     }
 
-    fn fire(&mut self, key: &[u8], window: Window, timing: Timing, is_last: bool, out: &mut Vec<Vec<u8>>) {
-        let accumulating = self.spec.accumulating;
-        let output_time = self.spec.output_time;
+    /// Emits a pane of (key, window) — `by_watermark`: fired because the
+    /// watermark passed the window's end or expiry; `is_last`: the window
+    /// closes with it — unless nothing came since the last pane, which only
+    /// an on-time pane fires with (`OnTimeBehavior.FIRE_ALWAYS`: after early
+    /// panes discarded everything). Pane info as Beam defines it: early
+    /// while the watermark has not passed the end of the window, on time for
+    /// the first watermark-driven firing after it, late otherwise.
+    fn emit(&mut self, key: &[u8], window: Window, by_watermark: bool, is_last: bool, out: &mut Vec<Vec<u8>>) {
+        let early = !self.end_passed(&window);
+        let (accumulating, output_time) = (self.spec.accumulating, self.spec.output_time);
+        let on_time_always = self.spec.on_time_always;
+        let keeps_hold = early && self.spec.trigger.has_on_time_pane();
         let Some(pane) = self.panes.get_mut(key, &window) else { return };
-        // Marked even if nothing fires: a spurious entry only rewrites a pane.
         if !pane.in_changes {
             pane.in_changes = true;
             self.dirty.insert((key.to_vec(), window));
         }
-        if pane.values.is_empty() {
-            return;
-        }
-        let ts = match output_time {
-            OutputTime::EndOfWindow => window.max_timestamp(),
-            OutputTime::EarliestInPane => pane.min_ts.unwrap_or(window.max_timestamp()),
-            OutputTime::LatestInPane => pane.max_ts.unwrap_or(window.max_timestamp()),
+        let timing = if early {
+            Timing::Early
+        } else if by_watermark && pane.fired_on_time_or_late == 0 {
+            Timing::OnTime
+        } else {
+            Timing::Late
         };
-        let mut pane_bytes = Vec::new();
-        let on_time_index = if timing == Timing::Early { 0 } else { pane.fired_on_time_or_late };
-        encode_pane(pane.fired == 0, is_last, timing, pane.fired, on_time_index, &mut pane_bytes);
-        let values = pane.values.concatenated();
-        let mut value = Vec::with_capacity(key.len() + 4 + values.len());
-        value.extend_from_slice(key);
-        value.extend_from_slice(&(pane.values.len() as u32).to_be_bytes());
-        value.extend_from_slice(values);
-        let mut encoded = Vec::with_capacity(value.len() + 32);
-        windowed::encode(ts, &window, &pane_bytes, &value, &mut encoded);
-        out.push(encoded);
-        // Saturating: the counts come back from a changelog, which may
-        // hold anything.
-        pane.fired = pane.fired.saturating_add(1);
-        if timing != Timing::Early {
-            pane.fired_on_time_or_late = pane.fired_on_time_or_late.saturating_add(1);
+        let new_data = pane.since_fire > 0;
+        let wanted = new_data || (timing == Timing::OnTime && on_time_always);
+        if wanted {
+            let ts = match output_time {
+                OutputTime::EndOfWindow => window.max_timestamp(),
+                OutputTime::EarliestInPane => pane.min_ts.unwrap_or(window.max_timestamp()),
+                OutputTime::LatestInPane => pane.max_ts.unwrap_or(window.max_timestamp()),
+            };
+            let mut pane_bytes = Vec::new();
+            let on_time_index = if early { 0 } else { pane.fired_on_time_or_late };
+            encode_pane(pane.fired == 0, is_last, timing, pane.fired, on_time_index, &mut pane_bytes);
+            let values = pane.values.concatenated();
+            let mut value = Vec::with_capacity(key.len() + 4 + values.len());
+            value.extend_from_slice(key);
+            value.extend_from_slice(&(pane.values.len() as u32).to_be_bytes());
+            value.extend_from_slice(values);
+            let mut encoded = Vec::with_capacity(value.len() + 32);
+            windowed::encode(ts, &window, &pane_bytes, &value, &mut encoded);
+            out.push(encoded);
+            // Saturating: the counts come back from a changelog, which may
+            // hold anything.
+            pane.fired = pane.fired.saturating_add(1);
+            if !early {
+                pane.fired_on_time_or_late = pane.fired_on_time_or_late.saturating_add(1);
+            }
         }
         pane.since_fire = 0;
-        if !accumulating {
+        if !keeps_hold {
+            pane.min_ts = None;
+            pane.max_ts = None;
+        }
+        if !accumulating || is_last {
             pane.values.clear();
             pane.stored.invalidate();
+        }
+        if is_last {
+            pane.closed = true;
             pane.min_ts = None;
             pane.max_ts = None;
         }
     }
 
-    /// Advances the input watermark and fires every window it closes (all
-    /// of them: see `set_watermark` and `fire_closed` for doing it in steps).
+    /// Advances the input watermark and fires everything it makes due (all
+    /// of it: see `set_watermark` and `fire_closed` for doing it in steps).
     pub fn advance(&mut self, wm: Watermark, out: &mut Vec<Vec<u8>>) {
-        self.set_watermark(wm);
+        self.set_watermark(wm, out);
         self.fire_closed(usize::MAX, out);
     }
 
-    /// Advances the input watermark: queues every window it closes for its
-    /// on-time firing and drops the state of windows past their allowed
-    /// lateness that have fired.
-    pub fn set_watermark(&mut self, wm: Watermark) {
+    /// Advances the input watermark: queues every window whose end or expiry
+    /// it passed for its trigger to be asked, and drops the state of expired
+    /// windows with nothing left to fire. For a bounded input, first asks
+    /// the triggers of the windows that took elements since the last step
+    /// (their panes go to `out`).
+    pub fn set_watermark(&mut self, wm: Watermark, out: &mut Vec<Vec<u8>>) {
         if wm <= self.input_watermark {
             return;
+        }
+        if self.spec.bounded_input {
+            self.evaluate_touched(out);
         }
         self.input_watermark = wm;
         self.meta_dirty = true;
         self.queue_closed();
-        let expired: Vec<(Vec<u8>, Window)> =
+        let expired: Vec<PaneId> =
             self.panes.iter().filter(|(_, w, p)| !p.queued && self.expired(w)).map(|(k, w, _)| (k.to_vec(), *w)).collect();
         for (key, window) in expired {
             self.remove_pane(&key, &window);
         }
     }
 
-    /// Queues the panes closed by the current watermark that are not yet
-    /// queued or fired (also after a restore), in (key, window) order.
+    /// Queues the panes whose end the watermark passed whose trigger was not
+    /// asked about it yet, and the expired ones still open (also after a
+    /// restore), in (key, window) order.
     pub(crate) fn queue_closed(&mut self) {
         let wm = self.input_watermark;
+        let lateness = self.spec.allowed_lateness;
         let mut closed = Vec::new();
         for (key, window, p) in self.panes.iter_mut() {
-            if !p.on_time_done && !p.queued && Watermark::At(window.max_timestamp()) < wm {
+            let end = window.max_timestamp();
+            let expired = wm == Watermark::PosInf || Watermark::At(end.saturating_add(lateness)) < wm;
+            let due = (!p.end_seen && Watermark::At(end) < wm) || expired;
+            if !p.queued && !p.closed && due {
                 p.queued = true;
                 closed.push((key.to_vec(), *window));
             }
@@ -261,43 +417,91 @@ impl GroupByKey {
         self.closed.extend(closed);
     }
 
-    /// How many closed panes wait for their on-time firing.
+    /// How many panes wait for the watermark's firing.
     pub fn closed_pending(&self) -> usize {
         self.closed.len()
     }
 
-    /// Fires up to `limit` closed panes on time (empty ones count nothing);
-    /// returns how many it fired. Expired panes are dropped once fired.
+    /// Asks the triggers of up to `limit` queued panes (the watermark passed
+    /// their end or expiry), firing what they say and, at expiry, the final
+    /// pane; returns how many panes it fired. Expired panes are dropped once
+    /// asked.
     pub fn fire_closed(&mut self, limit: usize, out: &mut Vec<Vec<u8>>) -> usize {
         let mut fired = 0;
         while fired < limit {
             let Some((key, window)) = self.closed.pop_front() else { break };
             // A merged-away pane, or a second entry of one (a session merged
-            // back into a queued window): nothing to fire.
-            if !self.panes.get(&key, &window).is_some_and(|p| p.queued && !p.on_time_done) {
+            // back into a queued window): nothing to do.
+            if !self.panes.get(&key, &window).is_some_and(|p| p.queued) {
                 continue;
             }
             let expires = self.expired(&window);
             let before = out.len();
-            self.fire(&key, window, Timing::OnTime, expires, out);
-            fired += out.len() - before;
-            if let Some(p) = self.panes.get_mut(&key, &window) {
-                p.on_time_done = true;
-                p.queued = false;
-                if expires {
-                    self.remove_pane(&key, &window);
-                }
+            let asked = self.evaluate(&key, window, true, expires, out);
+            let pane = self.panes.get_mut(&key, &window).expect("looked up above");
+            if expires && !asked && !pane.closed && pane.since_fire > 0 {
+                // Garbage collection: the final pane of what the trigger left
+                // unfired. Only with something new in it, whatever the closing
+                // behaviour (Python's EMIT_ALWAYS too): an empty final pane
+                // per key and window tells nobody anything, and Beam's Python
+                // runners and Prism emit none.
+                self.emit(&key, window, true, true, out);
             }
+            let pane = self.panes.get_mut(&key, &window).expect("looked up above");
+            pane.queued = false;
+            pane.end_seen = true;
+            if expires {
+                self.remove_pane(&key, &window);
+            }
+            fired += out.len() - before;
         }
         fired
     }
 
-    /// The earliest output timestamp of closed panes not yet fired: what
+    /// Sets processing time and fires the panes whose processing-time
+    /// deadline it reached.
+    pub fn set_processing_time(&mut self, now: Millis, out: &mut Vec<Vec<u8>>) {
+        self.processing_time = self.processing_time.max(now);
+        while let Some(first) = self.deadlines.first() {
+            if first.0 > self.processing_time {
+                break;
+            }
+            let (deadline, key, window) = self.deadlines.pop_first().expect("looked at above");
+            let Some(pane) = self.panes.get_mut(&key, &window) else { continue };
+            if pane.deadline != Some(deadline) {
+                continue;
+            }
+            pane.deadline = None;
+            if !pane.queued {
+                self.evaluate(&key, window, false, false, out);
+            }
+            self.note_deadline(&key, &window);
+        }
+    }
+
+    /// The earliest processing-time deadline a trigger waits for.
+    pub fn next_deadline(&self) -> Option<Millis> {
+        self.deadlines.first().map(|d| d.0)
+    }
+
+    /// Lists the deadlines of every pane again (after a restore).
+    pub(crate) fn index_deadlines(&mut self) {
+        self.deadlines.clear();
+        let ids: Vec<PaneId> = self.panes.iter().map(|(k, w, _)| (k.to_vec(), *w)).collect();
+        for (key, window) in ids {
+            if let Some(p) = self.panes.get_mut(&key, &window) {
+                p.deadline = None;
+            }
+            self.note_deadline(&key, &window);
+        }
+    }
+
+    /// The earliest output timestamp of queued panes not yet fired: what
     /// the stage behind sees of the watermark may not pass it.
     pub fn closed_hold(&self) -> Watermark {
         self.closed
             .iter()
-            .filter_map(|(k, w)| self.panes.get(k, w).filter(|p| !p.values.is_empty()).map(|p| self.output_timestamp(w, p)))
+            .filter_map(|(k, w)| self.panes.get(k, w).filter(|p| p.queued && !p.closed).map(|p| self.output_timestamp(w, p)))
             .min()
             .map_or(Watermark::PosInf, Watermark::At)
     }
@@ -305,7 +509,8 @@ impl GroupByKey {
     fn output_timestamp(&self, w: &Window, p: &Pane) -> Millis {
         match self.spec.output_time {
             OutputTime::EndOfWindow => w.max_timestamp(),
-            _ => p.min_ts.unwrap_or(w.max_timestamp()),
+            OutputTime::EarliestInPane => p.min_ts.unwrap_or(w.max_timestamp()),
+            OutputTime::LatestInPane => p.max_ts.unwrap_or(w.max_timestamp()),
         }
     }
 
@@ -314,7 +519,7 @@ impl GroupByKey {
     pub fn hold(&self) -> Watermark {
         self.panes
             .iter()
-            .filter(|(_, _, p)| !p.values.is_empty())
+            .filter(|(_, _, p)| p.min_ts.is_some() && !p.closed)
             .map(|(_, w, p)| Watermark::At(self.output_timestamp(w, p)))
             .min()
             .unwrap_or(Watermark::PosInf)
@@ -324,6 +529,7 @@ impl GroupByKey {
         self.spec.allowed_lateness
     }
 
+    /// Whether no pane holds values.
     pub fn is_empty(&self) -> bool {
         self.panes.iter().all(|(_, _, p)| p.values.is_empty())
     }
@@ -346,221 +552,5 @@ fn max_opt(a: Option<Millis>, b: Option<Millis>) -> Option<Millis> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::coders::{encode_nested_bytes, encode_varint};
-    use crate::windowed::encode as encode_wv;
-
-    fn spec(trigger: Trigger, window_coder: Coder) -> WindowingSpec {
-        WindowingSpec {
-            merging: false,
-            trigger,
-            accumulating: false,
-            allowed_lateness: 0,
-            output_time: OutputTime::EndOfWindow,
-            window_coder,
-        }
-    }
-
-    fn kv_coder() -> Coder {
-        Coder::Kv(Box::new(Coder::StringUtf8), Box::new(Coder::Varint))
-    }
-
-    fn element(ts: Millis, window: Window, key: &str, value: u64) -> Vec<u8> {
-        let mut kv = Vec::new();
-        encode_nested_bytes(key.as_bytes(), &mut kv);
-        encode_varint(value, &mut kv);
-        let mut out = Vec::new();
-        encode_wv(ts, &window, &[0x0f], &kv, &mut out);
-        out
-    }
-
-    /// (timestamp, window, key, values) of a fired pane.
-    fn decode(out: &[u8], wc: &Coder) -> (Millis, Window, String, Vec<u64>, u8) {
-        let h = windowed::split(out, wc).unwrap();
-        let w = Window::decode(h.windows[0], wc).unwrap();
-        let v = &out[h.value_offset..];
-        let klen = Coder::StringUtf8.skip(v).unwrap();
-        let key = String::from_utf8(v[1..klen].to_vec()).unwrap();
-        let count = u32::from_be_bytes(v[klen..klen + 4].try_into().unwrap());
-        let mut at = klen + 4;
-        let mut values = Vec::new();
-        for _ in 0..count {
-            let (x, n) = crate::coders::decode_varint(&v[at..]).unwrap();
-            values.push(x);
-            at += n;
-        }
-        (h.timestamp, w, key, values, h.pane[0])
-    }
-
-    #[test]
-    fn default_trigger_groups_per_key_and_fires_at_end_of_window() {
-        let mut g = GroupByKey::new(spec(Trigger::Default, Coder::GlobalWindow), &kv_coder()).unwrap();
-        let mut out = Vec::new();
-        for (k, v) in [("a", 1), ("b", 2), ("a", 3)] {
-            g.add(&element(5, Window::Global, k, v), &mut out).unwrap();
-        }
-        assert!(out.is_empty());
-        assert_eq!(g.hold(), Watermark::At(Window::Global.max_timestamp()));
-        g.advance(Watermark::At(100), &mut out);
-        assert!(out.is_empty(), "the global window is still open");
-        g.advance(Watermark::PosInf, &mut out);
-        let mut got: Vec<_> = out.iter().map(|o| decode(o, &Coder::GlobalWindow)).collect();
-        got.sort_by(|a, b| a.2.cmp(&b.2));
-        assert_eq!(got.len(), 2);
-        assert_eq!((got[0].2.as_str(), got[0].3.clone()), ("a", vec![1, 3]));
-        assert_eq!((got[1].2.as_str(), got[1].3.clone()), ("b", vec![2]));
-        assert_eq!(got[0].0, Window::Global.max_timestamp());
-        assert_eq!(got[0].4, 0x07, "first, last, on time");
-        assert!(g.is_empty());
-    }
-
-    #[test]
-    fn fixed_windows_fire_as_the_watermark_passes_and_late_data_is_dropped() {
-        let wc = Coder::IntervalWindow;
-        let mut g = GroupByKey::new(spec(Trigger::Default, wc.clone()), &kv_coder()).unwrap();
-        let w1 = Window::Interval { start: 0, end: 10 };
-        let w2 = Window::Interval { start: 10, end: 20 };
-        let mut out = Vec::new();
-        g.add(&element(1, w1, "k", 1), &mut out).unwrap();
-        g.add(&element(12, w2, "k", 2), &mut out).unwrap();
-        g.advance(Watermark::At(10), &mut out);
-        assert_eq!(out.len(), 1);
-        assert_eq!(decode(&out[0], &wc).1, w1);
-        g.add(&element(2, w1, "k", 9), &mut out).unwrap();
-        assert_eq!(g.dropped_late, 1, "window 1 expired with zero allowed lateness");
-        assert_eq!(g.hold(), Watermark::At(19));
-        g.advance(Watermark::PosInf, &mut out);
-        assert_eq!(out.len(), 2);
-        assert_eq!(decode(&out[1], &wc).3, vec![2]);
-    }
-
-    #[test]
-    fn sessions_merge_overlapping_windows_of_a_key() {
-        let wc = Coder::IntervalWindow;
-        let mut s = spec(Trigger::Default, wc.clone());
-        s.merging = true;
-        let mut g = GroupByKey::new(s, &kv_coder()).unwrap();
-        let mut out = Vec::new();
-        g.add(&element(0, Window::Interval { start: 0, end: 10 }, "k", 1), &mut out).unwrap();
-        g.add(&element(20, Window::Interval { start: 20, end: 30 }, "k", 2), &mut out).unwrap();
-        g.add(&element(8, Window::Interval { start: 8, end: 21 }, "k", 3), &mut out).unwrap();
-        g.add(&element(8, Window::Interval { start: 8, end: 18 }, "other", 4), &mut out).unwrap();
-        g.advance(Watermark::PosInf, &mut out);
-        let mut got: Vec<_> = out.iter().map(|o| decode(o, &wc)).collect();
-        got.sort_by(|a, b| a.2.cmp(&b.2));
-        assert_eq!(got[0].1, Window::Interval { start: 0, end: 30 });
-        let mut vals = got[0].3.clone();
-        vals.sort();
-        assert_eq!(vals, vec![1, 2, 3]);
-        assert_eq!(got[1].1, Window::Interval { start: 8, end: 18 });
-    }
-
-    #[test]
-    fn always_fires_each_element_and_counting_accumulates() {
-        let mut g = GroupByKey::new(spec(Trigger::Always, Coder::GlobalWindow), &kv_coder()).unwrap();
-        let mut out = Vec::new();
-        g.add(&element(1, Window::Global, "k", 1), &mut out).unwrap();
-        g.add(&element(2, Window::Global, "k", 2), &mut out).unwrap();
-        assert_eq!(out.len(), 2);
-        assert_eq!(decode(&out[1], &Coder::GlobalWindow).3, vec![2]);
-        g.advance(Watermark::PosInf, &mut out);
-        assert_eq!(out.len(), 2, "nothing left to fire");
-
-        let mut s = spec(Trigger::RepeatedCount(2), Coder::GlobalWindow);
-        s.accumulating = true;
-        let mut g = GroupByKey::new(s, &kv_coder()).unwrap();
-        let mut out = Vec::new();
-        for v in 1..=5 {
-            g.add(&element(v as i64, Window::Global, "k", v), &mut out).unwrap();
-        }
-        assert_eq!(out.len(), 2);
-        assert_eq!(decode(&out[1], &Coder::GlobalWindow).3, vec![1, 2, 3, 4]);
-        g.advance(Watermark::PosInf, &mut out);
-        assert_eq!(decode(&out[2], &Coder::GlobalWindow).3, vec![1, 2, 3, 4, 5]);
-    }
-
-    #[test]
-    fn keys_are_found_for_partitioning() {
-        let g = GroupByKey::new(spec(Trigger::Default, Coder::GlobalWindow), &kv_coder()).unwrap();
-        let mut two = element(1, Window::Global, "ab", 7);
-        let first_len = two.len();
-        two.extend(element(1, Window::Global, "c", 8));
-        let (key, len) = g.key_of(&two).unwrap();
-        assert_eq!(len, first_len);
-        assert_eq!(key, &[2, b'a', b'b']);
-    }
-
-    #[test]
-    fn closed_windows_fire_in_steps_and_hold_the_watermark_until_fired() {
-        let wc = Coder::IntervalWindow;
-        // Lateness allowed: an element behind the watermark is not dropped.
-        let mut g = GroupByKey::new(WindowingSpec { allowed_lateness: 100, ..spec(Trigger::Default, wc.clone()) }, &kv_coder()).unwrap();
-        let mut out = Vec::new();
-        for k in 0..5 {
-            g.add(&element(1, Window::Interval { start: 0, end: 10 }, &format!("k{k}"), k), &mut out).unwrap();
-        }
-        g.add(&element(15, Window::Interval { start: 10, end: 20 }, "late-window", 9), &mut out).unwrap();
-        g.set_watermark(Watermark::At(12));
-        assert!(out.is_empty(), "closing a window fires nothing by itself");
-        assert_eq!(g.closed_pending(), 5);
-        assert_eq!(g.closed_hold(), Watermark::At(9));
-        assert_eq!(g.fire_closed(2, &mut out), 2);
-        assert_eq!(g.closed_pending(), 3);
-        assert_eq!(g.closed_hold(), Watermark::At(9), "three panes of the window still wait");
-        // An element for a closed but unfired window joins its on-time pane.
-        g.add(&element(2, Window::Interval { start: 0, end: 10 }, "k4", 40), &mut out).unwrap();
-        assert_eq!(out.len(), 2);
-        assert_eq!(g.fire_closed(usize::MAX, &mut out), 3);
-        assert_eq!(g.closed_hold(), Watermark::PosInf);
-        let got: Vec<_> = out.iter().map(|o| decode(o, &wc)).collect();
-        assert_eq!(got.iter().filter(|g| g.1 == Window::Interval { start: 0, end: 10 }).count(), 5, "each key fired once");
-        let k4 = got.iter().find(|g| g.2 == "k4").unwrap();
-        assert_eq!(k4.3, vec![4, 40]);
-        assert_eq!(g.hold(), Watermark::At(19), "the open window still holds");
-    }
-
-    #[test]
-    fn closed_windows_not_yet_fired_fire_after_a_restore_and_expired_ones_only_after_firing() {
-        let wc = Coder::IntervalWindow;
-        let mut g = GroupByKey::new(spec(Trigger::Default, wc.clone()), &kv_coder()).unwrap();
-        let mut out = Vec::new();
-        for k in 0..3 {
-            g.add(&element(1, Window::Interval { start: 0, end: 10 }, &format!("k{k}"), k), &mut out).unwrap();
-        }
-        // Past the end plus allowed lateness (0): expired, yet not dropped unfired.
-        g.set_watermark(Watermark::At(50));
-        assert_eq!(g.fire_closed(1, &mut out), 1);
-        let changes = g.take_changes();
-        let mut restored = GroupByKey::new(spec(Trigger::Default, wc.clone()), &kv_coder()).unwrap();
-        restored.restore(changes.iter().filter_map(|(k, v)| v.as_deref().map(|v| (k.as_slice(), v)))).unwrap();
-        assert_eq!(restored.closed_pending(), 2, "the unfired panes are queued again");
-        let mut again = Vec::new();
-        assert_eq!(restored.fire_closed(usize::MAX, &mut again), 2);
-        let mut keys: Vec<String> = out.iter().chain(again.iter()).map(|o| decode(o, &wc).2).collect();
-        keys.sort();
-        assert_eq!(keys, vec!["k0", "k1", "k2"]);
-        assert!(restored.is_empty(), "expired panes are dropped once they fired");
-    }
-
-    #[test]
-    fn a_late_element_merging_into_a_closed_unfired_session_fires_it_once() {
-        let wc = Coder::IntervalWindow;
-        let mut s = WindowingSpec { allowed_lateness: 100, accumulating: true, ..spec(Trigger::Default, wc.clone()) };
-        s.merging = true;
-        let mut g = GroupByKey::new(s, &kv_coder()).unwrap();
-        let mut out = Vec::new();
-        g.add(&element(0, Window::Interval { start: 0, end: 10 }, "k", 1), &mut out).unwrap();
-        g.add(&element(5, Window::Interval { start: 5, end: 15 }, "k", 2), &mut out).unwrap();
-        g.set_watermark(Watermark::At(20));
-        // Merges into [0, 15) again: the window is queued a second time.
-        g.add(&element(2, Window::Interval { start: 2, end: 12 }, "k", 3), &mut out).unwrap();
-        assert_eq!(g.fire_closed(usize::MAX, &mut out), 1);
-        let got: Vec<_> = out.iter().map(|o| decode(o, &wc)).collect();
-        assert_eq!(got.len(), 1, "one on-time pane: {got:?}");
-        assert_eq!(got[0].1, Window::Interval { start: 0, end: 15 });
-        let mut vals = got[0].3.clone();
-        vals.sort();
-        assert_eq!(vals, vec![1, 2, 3]);
-    }
-}
+#[path = "gbk_tests.rs"]
+mod tests;

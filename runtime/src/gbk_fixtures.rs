@@ -12,11 +12,13 @@ use crate::windowing::{OutputTime, Trigger, WindowingSpec};
 pub fn interval_gbk(merging: bool) -> GroupByKey {
     let spec = WindowingSpec {
         merging,
-        trigger: Trigger::Default,
+        trigger: Trigger::default_trigger(),
         accumulating: false,
         allowed_lateness: 0,
         output_time: OutputTime::EndOfWindow,
         window_coder: Coder::IntervalWindow,
+        on_time_always: true,
+        bounded_input: false,
     };
     GroupByKey::new(spec, &Coder::Kv(Box::new(Coder::StringUtf8), Box::new(Coder::Varint))).expect("a readable KV coder")
 }
@@ -30,4 +32,12 @@ pub fn interval_element(ts: Millis, start: Millis, end: Millis, key: &str, value
     let mut out = Vec::new();
     encode(ts, &Window::Interval { start, end }, &[0x0f], &kv, &mut out);
     out
+}
+
+/// `Repeatedly(AfterCount(n))`.
+pub fn repeated_count(n: i32) -> Trigger {
+    use crate::pb::trigger::{ElementCount, Repeat, Trigger as T};
+    let count = crate::pb::Trigger { trigger: Some(T::ElementCount(ElementCount { element_count: n })) };
+    let repeat = T::Repeat(Box::new(Repeat { subtrigger: Some(Box::new(count)) }));
+    Trigger::from_proto(Some(&crate::pb::Trigger { trigger: Some(repeat) })).expect("a valid trigger")
 }

@@ -15,6 +15,7 @@ use crate::coders::{encode_varint, ByteReader};
 use crate::gbk::{GroupByKey, Pane};
 use crate::panes::Values;
 use crate::timestamp::Watermark;
+use crate::trigger::TriggerState;
 use crate::windowed::Window;
 
 const META: u8 = 0;
@@ -23,7 +24,7 @@ const CHUNK: u8 = 2;
 
 pub type Entry = (Vec<u8>, Option<Vec<u8>>);
 
-type PaneId = (Vec<u8>, Window);
+use crate::gbk::PaneId;
 
 fn pane_key(kind: u8, key: &[u8], window: &Window) -> Vec<u8> {
     let mut out = vec![kind];
@@ -77,7 +78,9 @@ fn encode_pane_state(p: &Pane) -> Vec<u8> {
     for n in [p.fired, p.fired_on_time_or_late, p.since_fire] {
         encode_varint(n, &mut out);
     }
-    out.push(p.on_time_done as u8);
+    out.push(p.end_seen as u8);
+    out.push(p.closed as u8);
+    p.trigger.encode(&mut out);
     out
 }
 
@@ -96,18 +99,21 @@ fn decode_pane_state(buf: &[u8]) -> Result<Pane, String> {
         }
     }
     let (fired, fired_on_time_or_late, since_fire) = (c.varint()?, c.varint()?, c.varint()?);
-    let on_time_done = c.take(1)?[0] != 0;
+    let end_seen = c.take(1)?[0] != 0;
+    // Entries written before triggers had state end here.
+    let (closed, trigger) =
+        if c.at < buf.len() { (c.take(1)?[0] != 0, TriggerState::decode(&mut c)?) } else { (false, TriggerState::default()) };
     Ok(Pane {
         values,
         min_ts: ts[0],
         max_ts: ts[1],
         fired,
         fired_on_time_or_late,
-        on_time_done,
+        end_seen,
         since_fire,
-        in_changes: false,
-        queued: false,
-        stored: Stored::default(),
+        closed,
+        trigger,
+        ..Pane::default()
     })
 }
 
@@ -194,6 +200,7 @@ impl GroupByKey {
         }
         // Windows closed before the last commit that had not fired yet.
         self.queue_closed();
+        self.index_deadlines();
         Ok(())
     }
 }
@@ -303,7 +310,7 @@ mod tests {
     fn bytes_gbk(accumulating: bool) -> GroupByKey {
         let mut spec = interval_gbk(false).spec.clone();
         spec.accumulating = accumulating;
-        spec.trigger = crate::windowing::Trigger::RepeatedCount(1000);
+        spec.trigger = crate::gbk_fixtures::repeated_count(1000);
         GroupByKey::new(spec, &Coder::Kv(Box::new(Coder::StringUtf8), Box::new(Coder::Bytes))).unwrap()
     }
 
@@ -359,7 +366,7 @@ mod tests {
     fn a_discarding_firing_rewrites_and_an_accumulating_one_appends() {
         for accumulating in [false, true] {
             let mut g = bytes_gbk(accumulating);
-            g.spec.trigger = crate::windowing::Trigger::RepeatedCount(2);
+            g.spec.trigger = crate::gbk_fixtures::repeated_count(2);
             let mut store = BTreeMap::new();
             let mut fired = Vec::new();
             for i in 0..7 {

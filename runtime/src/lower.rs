@@ -21,6 +21,24 @@ use crate::topology::{InputKind, TopologyPlan};
 use crate::validate::{read_spec, write_spec};
 use crate::windowing::WindowingSpec;
 
+/// The pipeline's TestStream, if it has one, ready to replay.
+pub fn test_stream_run(graph: &PipelineGraph, plan: &TopologyPlan) -> Result<Option<crate::spec::TestStreamRun>, String> {
+    let Some(id) = graph.leaves.iter().find(|id| graph.urn(id) == crate::urns::TEST_STREAM) else { return Ok(None) };
+    let spec = crate::test_stream::TestStreamSpec::read(id, graph.transform(id), graph.components())?;
+    let topics = spec
+        .outputs
+        .iter()
+        .map(|pc| {
+            plan.topics
+                .iter()
+                .find(|t| t.kind == crate::topology::TopicKind::TestStream && &t.pcollection == pc)
+                .map(|t| t.name.clone())
+                .ok_or_else(|| format!("no topic planned for the TestStream output '{pc}'"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Some(crate::spec::TestStreamRun { spec, topics, awaited: plan.test_stream_terminals() }))
+}
+
 /// Each sub-topology's spec and the descriptors to register for it (id
 /// `<job_id>-<stage>`, and `...-drain` for a stage with splittable DoFns:
 /// the one it runs while its job drains), data and state over the Fn API
@@ -56,7 +74,8 @@ pub fn lower(
                 InputKind::GroupByKey { .. } => {
                     let pc = &components.pcollections[&topic.pcollection];
                     let ws = &components.windowing_strategies[&pc.windowing_strategy_id];
-                    let spec = WindowingSpec::from_proto(components, ws)?;
+                    let mut spec = WindowingSpec::from_proto(components, ws)?;
+                    spec.bounded_input = pc.is_bounded == beam_kafka_proto::pipeline::is_bounded::Enum::Bounded as i32;
                     Some((spec, wire_coders(components, &topic.pcollection)?.0))
                 }
             };

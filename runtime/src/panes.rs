@@ -5,6 +5,7 @@ use std::collections::HashMap;
 
 use crate::chunks::Stored;
 use crate::timestamp::Millis;
+use crate::trigger::TriggerState;
 use crate::windowed::Window;
 
 /// Values as the value coder wrote them, concatenated, with where each ends.
@@ -64,18 +65,32 @@ impl Values {
 #[derive(Debug, Default, Clone, PartialEq)]
 pub(crate) struct Pane {
     pub(crate) values: Values,
+    /// The earliest and latest timestamps of the elements that hold the
+    /// output watermark for the next pane (those not behind the watermark
+    /// when they came; cleared when a pane fires, unless an on-time pane is
+    /// still to come after an early one).
     pub(crate) min_ts: Option<Millis>,
     pub(crate) max_ts: Option<Millis>,
-    /// Firings so far, and how many of them were on time or late.
+    /// Panes emitted so far, and how many of them were on time or late.
     pub(crate) fired: u64,
     pub(crate) fired_on_time_or_late: u64,
-    pub(crate) on_time_done: bool,
+    /// The watermark passed the end of the window and the trigger was asked.
+    pub(crate) end_seen: bool,
+    /// Elements since the last firing.
     pub(crate) since_fire: u64,
+    /// The trigger finished (or the final pane fired): the window takes no
+    /// more elements and keeps no values; it stays until it expires.
+    pub(crate) closed: bool,
+    pub(crate) trigger: TriggerState,
     /// Listed in `GroupByKey::dirty` (not stored): spares `add` a lookup
     /// there per element.
     pub(crate) in_changes: bool,
     /// Listed in `GroupByKey::closed` (not stored).
     pub(crate) queued: bool,
+    /// Listed in `GroupByKey::touched` (not stored).
+    pub(crate) touched: bool,
+    /// The processing-time deadline listed in `GroupByKey::deadlines`.
+    pub(crate) deadline: Option<Millis>,
     /// What of `values` the pane's chunk entries hold (see `gbk_state`).
     pub(crate) stored: Stored,
 }

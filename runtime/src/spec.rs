@@ -116,3 +116,12 @@ pub struct OutputSink {
     /// key, and which should reach as many tasks as there are.
     pub spread: bool,
 }
+
+/// A TestStream to replay: its events, the topic of each output, and the
+/// tasks whose passing an epoch on means its step was processed.
+#[derive(Clone, Debug)]
+pub struct TestStreamRun {
+    pub spec: crate::test_stream::TestStreamSpec,
+    pub topics: Vec<String>,
+    pub awaited: Vec<crate::topology::TaskId>,
+}

@@ -31,6 +31,11 @@ pub enum TopicKind {
     /// A side-input PCollection; one partition, read whole by every task of
     /// every sub-topology that reads the side input (not through the group).
     Side,
+    /// An output of a TestStream, written by the job's TestStream driver
+    /// step by step, coded as the TestStream's payload codes elements; one
+    /// partition, read by a relay stage that recodes them for the rest of
+    /// the pipeline.
+    TestStream,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -151,7 +156,7 @@ impl TopologyPlan {
         let mut topics: Vec<TopicPlan> = Vec::new();
         // Output PCollection of a runner transform → the topics feeding it.
         let mut fed_by: HashMap<String, Vec<(usize, InputKind)>> = HashMap::new();
-        let (mut impulses, mut shuffles) = (0, 0);
+        let (mut impulses, mut shuffles, mut test_streams) = (0, 0, 0);
         for id in &graph.leaves {
             let t = graph.transform(id);
             match graph.urn(id) {
@@ -167,6 +172,22 @@ impl TopologyPlan {
                         upstream_partitions: 1,
                     });
                     impulses += 1;
+                }
+                urns::TEST_STREAM => {
+                    let mut outs: Vec<(&String, &String)> = t.outputs.iter().collect();
+                    outs.sort();
+                    for (_, out) in outs {
+                        fed_by.entry(out.clone()).or_default().push((topics.len(), InputKind::Direct));
+                        topics.push(TopicPlan {
+                            name: format!("{prefix}teststream_{test_streams}"),
+                            kind: TopicKind::TestStream,
+                            partitions: 1,
+                            pcollection: out.clone(),
+                            upstream: id.clone(),
+                            upstream_partitions: 1,
+                        });
+                        test_streams += 1;
+                    }
                 }
                 urns::GROUP_BY_KEY => {
                     let input = graph
@@ -212,6 +233,24 @@ impl TopologyPlan {
             }
         }
         let mut stages = fuse(graph);
+        // Each TestStream output is recoded by a relay stage of its own (the
+        // SDK decodes with the payload's coder and encodes with the
+        // PCollection's); every other reader gets it from that relay.
+        let mut recoders = Vec::new();
+        for t in topics.iter().filter(|t| t.kind == TopicKind::TestStream) {
+            let payload = crate::test_stream::payload_coder(graph.transform(&t.upstream))?;
+            recoders.push(Stage {
+                id: format!("recode-{}", recoders.len()),
+                environment_id: stages.first().map(|st| st.environment_id.clone()).unwrap_or_default(),
+                transforms: Vec::new(),
+                inputs: vec![t.pcollection.clone()],
+                outputs: vec![t.pcollection.clone()],
+                side_inputs: Vec::new(),
+                input_coders: vec![(t.pcollection.clone(), payload)],
+            });
+        }
+        let recoded: Vec<String> = recoders.iter().map(|r| r.inputs[0].clone()).collect();
+        stages.splice(0..0, recoders);
         // Side inputs: one topic per side-input PCollection. One produced by
         // a runner transform (a GroupByKey, an Impulse, a read) is copied to
         // its topic by a relay stage with no transforms of its own.
@@ -253,6 +292,7 @@ impl TopologyPlan {
                 inputs: vec![pc.clone()],
                 outputs: vec![pc],
                 side_inputs: Vec::new(),
+                input_coders: Vec::new(),
             });
         }
         let mut edges = 0;
@@ -261,13 +301,15 @@ impl TopologyPlan {
             let id = sub_topologies.len() as u32;
             let mut inputs = Vec::new();
             for pc in &stage.inputs {
-                if let Some(feeds) = fed_by.get(pc) {
+                let recoder = !stage.input_coders.is_empty();
+                if let Some(feeds) = fed_by.get(pc).filter(|_| recoder || !recoded.contains(pc)) {
                     for (topic, kind) in feeds.clone() {
                         inputs.push(SubInput { topic, kind, pcollection: pc.clone() });
                     }
                     continue;
                 }
-                let from_stage = graph.producer.get(pc).is_some_and(|p| stages.iter().any(|st| st.transforms.contains(p)));
+                let from_stage =
+                    recoded.contains(pc) || graph.producer.get(pc).is_some_and(|p| stages.iter().any(|st| st.transforms.contains(p)));
                 if !from_stage {
                     let producer = graph.producer.get(pc).map(|p| name_of(graph, p)).unwrap_or_default();
                     return Err(format!("stage {} reads '{pc}' from '{producer}', which this runner cannot connect yet", stage.id));
@@ -349,9 +391,9 @@ impl TopologyPlan {
                 }
                 for (i, t) in topics.iter().enumerate() {
                     let fed = match t.kind {
-                        TopicKind::Shuffle | TopicKind::Edge => !sub.stage.transforms.is_empty(),
+                        TopicKind::Shuffle | TopicKind::Edge => !sub.stage.transforms.is_empty() || !sub.stage.input_coders.is_empty(),
                         TopicKind::Side => true,
-                        TopicKind::Impulse | TopicKind::Source => false,
+                        TopicKind::Impulse | TopicKind::Source | TopicKind::TestStream => false,
                     };
                     if fed && &t.pcollection == pc {
                         outputs.push(SubOutput { pcollection: pc.clone(), topic: i });
@@ -471,6 +513,31 @@ impl TopologyPlan {
     /// have reached +∞.
     pub fn terminal_tasks(&self) -> Vec<TaskId> {
         self.tasks().into_iter().filter(|t| self.sub_topologies[t.sub_topology as usize].outputs.is_empty()).collect()
+    }
+
+    /// The terminal tasks a TestStream's steps reach (through inputs and
+    /// side inputs): once each passed a step's epoch on, the step was
+    /// processed in full.
+    pub fn test_stream_terminals(&self) -> Vec<TaskId> {
+        let mut reached: Vec<bool> = self.topics.iter().map(|t| t.kind == TopicKind::TestStream).collect();
+        let mut subs = vec![false; self.sub_topologies.len()];
+        loop {
+            let mut changed = false;
+            for (i, s) in self.sub_topologies.iter().enumerate() {
+                let reads = s.inputs.iter().map(|x| x.topic).chain(s.side_inputs.iter().map(|x| x.topic)).any(|t| reached[t]);
+                if reads && !subs[i] {
+                    subs[i] = true;
+                    changed = true;
+                    for o in &s.outputs {
+                        reached[o.topic] = true;
+                    }
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        self.terminal_tasks().into_iter().filter(|t| subs[t.sub_topology as usize]).collect()
     }
 
     /// A human-readable description of the plan.

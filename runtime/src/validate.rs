@@ -58,6 +58,7 @@ fn check(pipeline: &pb::Pipeline, environments: bool) -> Vec<Unsupported> {
             });
         }
     }
+    let mut test_streams = 0;
     for id in &graph.leaves {
         let t = graph.transform(id);
         let urn = graph.urn(id);
@@ -92,6 +93,15 @@ fn check(pipeline: &pb::Pipeline, environments: bool) -> Vec<Unsupported> {
             urns::GROUP_BY_KEY => {
                 for reason in group_by_key_problems(&graph, id) {
                     fail(reason);
+                }
+            }
+            urns::TEST_STREAM => {
+                test_streams += 1;
+                if test_streams == 2 {
+                    fail("is a second TestStream; this runner replays one TestStream per pipeline".to_string());
+                }
+                if let Err(e) = crate::test_stream::TestStreamSpec::read(id, t, graph.components()) {
+                    fail(e);
                 }
             }
             urns::KAFKA_READ => {
@@ -281,7 +291,7 @@ mod tests {
     fn every_unsupported_transform_is_named_at_once() {
         let mut b = Builder::new();
         b.leaf("impulse", IMPULSE, &[], &["a"], false)
-            .leaf("ts", TEST_STREAM, &[], &["t"], false)
+            .leaf("ts", "beam:transform:teststream:v0", &[], &["t"], false)
             .leaf("gbk", GROUP_BY_KEY, &["a"], &["g"], false)
             .leaf("odd", "beam:transform:odd:v1", &["g"], &["o"], true);
         let mut p = b.build();
@@ -289,7 +299,7 @@ mod tests {
         let problems = validate(&p);
         let text: Vec<_> = problems.iter().map(|u| u.to_string()).collect();
         assert_eq!(problems.len(), 3, "{text:?}");
-        assert!(text.iter().any(|t| t.contains("'MyTestStream'") && t.contains("TestStream")));
+        assert!(text.iter().any(|t| t.contains("'MyTestStream'") && t.contains("teststream:v0")));
         assert!(text.iter().any(|t| t.contains("'gbk'") && t.contains("GroupByKey")));
         assert!(text.iter().any(|t| t.contains("'odd'") && t.contains("beam:transform:odd:v1")));
     }

@@ -3,18 +3,7 @@
 //! Window assignment itself runs in the SDK (WindowInto).
 use crate::coder::Coder;
 use crate::pb;
-use pb::trigger::Trigger as T;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Trigger {
-    /// Fire once when the watermark passes the end of the window, then on
-    /// every late element.
-    Default,
-    /// Fire on every element.
-    Always,
-    /// Fire after every `n` elements; the rest at the end of the window.
-    RepeatedCount(u64),
-}
+pub use crate::trigger::Trigger;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OutputTime {
@@ -31,38 +20,11 @@ pub struct WindowingSpec {
     pub allowed_lateness: i64,
     pub output_time: OutputTime,
     pub window_coder: Coder,
-}
-
-fn trigger_name(t: &Option<T>) -> &'static str {
-    match t {
-        None => "unset",
-        Some(T::AfterAll(_)) => "AfterAll",
-        Some(T::AfterAny(_)) => "AfterAny",
-        Some(T::AfterEach(_)) => "AfterEach",
-        Some(T::AfterEndOfWindow(_)) => "AfterWatermark with early or late firings",
-        Some(T::AfterProcessingTime(_)) => "AfterProcessingTime",
-        Some(T::AfterSynchronizedProcessingTime(_)) => "AfterSynchronizedProcessingTime",
-        Some(T::Always(_)) => "Always",
-        Some(T::Default(_)) => "Default",
-        Some(T::ElementCount(_)) => "AfterCount",
-        Some(T::Never(_)) => "Never",
-        Some(T::OrFinally(_)) => "OrFinally",
-        Some(T::Repeat(_)) => "Repeatedly",
-    }
-}
-
-fn trigger(t: &Option<pb::Trigger>) -> Result<Trigger, String> {
-    let inner = t.as_ref().and_then(|t| t.trigger.clone());
-    match &inner {
-        None | Some(T::Default(_)) => Ok(Trigger::Default),
-        Some(T::AfterEndOfWindow(a)) if a.early_firings.is_none() && a.late_firings.is_none() => Ok(Trigger::Default),
-        Some(T::Always(_)) => Ok(Trigger::Always),
-        Some(T::Repeat(r)) => match r.subtrigger.as_ref().and_then(|s| s.trigger.as_ref()) {
-            Some(T::ElementCount(c)) if c.element_count > 0 => Ok(Trigger::RepeatedCount(c.element_count as u64)),
-            _ => Err("the trigger Repeatedly(...) is supported only around AfterCount".into()),
-        },
-        other => Err(format!("the trigger {} is not supported yet", trigger_name(other))),
-    }
+    /// An on-time pane fires even when empty (`OnTimeBehavior.FIRE_ALWAYS`).
+    pub on_time_always: bool,
+    /// The GroupByKey's input is bounded: its triggers are asked about
+    /// elements at watermark steps only (see `gbk`).
+    pub bounded_input: bool,
 }
 
 impl WindowingSpec {
@@ -88,11 +50,13 @@ impl WindowingSpec {
         };
         Ok(WindowingSpec {
             merging,
-            trigger: trigger(&ws.trigger)?,
+            trigger: Trigger::from_proto(ws.trigger.as_ref())?,
             accumulating,
             allowed_lateness: ws.allowed_lateness.max(0),
             output_time,
             window_coder,
+            on_time_always: ws.on_time_behavior != pb::on_time_behavior::Enum::FireIfNonempty as i32,
+            bounded_input: false,
         })
     }
 }
@@ -100,6 +64,7 @@ impl WindowingSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pb::trigger::Trigger as T;
 
     fn components() -> pb::Components {
         let mut c = pb::Components::default();
@@ -119,16 +84,18 @@ mod tests {
     }
 
     #[test]
-    fn supported_triggers() {
+    fn every_trigger_is_taken_and_behaviours_are_read() {
         let c = components();
         let spec = |t| WindowingSpec::from_proto(&c, &with_trigger(t));
-        assert_eq!(spec(T::Default(Default::default())).unwrap().trigger, Trigger::Default);
-        assert_eq!(spec(T::Always(Default::default())).unwrap().trigger, Trigger::Always);
-        let count = pb::Trigger { trigger: Some(T::ElementCount(pb::trigger::ElementCount { element_count: 3 })) };
-        let repeat = T::Repeat(Box::new(pb::trigger::Repeat { subtrigger: Some(Box::new(count)) }));
-        assert_eq!(spec(repeat).unwrap().trigger, Trigger::RepeatedCount(3));
-        let err = spec(T::Never(Default::default())).unwrap_err();
-        assert!(err.contains("Never"), "{err}");
+        assert_eq!(spec(T::Default(Default::default())).unwrap().trigger, Trigger::default_trigger());
+        assert!(spec(T::Never(Default::default())).is_ok());
+        let bad = T::AfterAll(pb::trigger::AfterAll { subtriggers: vec![] });
+        assert!(spec(bad).unwrap_err().contains("AfterAll"));
+        let mut ws = with_trigger(T::Always(Default::default()));
+        ws.on_time_behavior = pb::on_time_behavior::Enum::FireIfNonempty as i32;
+        assert!(!WindowingSpec::from_proto(&c, &ws).unwrap().on_time_always);
+        let s = WindowingSpec::from_proto(&c, &with_trigger(T::Always(Default::default()))).unwrap();
+        assert!(s.on_time_always, "unspecified: Java's default");
     }
 
     #[test]

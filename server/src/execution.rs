@@ -3,6 +3,7 @@
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
+use beam_kafka_actors::test_stream::TestStreamJob;
 use beam_kafka_actors::{run_job, Harnesses, JobEvent, JobInput, JobOutcome};
 use beam_kafka_fnapi::environment::{self, Endpoints, Harness};
 use beam_kafka_fnapi::{FnApiServer, SdkLog, SdkWorker, WorkerSpec};
@@ -182,7 +183,8 @@ async fn prepare_and_run(
 
     job.set_state(State::Running);
     let harnesses = Harnesses::new(workers);
-    let input = JobInput { job_id: job.id.clone(), options: job.runner_options.clone(), plan, sub_topologies, harnesses };
+    let test_stream = lower::test_stream_run(&graph, &plan)?.map(TestStreamJob::new);
+    let input = JobInput { job_id: job.id.clone(), options: job.runner_options.clone(), plan, sub_topologies, harnesses, test_stream };
     let (events_tx, events_rx) = mpsc::unbounded_channel();
     let (done_tx, done_rx) = oneshot::channel();
     let (ended_tx, ended_rx) = oneshot::channel();

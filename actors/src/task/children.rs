@@ -8,10 +8,13 @@
 //! is flushed once all of them answered, and input waits meanwhile, so the
 //! state changes they answer with are exactly those of the offsets the
 //! cycle commits.
+use std::time::Duration;
+
 use actix::prelude::*;
 use beam_kafka_runtime::task_state;
 use beam_kafka_runtime::timestamp::Watermark;
 
+use super::cycle::now_millis;
 use super::input::ToStage;
 use super::TaskSupervisor;
 use crate::group_by_key::GroupByKeyActor;
@@ -117,7 +120,9 @@ impl TaskSupervisor {
                 }
                 let drained = view.update(&report);
                 let source = view.source_transform.clone();
+                self.panes_since_snapshot |= !panes.is_empty();
                 self.panes_to_stage(source, panes, ctx);
+                self.wake_for_triggers(ctx);
                 if drained {
                     // The watermark the closed panes held may move on now.
                     self.request_flush();
@@ -149,6 +154,12 @@ impl TaskSupervisor {
                 self.releasing = true;
                 self.pump(ctx);
             }
+            WatermarkEvent::Progress(p) => {
+                // A TestStream step (or the test clock) moved: a cycle fires
+                // what is due and passes the step on once the task is idle.
+                self.progress = p;
+                self.request_flush();
+            }
             WatermarkEvent::Barrier { id, snapshot, current } => {
                 let Some(c) = self.cycles.barrier_answered(id, AGGREGATOR) else { return };
                 if snapshot != self.written_watermark_state {
@@ -171,9 +182,13 @@ impl TaskSupervisor {
     fn on_aligned(&mut self, ctx: &mut Context<Self>) {
         let watermark = self.output_watermark_at(self.barrier_watermark);
         let held = self.held.take_changes();
+        // Every actor answered: what the TestStream step brought was handed
+        // over and is flushed by this cycle, unless work still waits.
+        let epoch = if self.is_idle() { self.progress.epoch } else { self.reported_progress.epoch };
         let Some(c) = self.cycles.open_mut() else { return };
         c.changes.extend(held.into_iter().map(|(seq, v)| (task_state::held_key(seq), v)));
         c.watermark = watermark;
+        c.epoch = epoch;
         let id = c.id;
         // Which timers are due is decided when the flush completed, from the
         // settings of every bundle before it and the input watermark of the
@@ -185,6 +200,42 @@ impl TaskSupervisor {
         }
         self.stage.do_send(Flush { id, hold: self.cfg.transactional });
         self.pump(ctx);
+    }
+
+    /// Tells each GroupByKey whose trigger deadline passed the processing
+    /// time, and sets a wake-up for the earliest deadline still ahead.
+    pub(super) fn wake_for_triggers(&mut self, ctx: &mut Context<Self>) {
+        if self.progress.clock > 0 {
+            // The test clock moves with TestStream steps only; the
+            // GroupByKeys hear of it from the aggregator.
+            return;
+        }
+        let now = now_millis();
+        for (topic, view) in self.gbk_views.iter_mut() {
+            if view.take_due_deadline(now) {
+                if let Some(g) = self.gbk_actors.get(topic) {
+                    g.do_send(GbkCommand::ProcessingTime(now));
+                }
+            }
+        }
+        let Some(next) = self.gbk_views.values().filter_map(|v| v.deadline).min() else { return };
+        if self.trigger_wake.is_some_and(|w| w <= next && w > now) {
+            return;
+        }
+        self.trigger_wake = Some(next);
+        ctx.run_later(Duration::from_millis(next.saturating_sub(now).max(0) as u64), |act, ctx| {
+            act.trigger_wake = None;
+            if act.lifecycle.is_running() {
+                act.wake_for_triggers(ctx);
+            }
+        });
+    }
+
+    /// Whether nothing the task received waits to be handed to the stage:
+    /// no queued input, no panes kept aside or still to fire, no deferred
+    /// work. (Elements held for side inputs wait for a later step.)
+    pub(super) fn is_idle(&self) -> bool {
+        self.queue.is_empty() && self.parked_panes.is_empty() && !self.firing() && self.deferred.is_empty()
     }
 
     /// Panes a GroupByKey fired, for the stage (kept aside while input is

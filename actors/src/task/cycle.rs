@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use beam_kafka_proto::pipeline::MonitoringInfo;
+use beam_kafka_runtime::envelope;
+use beam_kafka_runtime::progress::Progress;
 use beam_kafka_runtime::task::cycle::{Cycle, Phase, TIMER_ROUNDS};
 use beam_kafka_runtime::task::lifecycle::TaskState;
 use beam_kafka_runtime::task_state;
@@ -50,6 +52,7 @@ impl TaskSupervisor {
     /// flush then covers what was handed meanwhile).
     fn snapshot(&mut self) {
         let watermark = self.output_watermark();
+        self.panes_since_snapshot = false;
         let Some(c) = self.cycles.open_mut() else { return };
         c.offsets = self.handed.clone();
         for route in self.cfg.inputs.values_mut() {
@@ -110,16 +113,21 @@ impl TaskSupervisor {
             Err(e) => return self.fail(ctx, format!("task {}: {e}", self.cfg.task)),
         };
         let wm = c.watermark;
+        let progress = Progress { epoch: c.epoch, clock: self.progress.clock };
         let changes = c.changes.clone();
         tracing::debug!(task = %self.cfg.task, "flushed; output watermark {wm:?}");
-        let reports: Vec<(String, u32)> =
-            if wm > self.reported { self.cfg.targets.iter().map(|t| (t.topic.clone(), t.partitions)).collect() } else { Vec::new() };
+        let reports: Vec<(String, u32)> = if wm > self.reported || progress != self.reported_progress {
+            self.cfg.targets.iter().map(|t| (t.topic.clone(), t.partitions)).collect()
+        } else {
+            Vec::new()
+        };
         let producer = self.producer.clone();
         let (source, partition, total) = (self.cfg.report_source.clone(), self.cfg.task.partition, self.cfg.total_partitions);
         let state_topic = self.cfg.state_topic.clone();
+        let payload = envelope::watermark_with_progress(wm, &source, partition, total, progress);
         let send = async move {
             for (topic, partitions) in reports {
-                report_watermark(&producer, &topic, partitions, wm, &source, partition, total).await?;
+                report_watermark(&producer, &topic, partitions, &payload).await?;
             }
             write_changelog(&producer, &state_topic, partition, &changes).await
         };
@@ -136,6 +144,7 @@ impl TaskSupervisor {
                 }
             }
             act.reported = act.reported.max(wm);
+            act.reported_progress = progress;
             if let Err(e) = act.cycles.advance(Phase::Committing) {
                 return act.fail(ctx, format!("task {}: {e}", act.cfg.task));
             }
@@ -221,6 +230,9 @@ impl TaskSupervisor {
         // Bundles the cycle covered may be finalized now, before the stage
         // starts the next bundle.
         self.stage.do_send(Committed { id: c.id });
+        if let Some(board) = &self.cfg.progress_board {
+            board.insert(self.cfg.task, c.epoch);
+        }
         if self.cfg.transactional {
             self.stage.do_send(Resume);
         }
@@ -264,6 +276,16 @@ impl TaskSupervisor {
             // timers are due.
             self.request_flush();
         }
+    }
+}
+
+/// The time processing-time timers and triggers run on: the test clock
+/// under a TestStream, else the wall clock.
+pub(super) fn clock_now(progress: &Progress) -> i64 {
+    if progress.clock > 0 {
+        progress.clock
+    } else {
+        now_millis()
     }
 }
 

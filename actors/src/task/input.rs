@@ -233,11 +233,11 @@ impl TaskSupervisor {
                         }
                     }
                 }
-                Record::Watermark { wm, source, partition, total } => {
+                Record::Watermark { wm, source, partition, total, progress } => {
                     // Upstreams are told apart per topic: one sub-topology may
                     // write several topics this task reads.
                     let upstream = upstream_key(&r.topic, &source);
-                    reports.push(WatermarkReport { input: WatermarkInput::Main, upstream, partition, total, wm });
+                    reports.push(WatermarkReport { input: WatermarkInput::Main, upstream, partition, total, wm, progress });
                 }
             }
             self.handed.insert((r.topic, r.partition), r.offset + 1);
@@ -383,8 +383,8 @@ impl TaskSupervisor {
                     }
                 }
             }
-            Record::Watermark { wm, source, partition, total } => {
-                let report = WatermarkReport { input: WatermarkInput::Side(r.topic), upstream: source, partition, total, wm };
+            Record::Watermark { wm, source, partition, total, progress } => {
+                let report = WatermarkReport { input: WatermarkInput::Side(r.topic), upstream: source, partition, total, wm, progress };
                 self.report_watermarks(vec![report]);
             }
         }

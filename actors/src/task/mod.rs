@@ -23,6 +23,7 @@ use beam_kafka_runtime::deferred::{Deferred, DeferredWork};
 use beam_kafka_runtime::failure::{self, Verdict};
 use beam_kafka_runtime::gbk::GroupByKey;
 use beam_kafka_runtime::held::HeldElements;
+use beam_kafka_runtime::progress::Progress;
 use beam_kafka_runtime::task::cycle::Cycles;
 use beam_kafka_runtime::task::flow::{FlowControl, FlowLimits};
 use beam_kafka_runtime::task::gbk_view::GbkView;
@@ -44,6 +45,7 @@ use crate::side_inputs::{SideInputSpec, SideInputs, SideRecord};
 use crate::source::SourceRoute;
 use crate::stage::StageActor;
 use crate::store::TaskStore;
+use crate::test_stream::ProgressBoard;
 use crate::watermark_aggregator::WatermarkAggregator;
 use beam_kafka_runtime::spec::TimerFamilySpec;
 
@@ -148,6 +150,9 @@ pub struct TaskConfig {
     /// is about to be stopped and must not move its partitions' fetch
     /// positions (a late seek would skip records for their next owner).
     pub assignment: AssignmentSeen,
+    /// Under a TestStream: where the task tells the driver which step it
+    /// has processed in full (committed).
+    pub progress_board: Option<ProgressBoard>,
 }
 
 /// A group assignment generation as seen when a task started.
@@ -214,6 +219,8 @@ pub struct TaskSupervisor {
     draining: bool,
     /// A wake-up is set for the earliest delayed residual (ms).
     deferred_wake: Option<i64>,
+    /// When the wake-up for the GroupByKeys' trigger deadlines is set for.
+    trigger_wake: Option<i64>,
     /// How many elements split bundles handed back, in all.
     deferred_total: u64,
     /// How many residuals splittable DoFns handed back, in all.
@@ -233,6 +240,13 @@ pub struct TaskSupervisor {
     /// Held elements may be ready to release (a side watermark moved).
     releasing: bool,
     /// A cycle was asked for while one was open: start one after it.
+    /// A GroupByKey fired panes on its own (a processing-time trigger, a
+    /// watermark step) since the last snapshot: worth a cycle.
+    panes_since_snapshot: bool,
+    /// TestStream progress of the inputs (see `runtime::progress`), and
+    /// the last progress the task's reports carried.
+    progress: Progress,
+    reported_progress: Progress,
     flush_wanted: bool,
     /// How long the stage's bundles took.
     bundle_durations: DurationStats,
@@ -285,6 +299,9 @@ impl TaskSupervisor {
             gated_side: VecDeque::new(),
             releasing: false,
             flush_wanted: false,
+            panes_since_snapshot: false,
+            progress: Progress::default(),
+            reported_progress: Progress::default(),
             input_watermark: restored.input_watermark.current(),
             barrier_watermark: Watermark::NegInf,
             to_aggregate: Some((restored.input_watermark, side_aggregates)),
@@ -316,6 +333,7 @@ impl TaskSupervisor {
             deferred,
             draining: false,
             deferred_wake: None,
+            trigger_wake: None,
             deferred_total: 0,
             residuals_total: 0,
             side_watermarks,
@@ -421,12 +439,20 @@ impl Actor for TaskSupervisor {
             ctx.run_interval(sources::SOURCE_TICK, |act, _| act.tick_sources());
         }
         ctx.run_interval(self.cfg.commit_interval, |act, _| {
-            if act.handed != act.committed || act.output_watermark() > act.reported || act.timers_due() || act.deferred.has_changes() {
+            if act.handed != act.committed
+                || act.output_watermark() > act.reported
+                || act.timers_due()
+                || act.deferred.has_changes()
+                || act.panes_since_snapshot
+                || act.progress.epoch > act.reported_progress.epoch
+            {
                 act.request_flush();
             }
         });
-        // Closed windows of a restored GroupByKey fire as room allows.
+        // Closed windows of a restored GroupByKey fire as room allows, and
+        // its triggers' processing-time deadlines are waited for.
         self.pump(ctx);
+        self.wake_for_triggers(ctx);
     }
 }
 

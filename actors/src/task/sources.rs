@@ -70,7 +70,14 @@ impl TaskSupervisor {
             }
             self.source_reported.insert(topic.clone(), wm);
             let upstream = upstream_key(topic, SOURCE_UPSTREAM);
-            reports.push(WatermarkReport { input: WatermarkInput::Main, upstream, partition: 0, total: 1, wm });
+            reports.push(WatermarkReport {
+                input: WatermarkInput::Main,
+                upstream,
+                partition: 0,
+                total: 1,
+                wm,
+                progress: Default::default(),
+            });
         }
         self.report_watermarks(reports);
     }

@@ -7,7 +7,7 @@ use beam_kafka_runtime::timers::TimerCodec;
 use beam_kafka_runtime::timestamp::Watermark;
 use beam_kafka_runtime::windowed::Window;
 
-use super::cycle::now_millis;
+use super::cycle::clock_now;
 use super::TaskSupervisor;
 use crate::messages::FireTimers;
 
@@ -31,7 +31,7 @@ impl TaskSupervisor {
             return false;
         }
         let input = self.stage_watermark();
-        let now = if input == Watermark::PosInf { i64::MAX } else { now_millis() };
+        let now = if input == Watermark::PosInf { i64::MAX } else { clock_now(&self.progress) };
         let due = self.timers.take_due(input, now);
         if due.is_empty() {
             return false;
@@ -60,7 +60,7 @@ impl TaskSupervisor {
             (Watermark::At(w), Watermark::At(h)) => h < w,
             _ => false,
         };
-        event_due || self.timers.next_processing_time().is_some_and(|t| t <= now_millis())
+        event_due || self.timers.next_processing_time().is_some_and(|t| t <= clock_now(&self.progress))
     }
 
     /// Applies the timers a bundle set or cleared.

@@ -26,11 +26,13 @@ fuzz_target!(|data: &[u8]| {
     let window_coder = if flags & 1 == 0 { Coder::GlobalWindow } else { Coder::IntervalWindow };
     let spec = WindowingSpec {
         merging: flags & 2 != 0,
-        trigger: Trigger::Default,
+        trigger: Trigger::default_trigger(),
         accumulating: flags & 4 != 0,
         allowed_lateness: 0,
         output_time: OutputTime::EndOfWindow,
         window_coder,
+        on_time_always: true,
+        bounded_input: false,
     };
     let input = Coder::Kv(Box::new(Coder::LengthPrefix(Box::new(Coder::Bytes))), Box::new(Coder::Varint));
     let mut gbk = GroupByKey::new(spec, &input).expect("a readable KV coder");

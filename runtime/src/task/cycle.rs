@@ -60,6 +60,8 @@ pub struct Cycle {
     pub changes: Changes,
     /// The changelog offset of the last change written.
     pub changelog_last: Option<i64>,
+    /// The TestStream step the task passes on with this cycle (0: none).
+    pub epoch: u64,
     /// How many of the uncommitted bundle metrics the cycle covers.
     pub metrics: usize,
     /// Timer rounds fired within the cycle so far.
@@ -123,6 +125,7 @@ impl Cycles {
             phase: if waiting.is_empty() { Phase::Flushing } else { Phase::Aligning },
             waiting,
             offsets: Offsets::new(),
+            epoch: 0,
             watermark: Watermark::NegInf,
             changes: Changes::new(),
             changelog_last: None,

@@ -8,7 +8,7 @@
 //! panes only raises `closed_hold`), and it is exact at every barrier, which
 //! is when a cycle's output watermark is decided.
 use crate::gbk::GroupByKey;
-use crate::timestamp::Watermark;
+use crate::timestamp::{Millis, Watermark};
 
 /// The holds a GroupByKey puts on its task's watermarks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,6 +28,8 @@ pub struct GbkReport {
     pub closed_pending: usize,
     /// Elements it dropped as late, in all.
     pub dropped_late: u64,
+    /// The earliest processing time a trigger of it waits for.
+    pub deadline: Option<Millis>,
     pub holds: Option<GbkHolds>,
 }
 
@@ -38,6 +40,7 @@ impl GroupByKey {
             watermark: self.input_watermark,
             closed_pending: self.closed_pending(),
             dropped_late: self.dropped_late,
+            deadline: self.next_deadline(),
             holds: with_holds.then(|| GbkHolds { hold: self.hold(), closed_hold: self.closed_hold() }),
         }
     }
@@ -53,6 +56,9 @@ pub struct GbkView {
     pub watermark: Watermark,
     pub closed_pending: usize,
     pub dropped_late: u64,
+    /// The earliest processing time a trigger waits for (None once the
+    /// GroupByKey was told it passed, until it reports again).
+    pub deadline: Option<Millis>,
     pub holds: GbkHolds,
     /// A firing of closed panes was asked for and not answered yet.
     pub firing: bool,
@@ -70,6 +76,7 @@ impl GbkView {
             watermark: r.watermark,
             closed_pending: r.closed_pending,
             dropped_late: r.dropped_late,
+            deadline: r.deadline,
             holds: r.holds.expect("asked for"),
             firing: false,
             maybe_closed: false,
@@ -83,6 +90,7 @@ impl GbkView {
         self.watermark = r.watermark;
         self.closed_pending = r.closed_pending;
         self.dropped_late = r.dropped_late;
+        self.deadline = r.deadline;
         match r.holds {
             Some(h) => self.holds = h,
             // Nothing closed is left to fire: nothing closed holds.
@@ -109,6 +117,16 @@ impl GbkView {
         self.closed_pending > 0 || self.firing || self.maybe_closed
     }
 
+    /// Whether a trigger's processing-time deadline passed at `now`; if so
+    /// it is taken (the GroupByKey is told once, and reports the next).
+    pub fn take_due_deadline(&mut self, now: Millis) -> bool {
+        let due = self.deadline.is_some_and(|d| d <= now);
+        if due {
+            self.deadline = None;
+        }
+        due
+    }
+
     /// How far the stage behind may see the watermark: not past closed panes
     /// still to come, nor past the watermark the GroupByKey has taken in
     /// (the windows a later step closes are not counted yet).
@@ -126,7 +144,6 @@ impl GbkView {
 mod tests {
     use super::*;
     use crate::gbk_fixtures::{interval_element, interval_gbk};
-    use crate::timestamp::Millis;
 
     fn gbk() -> GroupByKey {
         interval_gbk(false)
@@ -147,7 +164,7 @@ mod tests {
         assert_eq!(view.output_hold(), Watermark::At(9), "the first window's end holds the output");
         assert_eq!(view.stage_hold(), Watermark::NegInf, "no watermark taken in yet");
 
-        g.set_watermark(Watermark::At(25));
+        g.set_watermark(Watermark::At(25), &mut out);
         assert!(!view.update(&g.report(true)));
         assert_eq!(view.closed_pending, 2);
         assert!(view.wants_firing());

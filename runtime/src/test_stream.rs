@@ -1,0 +1,216 @@
+//! TestStream (`beam:transform:teststream:v1`) as a runner primitive: its
+//! events read from the payload, and the steps its driver replays.
+//!
+//! Each event is one step, released only once the pipeline is quiescent
+//! after the previous one (Beam's TestStream contract): elements go to their
+//! output's topic, a watermark event moves one output's watermark, a
+//! processing-time event moves the test clock every task runs on. Every
+//! step ends with a watermark report on every partition of every output
+//! topic carrying the step's number (its *epoch*) and the clock; tasks pass
+//! an epoch on in their own reports once they are idle, so the driver knows
+//! the step was fully processed when every terminal task downstream passed
+//! it on. After the last event, the outputs' watermarks go to +∞.
+use prost::Message;
+
+use crate::coder::{length_prefixed, Coder};
+use crate::coders::{encode_global_windowed_value, encode_varint};
+use crate::pb;
+use crate::timestamp::{Millis, Watermark};
+use pb::test_stream_payload::event::Event as E;
+
+/// One TestStream transform, read from its payload.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TestStreamSpec {
+    pub transform: String,
+    /// Output PCollections, in tag order.
+    pub outputs: Vec<String>,
+    pub events: Vec<TestEvent>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum TestEvent {
+    /// Elements of output `output` (an index into `outputs`): windowed
+    /// values (global window, their timestamp) of the payload's coder as
+    /// the runner writes it (unreadable parts length-prefixed).
+    Elements {
+        output: usize,
+        elements: Vec<Vec<u8>>,
+    },
+    Watermark {
+        output: usize,
+        watermark: Watermark,
+    },
+    ProcessingTime {
+        advance: i64,
+    },
+}
+
+/// The elements' coding: the SDK encodes each with the payload's coder in
+/// the outer context; the wire coding is nested, with parts the runner
+/// cannot read length-prefixed.
+fn nested_from_outer(wire: &Coder, outer: &[u8]) -> Result<Vec<u8>, String> {
+    let mut out = Vec::with_capacity(outer.len() + 4);
+    match wire {
+        // An unreadable element, or one the SDK length-prefixed itself.
+        Coder::LengthPrefix(_) | Coder::Bytes | Coder::StringUtf8 => {
+            encode_varint(outer.len() as u64, &mut out);
+            out.extend_from_slice(outer);
+        }
+        Coder::Varint | Coder::Bool | Coder::Double | Coder::Iterable(_) => out.extend_from_slice(outer),
+        Coder::Kv(k, v) => {
+            if matches!(**k, Coder::LengthPrefix(_)) {
+                return Err("TestStream elements of a KV coder whose key coder the runner cannot read are not supported".into());
+            }
+            let n = k.skip(outer)?;
+            out.extend_from_slice(&outer[..n]);
+            out.extend(nested_from_outer(v, &outer[n..])?);
+        }
+        Coder::Nullable(inner) => match outer.split_first() {
+            Some((&0, _)) => out.push(0),
+            Some((&1, rest)) => {
+                out.push(1);
+                out.extend(nested_from_outer(inner, rest)?);
+            }
+            _ => return Err("a malformed nullable TestStream element".into()),
+        },
+        other => return Err(format!("TestStream elements coded with {other:?} are not supported")),
+    }
+    Ok(out)
+}
+
+/// The output local name an event tag names ("None" or "" for the one
+/// untagged output).
+fn output_index(outputs: &[(String, String)], tag: &str) -> Result<usize, String> {
+    let tag = if tag.is_empty() { "None" } else { tag };
+    outputs
+        .iter()
+        .position(|(local, _)| local == tag)
+        .or_else(|| (outputs.len() == 1).then_some(0))
+        .ok_or_else(|| format!("a TestStream event names output '{tag}', which the transform does not have"))
+}
+
+/// The coder of a TestStream's elements, as its payload names it.
+pub fn payload_coder(t: &pb::PTransform) -> Result<String, String> {
+    let payload = t.spec.as_ref().map(|s| s.payload.as_slice()).unwrap_or_default();
+    let payload =
+        pb::TestStreamPayload::decode(payload).map_err(|e| format!("TestStream '{}': a malformed payload: {e}", t.unique_name))?;
+    Ok(payload.coder_id)
+}
+
+/// The coding of a TestStream's elements on its topic: its payload coder,
+/// with parts the runner cannot read length-prefixed (the recoding stage
+/// reads them with the same coder).
+pub fn element_wire_coder(components: &pb::Components, coder_id: &str) -> Result<Coder, String> {
+    if !components.coders.contains_key(coder_id) {
+        return Err(format!("the TestStream's coder '{coder_id}' is missing"));
+    }
+    let mut scratch = pb::Components { coders: components.coders.clone(), ..Default::default() };
+    let id = length_prefixed(&mut scratch, coder_id);
+    Ok(Coder::from_components(&scratch, &id))
+}
+
+impl TestStreamSpec {
+    pub fn read(id: &str, t: &pb::PTransform, components: &pb::Components) -> Result<TestStreamSpec, String> {
+        let name = if t.unique_name.is_empty() { id } else { &t.unique_name };
+        let payload = t.spec.as_ref().map(|s| s.payload.as_slice()).unwrap_or_default();
+        let payload = pb::TestStreamPayload::decode(payload).map_err(|e| format!("TestStream '{name}': a malformed payload: {e}"))?;
+        if payload.endpoint.as_ref().is_some_and(|e| !e.url.is_empty()) {
+            return Err(format!(
+                "TestStream '{name}' reads its events from a service (interactive Beam), which this runner does not support"
+            ));
+        }
+        let mut outputs: Vec<(String, String)> = t.outputs.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        outputs.sort();
+        if outputs.is_empty() {
+            return Err(format!("TestStream '{name}' has no output"));
+        }
+        let wire = element_wire_coder(components, &payload.coder_id).map_err(|e| format!("TestStream '{name}': {e}"))?;
+        let mut events = Vec::with_capacity(payload.events.len());
+        for e in payload.events {
+            events.push(match e.event {
+                Some(E::ElementEvent(add)) => {
+                    let output = output_index(&outputs, &add.tag)?;
+                    let mut elements = Vec::with_capacity(add.elements.len());
+                    for el in &add.elements {
+                        let value = nested_from_outer(&wire, &el.encoded_element).map_err(|e| format!("TestStream '{name}': {e}"))?;
+                        let mut windowed = Vec::with_capacity(value.len() + 16);
+                        encode_global_windowed_value(el.timestamp, &value, &mut windowed);
+                        elements.push(windowed);
+                    }
+                    TestEvent::Elements { output, elements }
+                }
+                Some(E::WatermarkEvent(w)) => {
+                    TestEvent::Watermark { output: output_index(&outputs, &w.tag)?, watermark: Watermark::from_millis(w.new_watermark) }
+                }
+                Some(E::ProcessingTimeEvent(p)) => TestEvent::ProcessingTime { advance: p.advance_duration.max(0) },
+                None => return Err(format!("TestStream '{name}' has an empty event")),
+            });
+        }
+        Ok(TestStreamSpec { transform: id.to_string(), outputs: outputs.into_iter().map(|(_, pc)| pc).collect(), events })
+    }
+}
+
+/// What the driver writes for one step: elements per output, then a report
+/// per output (its watermark, the step's epoch and the clock).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Step {
+    pub epoch: u64,
+    pub elements: Vec<(usize, Vec<Vec<u8>>)>,
+    pub watermarks: Vec<Watermark>,
+    pub clock: Millis,
+}
+
+/// Replays a TestStream's events as steps; pure, so it is restarted from
+/// the last epoch written.
+#[derive(Clone, Debug)]
+pub struct Driver {
+    events: Vec<TestEvent>,
+    watermarks: Vec<Watermark>,
+    clock: Millis,
+    /// Steps taken (the epoch of the last one).
+    taken: u64,
+}
+
+impl Driver {
+    /// A driver whose test clock starts at `clock` (the wall clock when the
+    /// job first ran).
+    pub fn new(spec: &TestStreamSpec, clock: Millis) -> Driver {
+        Driver { events: spec.events.clone(), watermarks: vec![Watermark::NegInf; spec.outputs.len()], clock, taken: 0 }
+    }
+
+    /// The driver after `epoch` steps were written (a restart): the state
+    /// replayed without writing anything.
+    pub fn resume(spec: &TestStreamSpec, clock: Millis, epoch: u64) -> Driver {
+        let mut d = Driver::new(spec, clock);
+        while d.taken < epoch && d.next_step().is_some() {}
+        d
+    }
+
+    /// The next step, or None once the final one (every output to +∞) was
+    /// taken.
+    pub fn next_step(&mut self) -> Option<Step> {
+        let index = self.taken as usize;
+        let mut elements = Vec::new();
+        match self.events.get(index) {
+            Some(TestEvent::Elements { output, elements: e }) => elements.push((*output, e.clone())),
+            Some(TestEvent::Watermark { output, watermark }) => {
+                let w = &mut self.watermarks[*output];
+                *w = (*w).max(*watermark);
+            }
+            Some(TestEvent::ProcessingTime { advance }) => self.clock = self.clock.saturating_add(*advance),
+            None if index == self.events.len() => self.watermarks.iter_mut().for_each(|w| *w = Watermark::PosInf),
+            None => return None,
+        }
+        self.taken += 1;
+        Some(Step { epoch: self.taken, elements, watermarks: self.watermarks.clone(), clock: self.clock })
+    }
+
+    /// Whether every step was taken.
+    pub fn done(&self) -> bool {
+        self.taken as usize > self.events.len()
+    }
+}
+
+#[cfg(test)]
+#[path = "test_stream_tests.rs"]
+mod tests;

@@ -1,0 +1,118 @@
+//! TestStream payloads read into steps.
+use super::*;
+use crate::coders::encode_nested_bytes;
+use pb::test_stream_payload::event::{AddElements, AdvanceProcessingTime, AdvanceWatermark};
+use pb::test_stream_payload::{Event, TimestampedElement};
+
+fn coder(c: &mut pb::Components, id: &str, urn: &str, parts: &[&str]) {
+    c.coders.insert(
+        id.into(),
+        pb::Coder {
+            spec: Some(pb::FunctionSpec { urn: urn.into(), payload: vec![] }),
+            component_coder_ids: parts.iter().map(|p| p.to_string()).collect(),
+        },
+    );
+}
+
+/// A TestStream of `element_coder` elements with `events`, outputs by tag.
+fn setup(element_coder: &str, events: Vec<E>, tags: &[&str]) -> (pb::PTransform, pb::Components) {
+    let mut c = pb::Components::default();
+    coder(&mut c, "s", crate::coder::STRING_UTF8, &[]);
+    coder(&mut c, "v", crate::coder::VARINT, &[]);
+    coder(&mut c, "kv", crate::coder::KV, &["s", "v"]);
+    coder(&mut c, "pickled", "beam:coder:pickled_python:v1", &[]);
+    coder(&mut c, "gw", crate::urns::CODER_GLOBAL_WINDOW, &[]);
+    c.windowing_strategies.insert("ws".into(), pb::WindowingStrategy { window_coder_id: "gw".into(), ..Default::default() });
+    let mut t = pb::PTransform { unique_name: "ts".into(), ..Default::default() };
+    for tag in tags {
+        let pc = format!("pc-{tag}");
+        c.pcollections.insert(
+            pc.clone(),
+            pb::PCollection { coder_id: element_coder.into(), windowing_strategy_id: "ws".into(), ..Default::default() },
+        );
+        t.outputs.insert(tag.to_string(), pc);
+    }
+    let payload = pb::TestStreamPayload {
+        coder_id: element_coder.into(),
+        events: events.into_iter().map(|e| Event { event: Some(e) }).collect(),
+        endpoint: None,
+    };
+    t.spec = Some(pb::FunctionSpec { urn: crate::urns::TEST_STREAM.into(), payload: payload.encode_to_vec() });
+    (t, c)
+}
+
+fn elements(tag: &str, items: &[(&[u8], i64)]) -> E {
+    E::ElementEvent(AddElements {
+        elements: items.iter().map(|(e, ts)| TimestampedElement { encoded_element: e.to_vec(), timestamp: *ts }).collect(),
+        tag: tag.into(),
+    })
+}
+
+#[test]
+fn kv_elements_get_their_nested_coding() {
+    // ('k1', 10) as the SDK encodes it: the key nested, the value outer.
+    let mut outer = Vec::new();
+    encode_nested_bytes(b"k1", &mut outer);
+    outer.push(10);
+    let (t, c) = setup("kv", vec![elements("None", &[(&outer, 7)])], &["None"]);
+    let spec = TestStreamSpec::read("t", &t, &c).unwrap();
+    let TestEvent::Elements { output: 0, elements } = &spec.events[0] else { panic!("{spec:?}") };
+    let windowed = &elements[0];
+    let mut expected = Vec::new();
+    encode_global_windowed_value(7, &outer, &mut expected);
+    assert_eq!(windowed, &expected, "a KV of a string and a varint is nested as it is outer");
+}
+
+#[test]
+fn unreadable_elements_are_length_prefixed_and_tags_pick_outputs() {
+    let (t, c) = setup("pickled", vec![elements("b", &[(b"\x80pickle", 1)]), elements("a", &[(b"x", 2)])], &["a", "b"]);
+    let spec = TestStreamSpec::read("t", &t, &c).unwrap();
+    assert_eq!(spec.outputs, vec!["pc-a".to_string(), "pc-b".to_string()]);
+    let TestEvent::Elements { output, elements: got } = &spec.events[0] else { panic!() };
+    assert_eq!(*output, 1);
+    let mut expected = Vec::new();
+    encode_global_windowed_value(1, b"\x07\x80pickle", &mut expected);
+    assert_eq!(got[0], expected);
+    let bad = setup("pickled", vec![elements("c", &[(b"x", 2)])], &["a", "b"]);
+    assert!(TestStreamSpec::read("t", &bad.0, &bad.1).unwrap_err().contains("'c'"));
+}
+
+#[test]
+fn steps_replay_events_then_end_every_output_and_resume_where_they_stopped() {
+    let events = vec![
+        elements("None", &[(b"\x01", 1)]),
+        E::WatermarkEvent(AdvanceWatermark { new_watermark: 100, tag: "None".into() }),
+        E::ProcessingTimeEvent(AdvanceProcessingTime { advance_duration: 5000 }),
+        elements("None", &[(b"\x02", 150)]),
+    ];
+    let (t, c) = setup("v", events, &["None"]);
+    let spec = TestStreamSpec::read("t", &t, &c).unwrap();
+    let mut d = Driver::new(&spec, 1_000);
+    let steps: Vec<Step> = std::iter::from_fn(|| d.next_step()).collect();
+    assert!(d.done());
+    let summary: Vec<_> = steps.iter().map(|s| (s.epoch, s.elements.len(), s.watermarks[0], s.clock)).collect();
+    assert_eq!(
+        summary,
+        vec![
+            (1, 1, Watermark::NegInf, 1_000),
+            (2, 0, Watermark::At(100), 1_000),
+            (3, 0, Watermark::At(100), 6_000),
+            (4, 1, Watermark::At(100), 6_000),
+            (5, 0, Watermark::PosInf, 6_000),
+        ]
+    );
+    let mut resumed = Driver::resume(&spec, 1_000, 2);
+    assert_eq!(resumed.next_step(), Some(steps[2].clone()));
+}
+
+#[test]
+fn an_event_service_is_refused_by_name() {
+    let (mut t, c) = setup("v", vec![], &["None"]);
+    let payload = pb::TestStreamPayload {
+        coder_id: "v".into(),
+        events: vec![],
+        endpoint: Some(pb::ApiServiceDescriptor { url: "localhost:1".into(), ..Default::default() }),
+    };
+    t.spec.as_mut().unwrap().payload = payload.encode_to_vec();
+    assert!(TestStreamSpec::read("t", &t, &c).unwrap_err().contains("interactive"));
+}
