@@ -3,7 +3,11 @@
 # in batch and in streaming mode (itests/beam_suite), and prints one line per
 # mode:   beam-suite batch: N passed, N failed, N skipped (wall S s, ...)
 #
-#   scripts/beam-suite.sh [batch|streaming] [extra pytest args]
+#   scripts/beam-suite.sh [batch|streaming|triggers] [extra pytest args]
+#
+# `triggers` is Beam's trigger_test.py (TriggerPipelineTest and the
+# TestStream transcript tests) through TestPipeline (test_trigger_suite.py);
+# with no mode, everything runs.
 #
 # Uses the broker at BEAM_KAFKA_TEST_BOOTSTRAP (default localhost:19092; the
 # test session starts one there when none answers) and the binary beam_kafka
@@ -17,6 +21,7 @@ select=()
 case "${1:-}" in
   batch) select=(-k BatchSuiteTest); shift ;;
   streaming) select=(-k StreamingSuiteTest); shift ;;
+  triggers) select=(-k "TriggerPipelineSuiteTest or TranscriptSuiteTest"); shift ;;
 esac
 
 cd "$REPO_ROOT"

@@ -27,7 +27,6 @@ TEST_STREAM = 'TestStream'
 CUSTOM_WINDOW_FN = 'custom WindowFn'
 
 NOT_BUILT = [
-    TEST_STREAM,
     CUSTOM_WINDOW_FN,
 ]
 
@@ -100,6 +99,7 @@ NEEDS = {
     'test_sdf_with_sdf_initiated_checkpointing': (GBK, SDF),
     'test_sdf_with_watermark_tracking': (GBK, SDF),
     'test_sliding_windows': (GBK, SDF),
+    'test_teststream_pardo_timers': (TEST_STREAM, USER_STATE, TIMERS),
     'test_windowed_combine_per_key': (GBK, ),
     'test_windowed_pardo_state_timers': (GBK, USER_STATE, TIMERS),
     'test_windowing': (GBK, ),

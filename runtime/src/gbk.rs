@@ -242,6 +242,11 @@ impl GroupByKey {
     /// merged window.
     fn merge_into(&mut self, key: &[u8], window: Window) -> Window {
         let Window::Interval { mut start, mut end } = window else { return window };
+        // Pane indexes are not carried across a merge (as in Beam's Java and
+        // Python runners): the merged window keeps those of the window it
+        // was already, if any; a new window starts at index 0.
+        let mut counts: Vec<(Window, u64, u64)> = Vec::new();
+        let mut created: Option<Window> = None;
         loop {
             let mut overlapping: Vec<Window> = self
                 .panes
@@ -252,13 +257,24 @@ impl GroupByKey {
                 })
                 .collect();
             if overlapping.is_empty() {
-                return Window::Interval { start, end };
+                let merged = Window::Interval { start, end };
+                if created.is_some() {
+                    let (fired, on_time) = counts.iter().find(|(w, ..)| *w == merged).map_or((0, 0), |c| (c.1, c.2));
+                    if let Some(p) = self.panes.get_mut(key, &merged) {
+                        (p.fired, p.fired_on_time_or_late) = (fired, on_time);
+                    }
+                }
+                return merged;
             }
             // In window order, so a merged pane's values do not depend on
             // the order its windows were created in (a restored GroupByKey
             // merges as the original did).
             overlapping.sort();
-            let mut merged = self.remove_pane(key, &Window::Interval { start, end }).unwrap_or_default();
+            let current = Window::Interval { start, end };
+            let mut merged = self.remove_pane(key, &current).unwrap_or_default();
+            if created != Some(current) {
+                counts.push((current, merged.fired, merged.fired_on_time_or_late));
+            }
             let mut states = vec![std::mem::take(&mut merged.trigger)];
             // The merged window's end was seen if the window ending last saw it.
             let mut last_end = (end, merged.end_seen);
@@ -268,6 +284,9 @@ impl GroupByKey {
                     end = end.max(e);
                 }
                 let p = self.remove_pane(key, &w).expect("listed above");
+                if created != Some(w) {
+                    counts.push((w, p.fired, p.fired_on_time_or_late));
+                }
                 if let Window::Interval { end: e, .. } = w {
                     if e > last_end.0 || (e == last_end.0 && p.end_seen) {
                         last_end = (e, p.end_seen);
@@ -277,8 +296,6 @@ impl GroupByKey {
                 merged.min_ts = min_opt(merged.min_ts, p.min_ts);
                 merged.max_ts = max_opt(merged.max_ts, p.max_ts);
                 merged.since_fire = merged.since_fire.saturating_add(p.since_fire);
-                merged.fired = merged.fired.max(p.fired);
-                merged.fired_on_time_or_late = merged.fired_on_time_or_late.max(p.fired_on_time_or_late);
                 merged.closed |= p.closed;
                 states.push(p.trigger);
             }
@@ -299,6 +316,7 @@ impl GroupByKey {
             merged.in_changes = true;
             self.panes.insert(key, merged_window, merged);
             self.note_deadline(key, &merged_window);
+            created = Some(merged_window);
         }
     }
 

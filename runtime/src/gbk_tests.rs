@@ -482,10 +482,12 @@ fn sessions_merge_trigger_state_and_pane_indexes() {
     assert_eq!(
         summary,
         vec![
+            // A merge into a new window starts its pane indexes over.
             (w(1, 12), vec![1, 2], 11, EARLY, 0, -1),
-            (w(1, 14), vec![1, 2, 3, 4], 13, EARLY, 1, -1),
-            (w(1, 15), vec![1, 2, 3, 4, 5], 14, ON_TIME, 2, 0),
-            (w(1, 15), vec![1, 1, 2, 3, 3, 4, 4, 5], 14, LATE, 3, 1),
+            (w(1, 14), vec![1, 2, 3, 4], 13, EARLY, 0, -1),
+            (w(1, 15), vec![1, 2, 3, 4, 5], 14, ON_TIME, 0, 0),
+            // Merged into the window it was: its indexes go on.
+            (w(1, 15), vec![1, 1, 2, 3, 3, 4, 4, 5], 14, LATE, 1, 1),
         ]
     );
 }

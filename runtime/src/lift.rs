@@ -57,7 +57,14 @@ fn lift_one(c: &mut pb::Components, id: &str) -> Option<()> {
     let output_id = t.outputs.values().next()?.clone();
     let input = c.pcollections.get(&input_id)?.clone();
     let ws = c.windowing_strategies.get(&input.windowing_strategy_id)?;
-    if !liftable_trigger(&ws.trigger) {
+    // An accumulator carries one timestamp (its elements' earliest or
+    // latest): elements behind the watermark would then move a pane's
+    // output timestamp, which only END_OF_WINDOW is immune to.
+    let end_of_window = !matches!(
+        pb::output_time::Enum::try_from(ws.output_time),
+        Ok(pb::output_time::Enum::EarliestInPane | pb::output_time::Enum::LatestInPane)
+    );
+    if !liftable_trigger(&ws.trigger) || !end_of_window {
         return None;
     }
     let kv = c.coders.get(&input.coder_id)?;

@@ -262,13 +262,13 @@ impl TaskSupervisor {
     }
 
     /// The main input watermark moved (the GroupByKeys were told first):
-    /// state of expired windows goes, closed windows fire as far as the
-    /// stage has room (asked for before the cycle's barrier, so the cycle
-    /// covers them), and a cycle starts.
+    /// closed windows fire as far as the stage has room (asked for before
+    /// the cycle's barrier, so the cycle covers them), and a cycle starts
+    /// (which drops the state of expired windows once what came before the
+    /// step ran).
     pub(super) fn on_input_watermark(&mut self, wm: Watermark, ctx: &mut Context<Self>) {
         tracing::debug!(task = %self.cfg.task, "input watermark {wm:?}");
         self.input_watermark = self.input_watermark.max(wm);
-        self.expire_user_state(wm);
         if !self.input_blocked() && self.flow.has_room() {
             // The GroupByKeys' reports of what the step closed are on their
             // way: ask each at once.

@@ -79,6 +79,10 @@ impl TaskSupervisor {
             return;
         }
         let metrics = self.uncommitted_metrics.len();
+        // State of windows the watermark passed goes now, not when the
+        // watermark moved: the elements before the step (an on-time pane at
+        // the window's end, say) have run by now, reading it.
+        self.expire_user_state(self.barrier_watermark);
         // Every bundle before the flush made its user state changes by now
         // (later ones wait for the commit under exactly_once).
         let user_changes = self.cfg.user_state.as_ref().map(|u| u.lock().expect("user state lock").take_changes()).unwrap_or_default();
