@@ -56,7 +56,9 @@ pub async fn write_outputs(
             let len = h.value_offset + value_len;
             // Keyless elements (an edge between stages) and split
             // restrictions are spread evenly.
-            let partition = if key.is_empty() || sink.spread {
+            let partition = if key.is_empty() && sink.in_order {
+                0
+            } else if key.is_empty() || sink.spread {
                 spread = spread.wrapping_add(1);
                 spread % sink.partitions.max(1)
             } else {

@@ -29,8 +29,9 @@ use crate::kafka::config;
 use crate::kafka::producer::{self as kafka_producer, KafkaProducer, Writes};
 use crate::task::TaskEvent;
 
-/// Per task, the last TestStream epoch it committed a cycle passing on.
-pub type ProgressBoard = Arc<DashMap<TaskId, u64>>;
+/// Per task, the last TestStream epoch it committed a cycle passing on,
+/// and what kept it from passing on a later one (empty when nothing).
+pub type ProgressBoard = Arc<DashMap<TaskId, (u64, String)>>;
 
 /// A TestStream to replay and the board its tasks report on.
 pub struct TestStreamJob {
@@ -113,8 +114,12 @@ async fn wait_for(job: &TestStreamJob, epoch: u64) {
             .run
             .awaited
             .iter()
-            .filter(|t| job.board.get(t).is_none_or(|e| *e < epoch))
-            .map(|t| format!("{t} (at step {})", job.board.get(t).map_or(0, |e| *e)))
+            .filter(|t| job.board.get(t).is_none_or(|e| e.0 < epoch))
+            .map(|t| match job.board.get(t) {
+                None => format!("{t} (no cycle yet)"),
+                Some(e) if e.1.is_empty() => format!("{t} (at step {}, waiting for its inputs)", e.0),
+                Some(e) => format!("{t} (at step {}: {})", e.0, e.1),
+            })
             .collect();
         if behind.is_empty() {
             return;

@@ -185,7 +185,7 @@ class _SuiteReport:
     if not seconds:
       return
     terminalreporter.section('beam-kafka: Beam PortableRunnerTest suite')
-    for mode in _MODES.values():
+    for mode in dict.fromkeys(_MODES.values()):
       if mode not in seconds:
         continue
       counts = collections.Counter(

@@ -177,7 +177,9 @@ impl GroupByKey {
                 pane.touched = true;
                 self.touched.push((key.to_vec(), window));
             }
-            self.note_deadline(key, &window);
+            if self.spec.trigger.uses_processing_time() {
+                self.note_deadline(key, &window);
+            }
         }
         Ok(())
     }

@@ -130,6 +130,7 @@ pub fn lower(
                 window_coder,
                 element_coder,
                 spread: feeds_splittable(graph, &o.pcollection),
+                in_order: !sub.stage.input_coders.is_empty(),
             });
         }
         let mut kafka_sinks = Vec::new();

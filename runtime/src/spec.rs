@@ -115,6 +115,10 @@ pub struct OutputSink {
     /// a splittable DoFn's input was split into, which no reader needs by
     /// key, and which should reach as many tasks as there are.
     pub spread: bool,
+    /// Keyless elements all go to the first partition, in the order the
+    /// stage wrote them: a TestStream's, whose order within a step Beam's
+    /// tests count on.
+    pub in_order: bool,
 }
 
 /// A TestStream to replay: its events, the topic of each output, and the

@@ -70,6 +70,8 @@ struct Node {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Trigger {
     nodes: Vec<Node>,
+    /// Some part waits for processing time (asked per element).
+    processing_time: bool,
 }
 
 /// One node's state in one window.
@@ -127,7 +129,7 @@ fn name(t: &Option<T>) -> &'static str {
 impl Trigger {
     /// The default trigger (what an unset trigger means).
     pub fn default_trigger() -> Trigger {
-        Trigger { nodes: vec![Node { kind: Kind::Default, children: vec![], end: 1 }] }
+        Trigger { nodes: vec![Node { kind: Kind::Default, children: vec![], end: 1 }], processing_time: false }
     }
 
     pub fn from_proto(t: Option<&pb::Trigger>) -> Result<Trigger, String> {
@@ -136,13 +138,19 @@ impl Trigger {
             None => return Ok(Trigger::default_trigger()),
             Some(t) => add(&mut nodes, t, 0)?,
         };
-        Ok(Trigger { nodes })
+        let processing_time = nodes.iter().any(|n| matches!(n.kind, Kind::AfterProcessingTime(_)));
+        Ok(Trigger { nodes, processing_time })
     }
 
     /// Whether this is the default trigger (or a plain AfterWatermark): it
     /// fires on elements only once the watermark passed the window's end.
     pub fn is_watermark_only(&self) -> bool {
         matches!(self.nodes[0].kind, Kind::Default | Kind::AfterWatermark { early: None, .. })
+    }
+
+    /// Whether any part waits for processing time (deadlines to track).
+    pub fn uses_processing_time(&self) -> bool {
+        self.processing_time
     }
 
     /// Whether a pane fires on time as well as early (Python's

@@ -235,7 +235,23 @@ impl TaskSupervisor {
     /// no queued input, no panes kept aside or still to fire, no deferred
     /// work. (Elements held for side inputs wait for a later step.)
     pub(super) fn is_idle(&self) -> bool {
-        self.queue.is_empty() && self.parked_panes.is_empty() && !self.firing() && self.deferred.is_empty()
+        self.busy_with().is_empty()
+    }
+
+    /// What keeps the task from being idle, in words (empty when idle):
+    /// what a stuck TestStream step is reported waiting for.
+    pub(super) fn busy_with(&self) -> String {
+        let mut busy = Vec::new();
+        if !self.queue.is_empty() {
+            busy.push(format!("{} batch(es) of input queued", self.queue.len()));
+        }
+        if !self.parked_panes.is_empty() || self.firing() {
+            busy.push("GroupByKey panes to fire".to_string());
+        }
+        if !self.deferred.is_empty() {
+            busy.push(format!("{} deferred element(s)", self.deferred.len()));
+        }
+        busy.join(", ")
     }
 
     /// Panes a GroupByKey fired, for the stage (kept aside while input is

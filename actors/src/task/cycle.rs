@@ -235,7 +235,7 @@ impl TaskSupervisor {
         // starts the next bundle.
         self.stage.do_send(Committed { id: c.id });
         if let Some(board) = &self.cfg.progress_board {
-            board.insert(self.cfg.task, c.epoch);
+            board.insert(self.cfg.task, (c.epoch, self.busy_with()));
         }
         if self.cfg.transactional {
             self.stage.do_send(Resume);

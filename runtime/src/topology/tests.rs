@@ -396,3 +396,38 @@ fn a_cycle_through_several_sub_topologies_or_a_side_input_is_refused() {
     let err = plan.check_acyclic(&g).unwrap_err();
     assert!(err.contains("writes __beam_x_side_0 from 'last', read by sub-topology 0"), "{err}");
 }
+
+/// A TestStream payload of `coder` with no events on transform `id`.
+fn with_test_stream(p: &mut crate::pb::Pipeline, id: &str, coder: &str) {
+    use prost::Message;
+    let payload = crate::pb::TestStreamPayload { coder_id: coder.into(), events: vec![], endpoint: None };
+    let t = p.components.as_mut().unwrap().transforms.get_mut(id).unwrap();
+    t.spec.as_mut().unwrap().payload = payload.encode_to_vec();
+}
+
+#[test]
+fn a_test_stream_is_recoded_by_a_stage_of_its_own_and_awaits_the_terminal_tasks_it_reaches() {
+    let mut b = Builder::new();
+    b.leaf("ts", TEST_STREAM, &[], &["t"], false)
+        .leaf("key", PAR_DO, &["t"], &["k"], true)
+        .leaf("gbk", GROUP_BY_KEY, &["k"], &["g"], false)
+        .leaf("out", PAR_DO, &["g"], &["o"], true)
+        .leaf("impulse", IMPULSE, &[], &["a"], false)
+        .leaf("other", PAR_DO, &["a"], &["b"], true);
+    let mut p = b.build();
+    let coder = p.components.as_ref().unwrap().pcollections["t"].coder_id.clone();
+    with_test_stream(&mut p, "ts", &coder);
+    let g = PipelineGraph::new(&p).unwrap();
+    let plan = TopologyPlan::plan(&g, "app", 2).unwrap();
+    let ts = plan.topics.iter().position(|t| t.kind == TopicKind::TestStream).expect("a TestStream topic");
+    assert_eq!((plan.topics[ts].partitions, plan.topics[ts].upstream.as_str()), (1, "ts"));
+    let recoder = plan.sub_topologies.iter().find(|s| s.inputs.iter().any(|i| i.topic == ts)).unwrap();
+    assert!(recoder.stage.transforms.is_empty(), "only the recode stage reads the TestStream topic");
+    assert_eq!(recoder.stage.input_coders, [("t".to_string(), coder)]);
+    let keyer = stage_of(&plan, "key");
+    assert_eq!(plan.topics[keyer.inputs[0].topic].kind, TopicKind::Edge, "the rest read the recoded elements");
+    let out = stage_of(&plan, "out");
+    let awaited = plan.test_stream_terminals();
+    assert_eq!(awaited, (0..out.partitions).map(|p| TaskId { sub_topology: out.id, partition: p }).collect::<Vec<_>>());
+    assert!(plan.terminal_tasks().len() > awaited.len(), "the impulse's branch is not awaited");
+}
