@@ -11,6 +11,7 @@ from apache_beam.testing.util import equal_to
 from apache_beam.transforms import trigger
 from apache_beam.transforms import userstate
 from apache_beam.transforms import window
+from apache_beam.utils import timestamp
 
 import pytest
 
@@ -30,30 +31,40 @@ def _pipeline(job_server, broker, tmp_path, parallelism=1):
 
 
 @pytest.mark.parametrize('parallelism', [1, 4])
-def test_watermark_timers_fire_as_the_test_stream_moves_event_time(
+def test_processing_time_timers_run_on_the_test_clock(
     job_server, broker, tmp_path, parallelism):
-  timer_spec = userstate.TimerSpec('timer', userstate.TimeDomain.WATERMARK)
+  """A processing-time timer set 30 s ahead fires only once the TestStream
+  advanced processing time past it, whatever the wall clock does, with the
+  state of every element before."""
+  timer_spec = userstate.TimerSpec('flush', userstate.TimeDomain.REAL_TIME)
+  bag_spec = userstate.BagStateSpec('seen', beam.coders.VarIntCoder())
 
-  class TimerDoFn(beam.DoFn):
-    def process(self, element, timer=beam.DoFn.TimerParam(timer_spec)):
-      unused_key, ts = element
-      timer.set(ts)
-      timer.set(2 * ts)
+  class BufferUntilTimer(beam.DoFn):
+    def process(
+        self,
+        kv,
+        timer=beam.DoFn.TimerParam(timer_spec),
+        seen=beam.DoFn.StateParam(bag_spec)):
+      seen.add(kv[1])
+      timer.set(timestamp.Timestamp.now() + 30)
 
     @userstate.on_timer(timer_spec)
-    def process_timer(self, key=beam.DoFn.KeyParam):
-      yield key
+    def flush(self, key=beam.DoFn.KeyParam, seen=beam.DoFn.StateParam(bag_spec)):
+      yield key, sorted(seen.read())
+      seen.clear()
 
   stream = (
-      test_stream.TestStream().add_elements([('k1', 10)]).advance_watermark_to(100)
-      .add_elements([('k2', 100)]).advance_watermark_to(1000))
+      test_stream.TestStream()
+      .add_elements([('k', 1)])
+      .advance_processing_time(10)  # 20 s short of the timer
+      .add_elements([('k', 2)])  # moves the timer another 10 s on
+      .advance_processing_time(60)  # past it: one firing with both
+      .add_elements([('k', 3)])
+      .advance_watermark_to_infinity())
   with _pipeline(job_server, broker, tmp_path, parallelism) as p:
-    fired = (
-        p
-        | stream
-        | beam.ParDo(TimerDoFn())
-        | beam.Map(lambda k, ts=beam.DoFn.TimestampParam: (k, ts.micros // 1000000)))
-    assert_that(fired, equal_to([('k1', 20), ('k2', 200)]))
+    flushed = p | stream | beam.ParDo(BufferUntilTimer())
+    # 3 arrives after the firing; the end of input fires its timer.
+    assert_that(flushed, equal_to([('k', [1, 2]), ('k', [3])]))
 
 
 def test_processing_time_late_data_and_early_panes(job_server, broker, tmp_path):
@@ -93,3 +104,21 @@ def test_processing_time_late_data_and_early_panes(job_server, broker, tmp_path)
         (1, 1, [1, 2, 3]),  # ON_TIME
         (2, 2, [1, 2, 3, 4]),  # LATE
     ]))
+
+
+def test_two_test_streams_take_turns(job_server, broker, tmp_path):
+  first = (
+      test_stream.TestStream()
+      .add_elements([window.TimestampedValue('a1', 1)])
+      .advance_watermark_to(10)
+      .add_elements([window.TimestampedValue('a2', 11)]))
+  second = test_stream.TestStream().add_elements([window.TimestampedValue('b1', 2)])
+  with _pipeline(job_server, broker, tmp_path) as p:
+    grouped = (
+        (p | 'First' >> first, p | 'Second' >> second)
+        | beam.Flatten()
+        | beam.Map(lambda x: ('k', x))
+        | beam.WindowInto(window.FixedWindows(5))
+        | beam.GroupByKey()
+        | beam.MapTuple(lambda k, vs: (k, sorted(vs))))
+    assert_that(grouped, equal_to([('k', ['a1', 'b1']), ('k', ['a2'])]))

@@ -54,7 +54,7 @@ const STUCK_AFTER: Duration = Duration::from_secs(30);
 /// by now); a driver that fails sends the job's failure on `failed`.
 pub async fn start(admin: &Admin, input: &JobInput, failed: UnboundedSender<TaskEvent>) -> Result<(), String> {
     let Some(job) = input.test_stream.clone() else { return Ok(()) };
-    for topic in &job.run.topics {
+    for topic in job.run.streams.iter().flat_map(|(_, topics)| topics) {
         if admin.end_offset(topic, 0).await? > 0 {
             return Err(format!(
                 "the TestStream of application '{}' already replayed steps in an earlier run; a TestStream is replayed once: \
@@ -80,20 +80,24 @@ async fn drive(job: Arc<TestStreamJob>, opts: RunnerOptions) -> Result<(), Strin
     config.set("transactional.id", format!("{}-teststream", opts.application_id));
     let producer = kafka_producer::create(&config).map_err(|e| format!("cannot create a Kafka producer: {e}"))?;
     let producer = blocking(producer, |p| p.init_transactions(Duration::from_secs(30)), "set up the TestStream's transactions").await?;
-    let mut driver = Driver::new(&run.spec, crate::source::now_millis());
+    let specs: Vec<_> = run.streams.iter().map(|(spec, _)| spec.clone()).collect();
+    let mut driver = Driver::new(&specs, crate::source::now_millis());
     let mut producer = producer;
     while let Some(step) = driver.next_step() {
         producer = blocking(producer, |p| p.begin_transaction(), "begin a TestStream step").await?;
         let writes = Writes::new();
-        for (output, elements) in &step.elements {
+        for (stream, output, elements) in &step.elements {
+            let topic = &run.streams[*stream].1[*output];
             for element in elements {
-                writes.send(&producer, &run.topics[*output], 0, None, Some(&envelope::data(element.clone()))).await?;
+                writes.send(&producer, topic, 0, None, Some(&envelope::data(element.clone()))).await?;
             }
         }
         let progress = Progress { epoch: step.epoch, clock: step.clock };
-        for (output, topic) in run.topics.iter().enumerate() {
-            let report = envelope::watermark_with_progress(step.watermarks[output], &run.spec.transform, 0, 1, progress);
-            writes.send(&producer, topic, 0, None, Some(&report)).await?;
+        for (stream, (spec, topics)) in run.streams.iter().enumerate() {
+            for (output, topic) in topics.iter().enumerate() {
+                let report = envelope::watermark_with_progress(step.watermarks[stream][output], &spec.transform, 0, 1, progress);
+                writes.send(&producer, topic, 0, None, Some(&report)).await?;
+            }
         }
         writes.wait().await?;
         producer = blocking(producer, |p| p.commit_transaction(Duration::from_secs(30)), "commit a TestStream step").await?;

@@ -21,22 +21,28 @@ use crate::topology::{InputKind, TopologyPlan};
 use crate::validate::{read_spec, write_spec};
 use crate::windowing::WindowingSpec;
 
-/// The pipeline's TestStream, if it has one, ready to replay.
+/// The pipeline's TestStreams, if it has any, ready to replay.
 pub fn test_stream_run(graph: &PipelineGraph, plan: &TopologyPlan) -> Result<Option<crate::spec::TestStreamRun>, String> {
-    let Some(id) = graph.leaves.iter().find(|id| graph.urn(id) == crate::urns::TEST_STREAM) else { return Ok(None) };
-    let spec = crate::test_stream::TestStreamSpec::read(id, graph.transform(id), graph.components())?;
-    let topics = spec
-        .outputs
-        .iter()
-        .map(|pc| {
-            plan.topics
-                .iter()
-                .find(|t| t.kind == crate::topology::TopicKind::TestStream && &t.pcollection == pc)
-                .map(|t| t.name.clone())
-                .ok_or_else(|| format!("no topic planned for the TestStream output '{pc}'"))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(Some(crate::spec::TestStreamRun { spec, topics, awaited: plan.test_stream_terminals() }))
+    let mut streams = Vec::new();
+    for id in graph.leaves.iter().filter(|id| graph.urn(id) == crate::urns::TEST_STREAM) {
+        let spec = crate::test_stream::TestStreamSpec::read(id, graph.transform(id), graph.components())?;
+        let topics = spec
+            .outputs
+            .iter()
+            .map(|pc| {
+                plan.topics
+                    .iter()
+                    .find(|t| t.kind == crate::topology::TopicKind::TestStream && &t.pcollection == pc)
+                    .map(|t| t.name.clone())
+                    .ok_or_else(|| format!("no topic planned for the TestStream output '{pc}'"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        streams.push((spec, topics));
+    }
+    if streams.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(crate::spec::TestStreamRun { streams, awaited: plan.test_stream_terminals() }))
 }
 
 /// Each sub-topology's spec and the descriptors to register for it (id

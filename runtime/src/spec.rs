@@ -121,11 +121,10 @@ pub struct OutputSink {
     pub in_order: bool,
 }
 
-/// A TestStream to replay: its events, the topic of each output, and the
-/// tasks whose passing an epoch on means its step was processed.
+/// The TestStreams to replay: each with the topic of each of its outputs,
+/// and the tasks whose passing an epoch on means its step was processed.
 #[derive(Clone, Debug)]
 pub struct TestStreamRun {
-    pub spec: crate::test_stream::TestStreamSpec,
-    pub topics: Vec<String>,
+    pub streams: Vec<(crate::test_stream::TestStreamSpec, Vec<String>)>,
     pub awaited: Vec<crate::topology::TaskId>,
 }

@@ -9,7 +9,8 @@
 //! topic carrying the step's number (its *epoch*) and the clock; tasks pass
 //! an epoch on in their own reports once they are idle, so the driver knows
 //! the step was fully processed when every terminal task downstream passed
-//! it on. After the last event, the outputs' watermarks go to +∞.
+//! it on. After the last event, the outputs' watermarks go to +∞. Several
+//! TestStreams take turns, one event a step, on one clock.
 use prost::Message;
 
 use crate::coder::{length_prefixed, Coder};
@@ -150,64 +151,77 @@ impl TestStreamSpec {
     }
 }
 
-/// What the driver writes for one step: elements per output, then a report
-/// per output (its watermark, the step's epoch and the clock).
+/// What the driver writes for one step: elements to outputs, then a
+/// report on every output of every TestStream (its watermark, the step's
+/// epoch and the clock).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Step {
     pub epoch: u64,
-    pub elements: Vec<(usize, Vec<Vec<u8>>)>,
-    pub watermarks: Vec<Watermark>,
+    /// (TestStream, output, elements).
+    pub elements: Vec<(usize, usize, Vec<Vec<u8>>)>,
+    /// Per TestStream, per output.
+    pub watermarks: Vec<Vec<Watermark>>,
     pub clock: Millis,
 }
 
-/// Replays a TestStream's events as steps; pure, so it is restarted from
-/// the last epoch written.
+/// Replays the pipeline's TestStreams as steps: one event a step, taking
+/// the streams in turn (each in its own order; Beam leaves the order across
+/// streams open), all on one test clock; then every output goes to +∞.
+/// Pure, so a restart could replay it to the last epoch written.
 #[derive(Clone, Debug)]
 pub struct Driver {
-    events: Vec<TestEvent>,
-    watermarks: Vec<Watermark>,
+    events: Vec<Vec<TestEvent>>,
+    next: Vec<usize>,
+    watermarks: Vec<Vec<Watermark>>,
     clock: Millis,
     /// Steps taken (the epoch of the last one).
     taken: u64,
+    ended: bool,
 }
 
 impl Driver {
     /// A driver whose test clock starts at `clock` (the wall clock when the
     /// job first ran).
-    pub fn new(spec: &TestStreamSpec, clock: Millis) -> Driver {
-        Driver { events: spec.events.clone(), watermarks: vec![Watermark::NegInf; spec.outputs.len()], clock, taken: 0 }
-    }
-
-    /// The driver after `epoch` steps were written (a restart): the state
-    /// replayed without writing anything.
-    pub fn resume(spec: &TestStreamSpec, clock: Millis, epoch: u64) -> Driver {
-        let mut d = Driver::new(spec, clock);
-        while d.taken < epoch && d.next_step().is_some() {}
-        d
+    pub fn new(specs: &[TestStreamSpec], clock: Millis) -> Driver {
+        Driver {
+            events: specs.iter().map(|s| s.events.clone()).collect(),
+            next: vec![0; specs.len()],
+            watermarks: specs.iter().map(|s| vec![Watermark::NegInf; s.outputs.len()]).collect(),
+            clock,
+            taken: 0,
+            ended: false,
+        }
     }
 
     /// The next step, or None once the final one (every output to +∞) was
     /// taken.
     pub fn next_step(&mut self) -> Option<Step> {
-        let index = self.taken as usize;
+        if self.ended {
+            return None;
+        }
+        let streams = self.events.len();
+        // The stream whose turn it is: after the last one that moved.
+        let turn = (0..streams).map(|i| (self.taken as usize + i) % streams.max(1)).find(|&s| self.next[s] < self.events[s].len());
         let mut elements = Vec::new();
-        match self.events.get(index) {
-            Some(TestEvent::Elements { output, elements: e }) => elements.push((*output, e.clone())),
-            Some(TestEvent::Watermark { output, watermark }) => {
-                let w = &mut self.watermarks[*output];
-                *w = (*w).max(*watermark);
+        match turn {
+            Some(s) => {
+                match &self.events[s][self.next[s]] {
+                    TestEvent::Elements { output, elements: e } => elements.push((s, *output, e.clone())),
+                    TestEvent::Watermark { output, watermark } => {
+                        let w = &mut self.watermarks[s][*output];
+                        *w = (*w).max(*watermark);
+                    }
+                    TestEvent::ProcessingTime { advance } => self.clock = self.clock.saturating_add(*advance),
+                }
+                self.next[s] += 1;
             }
-            Some(TestEvent::ProcessingTime { advance }) => self.clock = self.clock.saturating_add(*advance),
-            None if index == self.events.len() => self.watermarks.iter_mut().for_each(|w| *w = Watermark::PosInf),
-            None => return None,
+            None => {
+                self.watermarks.iter_mut().flatten().for_each(|w| *w = Watermark::PosInf);
+                self.ended = true;
+            }
         }
         self.taken += 1;
         Some(Step { epoch: self.taken, elements, watermarks: self.watermarks.clone(), clock: self.clock })
-    }
-
-    /// Whether every step was taken.
-    pub fn done(&self) -> bool {
-        self.taken as usize > self.events.len()
     }
 }
 

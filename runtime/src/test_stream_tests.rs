@@ -78,7 +78,7 @@ fn unreadable_elements_are_length_prefixed_and_tags_pick_outputs() {
 }
 
 #[test]
-fn steps_replay_events_then_end_every_output_and_resume_where_they_stopped() {
+fn steps_replay_events_then_end_every_output() {
     let events = vec![
         elements("None", &[(b"\x01", 1)]),
         E::WatermarkEvent(AdvanceWatermark { new_watermark: 100, tag: "None".into() }),
@@ -87,10 +87,9 @@ fn steps_replay_events_then_end_every_output_and_resume_where_they_stopped() {
     ];
     let (t, c) = setup("v", events, &["None"]);
     let spec = TestStreamSpec::read("t", &t, &c).unwrap();
-    let mut d = Driver::new(&spec, 1_000);
+    let mut d = Driver::new(std::slice::from_ref(&spec), 1_000);
     let steps: Vec<Step> = std::iter::from_fn(|| d.next_step()).collect();
-    assert!(d.done());
-    let summary: Vec<_> = steps.iter().map(|s| (s.epoch, s.elements.len(), s.watermarks[0], s.clock)).collect();
+    let summary: Vec<_> = steps.iter().map(|s| (s.epoch, s.elements.len(), s.watermarks[0][0], s.clock)).collect();
     assert_eq!(
         summary,
         vec![
@@ -101,8 +100,18 @@ fn steps_replay_events_then_end_every_output_and_resume_where_they_stopped() {
             (5, 0, Watermark::PosInf, 6_000),
         ]
     );
-    let mut resumed = Driver::resume(&spec, 1_000, 2);
-    assert_eq!(resumed.next_step(), Some(steps[2].clone()));
+}
+
+#[test]
+fn several_test_streams_take_turns_on_one_clock() {
+    let a = setup("v", vec![elements("None", &[(b"\x01", 1)]), elements("None", &[(b"\x02", 2)])], &["None"]);
+    let b = setup("v", vec![E::ProcessingTimeEvent(AdvanceProcessingTime { advance_duration: 10 })], &["None"]);
+    let specs = [TestStreamSpec::read("a", &a.0, &a.1).unwrap(), TestStreamSpec::read("b", &b.0, &b.1).unwrap()];
+    let mut d = Driver::new(&specs, 0);
+    let steps: Vec<Step> = std::iter::from_fn(|| d.next_step()).collect();
+    let summary: Vec<_> = steps.iter().map(|s| (s.elements.iter().map(|e| e.0).collect::<Vec<_>>(), s.clock)).collect();
+    assert_eq!(summary, vec![(vec![0], 0), (vec![], 10), (vec![0], 10), (vec![], 10)], "a, b, a (b is done), the end");
+    assert!(steps.last().unwrap().watermarks.iter().flatten().all(|w| *w == Watermark::PosInf));
 }
 
 #[test]

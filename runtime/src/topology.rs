@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 
 mod check;
+mod reach;
 
 use crate::fusion::{fuse, Stage};
 use crate::graph::PipelineGraph;
@@ -513,31 +514,6 @@ impl TopologyPlan {
     /// have reached +∞.
     pub fn terminal_tasks(&self) -> Vec<TaskId> {
         self.tasks().into_iter().filter(|t| self.sub_topologies[t.sub_topology as usize].outputs.is_empty()).collect()
-    }
-
-    /// The terminal tasks a TestStream's steps reach (through inputs and
-    /// side inputs): once each passed a step's epoch on, the step was
-    /// processed in full.
-    pub fn test_stream_terminals(&self) -> Vec<TaskId> {
-        let mut reached: Vec<bool> = self.topics.iter().map(|t| t.kind == TopicKind::TestStream).collect();
-        let mut subs = vec![false; self.sub_topologies.len()];
-        loop {
-            let mut changed = false;
-            for (i, s) in self.sub_topologies.iter().enumerate() {
-                let reads = s.inputs.iter().map(|x| x.topic).chain(s.side_inputs.iter().map(|x| x.topic)).any(|t| reached[t]);
-                if reads && !subs[i] {
-                    subs[i] = true;
-                    changed = true;
-                    for o in &s.outputs {
-                        reached[o.topic] = true;
-                    }
-                }
-            }
-            if !changed {
-                break;
-            }
-        }
-        self.terminal_tasks().into_iter().filter(|t| subs[t.sub_topology as usize]).collect()
     }
 
     /// A human-readable description of the plan.

@@ -356,7 +356,7 @@ fn deadline(now: Millis, transforms: &[TimeTransform]) -> Millis {
     transforms.iter().fold(now, |t, tr| match *tr {
         TimeTransform::Delay(d) => t.saturating_add(d),
         TimeTransform::AlignTo { period, offset } if period > 0 => {
-            let since = (t - offset).rem_euclid(period);
+            let since = t.saturating_sub(offset).rem_euclid(period);
             if since == 0 {
                 t
             } else {

@@ -132,6 +132,8 @@ fn processing_time_alignment_rounds_up_to_the_period() {
     assert_eq!(deadline(2000, &[TimeTransform::AlignTo { period: 1000, offset: 0 }]), 2000);
     assert_eq!(deadline(1234, &[TimeTransform::Delay(100), TimeTransform::AlignTo { period: 1000, offset: 500 }]), 1500);
     assert_eq!(deadline(-1, &[TimeTransform::AlignTo { period: 10, offset: 0 }]), 0);
+    // A payload may hold anything: no overflow.
+    deadline(i64::MIN, &[TimeTransform::AlignTo { period: 7, offset: i64::MAX }, TimeTransform::Delay(i64::MAX)]);
 }
 
 #[test]
