@@ -416,3 +416,14 @@ def read_from_start(job_server: JobServer, broker: str, topic: str, **kwargs):
       topics=[topic],
       expansion_service='localhost:%d' % job_server.expansion_port,
       **kwargs)
+
+
+def write_to(job_server: JobServer, broker: str, topic: str, **kwargs):
+  """Beam's WriteToKafka to `topic` on the test broker, expanded by the
+  session's job server; `kwargs` go to WriteToKafka."""
+  from apache_beam.io.kafka import WriteToKafka
+  return WriteToKafka(
+      producer_config={'bootstrap.servers': broker},
+      topic=topic,
+      expansion_service='localhost:%d' % job_server.expansion_port,
+      **kwargs)

@@ -10,7 +10,6 @@ import pytest
 
 import apache_beam as beam
 from apache_beam.io.kafka import ReadFromKafka
-from apache_beam.io.kafka import WriteToKafka
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.runner import PipelineState
 from apache_beam.transforms import trigger
@@ -20,6 +19,7 @@ from conftest import kafka_args
 from conftest import make_app_id
 from conftest import portable_args
 from conftest import read_from_start
+from conftest import write_to
 from kafka_topics import create_topic
 from kafka_topics import produce
 from kafka_topics import read_committed
@@ -90,10 +90,7 @@ def test_early_on_time_and_late_panes_from_kafka(job_server, broker, tmp_path):
           allowed_lateness=3600)
       | beam.GroupByKey()
       | beam.ParDo(_Describe()).with_output_types(typing.Tuple[bytes, bytes])
-      | WriteToKafka(
-          producer_config={'bootstrap.servers': broker},
-          topic=sink,
-          expansion_service='localhost:%d' % job_server.expansion_port))
+      | write_to(job_server, broker, sink))
   result = p.run()
   try:
     # Two elements of window [0, 60 s): the early trigger fires a second

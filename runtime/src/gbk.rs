@@ -147,7 +147,13 @@ impl GroupByKey {
                 OutputTime::EndOfWindow => !end_passed,
                 _ => Watermark::At(h.timestamp) >= wm,
             };
+            // A window born behind the watermark has no on-time pane: its
+            // data is late (Java's runner calls such panes LATE too).
+            let born_late = end_passed && self.panes.get(key, &window).is_none();
             let pane = self.panes.entry(key, window);
+            if born_late {
+                pane.end_seen = true;
+            }
             if pane.closed {
                 self.dropped_late = self.dropped_late.saturating_add(1);
                 self.meta_dirty = true;
@@ -158,8 +164,7 @@ impl GroupByKey {
                 self.dirty.insert((key.to_vec(), window));
             }
             // A window the watermark passed whose trigger was not asked yet
-            // (a merged session, one created behind the watermark within
-            // allowed lateness): asked with the others of its step.
+            // (a merged session): asked with the others of its step.
             if !pane.end_seen && !pane.queued && end_passed {
                 pane.queued = true;
                 self.closed.push_back((key.to_vec(), window));

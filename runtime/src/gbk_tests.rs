@@ -520,3 +520,21 @@ fn trigger_state_and_deadlines_survive_a_restore() {
     assert_eq!(a.len(), 3, "late (2 elements), early for [10, 20), final");
     assert_eq!(a, b);
 }
+
+/// A window that first gets data once the watermark passed its end (within
+/// the allowed lateness) fires late panes only.
+#[test]
+fn a_window_born_behind_the_watermark_fires_late() {
+    let wc = Coder::IntervalWindow;
+    let mut s = spec(Trigger::default_trigger(), wc.clone());
+    s.allowed_lateness = 100;
+    let mut g = GroupByKey::new(s, &kv_coder()).unwrap();
+    let mut out = Vec::new();
+    g.advance(Watermark::At(50), &mut out);
+    g.add(&fixed(3, "k"), &mut out).unwrap();
+    g.add(&fixed(4, "k"), &mut out).unwrap();
+    let got: Vec<(Vec<u64>, u8, u64, i64)> =
+        out.iter().map(|o| fired(o, &wc)).map(|f| (f.values, f.timing, f.index, f.on_time_index)).collect();
+    assert_eq!(got, vec![(vec![3], LATE, 0, 0), (vec![4], LATE, 1, 1)]);
+    assert_eq!(g.closed_pending(), 0, "nothing waits for an on-time firing");
+}
