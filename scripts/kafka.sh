@@ -140,7 +140,11 @@ L4J
     scram=(--add-scram 'SCRAM-SHA-512=[name=beam,password=beam-secret]')
   fi
   # A cluster id is 16 bytes in URL-safe base64 (22 characters).
-  local cluster_id; cluster_id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | head -c 22)"
+  # Not starting with '-': kafka-storage would take it for an option (1 in 64).
+  local cluster_id=-
+  while [[ $cluster_id == -* ]]; do
+    cluster_id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | head -c 22)"
+  done
   java -Dlog4j2.configurationFile="$dir/log4j2.properties" -cp "$LIBS/*" kafka.tools.StorageTool format \
       -t "$cluster_id" -c "$dir/server.properties" "${scram[@]}" >"$dir/format.log" 2>&1 \
     || { cat "$dir/format.log" >&2; die "could not format the broker's storage"; }
