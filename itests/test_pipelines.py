@@ -10,7 +10,6 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.runner import PipelineState
 from apache_beam.coders import StrUtf8Coder
 from apache_beam.transforms import userstate
-from apache_beam.transforms import window
 
 from beam_kafka import runner as beam_kafka_runner
 from conftest import kafka_args
@@ -264,59 +263,6 @@ def test_runner_class_requires_application_id(broker, collector, tmp_path):
     p.run()
   assert not collector.exists()
 
-
-# d. An unsupported transform fails Prepare, naming it.
-class _TaggedWindow(window.BoundedWindow):
-  """A window type of its own, coded by a coder of its own (pickled)."""
-  def __init__(self, end, tag):
-    super().__init__(end)
-    self.tag = tag
-
-  def __hash__(self):
-    return hash((self.end, self.tag))
-
-  def __eq__(self, other):
-    return isinstance(other, _TaggedWindow) and (self.end, self.tag) == (other.end, other.tag)
-
-
-class _TaggedWindowCoder(beam.coders.Coder):
-  _parts = beam.coders.TupleCoder([beam.coders.TimestampCoder(), beam.coders.StrUtf8Coder()])
-
-  def encode(self, w):
-    return self._parts.encode((w.end, w.tag))
-
-  def decode(self, encoded):
-    return _TaggedWindow(*self._parts.decode(encoded))
-
-  def is_deterministic(self):
-    return True
-
-
-class _TaggedWindows(window.NonMergingWindowFn):
-  def assign(self, context):
-    return [_TaggedWindow(context.timestamp + 10, 'x')]
-
-  def get_window_coder(self):
-    return _TaggedWindowCoder()
-
-
-def test_an_unsupported_window_type_fails_prepare(
-    broker, job_server, app_id, collector, tmp_path):
-  args = portable_args(job_server) + kafka_args(broker, app_id, tmp_path / 'state')
-  p = beam.Pipeline(options=PipelineOptions(args))
-  _ = (
-      p
-      | beam.Create([('k', 1)])
-      | 'Custom' >> beam.WindowInto(_TaggedWindows())
-      | 'Group' >> beam.GroupByKey()
-      | 'Record' >> beam.Map(collector.recorder()))
-  with pytest.raises(grpc.RpcError) as excinfo:
-    p.run()
-
-  text = _error_text(excinfo.value)
-  assert 'custom WindowFn' in text and 'Group' in text, text
-  assert _raised_by_prepare(excinfo), excinfo.traceback
-  assert not collector.exists()
 
 
 # An unreachable broker fails the job with a message naming the address,

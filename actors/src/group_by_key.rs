@@ -8,11 +8,21 @@
 //! A barrier arrives through the watermark aggregator, behind every
 //! watermark step sent before it, and behind every value the task sent
 //! before it: its answer carries exactly the state changes the cycle commits.
+//!
+//! A custom WindowFn's merges, and the ends of windows the runner cannot
+//! read, are asked of the SDK before a batch is added (`window_fns`); the
+//! actor takes no other message meanwhile, so order is kept.
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use actix::prelude::*;
 use beam_kafka_runtime::gbk::GroupByKey;
+use beam_kafka_runtime::gbk_merge::MergeRequests;
 use beam_kafka_runtime::task_state;
+use beam_kafka_runtime::window_fns::Merge;
 
 use crate::messages::{GbkCommand, GbkEvent, Shutdown};
+use crate::window_fns::WindowFnClient;
 
 pub struct GroupByKeyActor {
     /// The shuffle topic it reads (what names it to the task).
@@ -21,11 +31,46 @@ pub struct GroupByKeyActor {
     task: Recipient<GbkEvent>,
     /// Under a TestStream, processing time is its test clock.
     test_clock: Option<i64>,
+    /// Runs a custom WindowFn in the SDK, if the windowing has one.
+    window_fns: Option<Arc<WindowFnClient>>,
 }
 
 impl GroupByKeyActor {
-    pub fn new(topic: String, gbk: GroupByKey, task: Recipient<GbkEvent>) -> Self {
-        GroupByKeyActor { topic, gbk, task, test_clock: None }
+    pub fn new(topic: String, gbk: GroupByKey, task: Recipient<GbkEvent>, window_fns: Option<Arc<WindowFnClient>>) -> Self {
+        GroupByKeyActor { topic, gbk, task, test_clock: None, window_fns }
+    }
+
+    fn fail(&self, error: String, ctx: &mut Context<Self>) {
+        self.task.do_send(GbkEvent::Failed { error: format!("GroupByKey of {}: {error}", self.topic) });
+        ctx.stop();
+    }
+
+    /// Adds a batch (with the SDK's merges for it) and answers the task.
+    fn add(&mut self, values: Vec<Vec<u8>>, merges: HashMap<Vec<u8>, Vec<Merge>>, ctx: &mut Context<Self>) {
+        let mut panes = Vec::new();
+        // Processing-time triggers count from when elements arrive.
+        let now = self.test_clock.unwrap_or_else(crate::source::now_millis);
+        self.gbk.set_processing_time(now, &mut panes);
+        let added = if self.gbk.merges_in_sdk() {
+            self.gbk.add_batch_merged(values.iter().map(|v| v.as_slice()), merges, &mut panes)
+        } else {
+            self.gbk.add_batch(values.iter().map(|v| v.as_slice()), &mut panes)
+        };
+        match added {
+            Ok(()) => self.output(values.len() as u64, panes, false, false),
+            Err(e) => self.fail(e, ctx),
+        }
+    }
+
+    /// What the SDK must tell about a batch first: the ends of windows not
+    /// seen before, and merges. `None` if nothing.
+    fn to_ask(&self, values: &[Vec<u8>]) -> Result<Option<(Vec<beam_kafka_runtime::windowed::Window>, MergeRequests)>, String> {
+        if self.window_fns.is_none() {
+            return Ok(None);
+        }
+        let unresolved = self.gbk.windows_to_resolve(values.iter().map(|v| v.as_slice()))?;
+        let requests = if self.gbk.merges_in_sdk() { self.gbk.merge_requests(values.iter().map(|v| v.as_slice()))? } else { Vec::new() };
+        Ok((!unresolved.is_empty() || !requests.is_empty()).then_some((unresolved, requests)))
     }
 
     fn output(&self, credit: u64, panes: Vec<Vec<u8>>, fired: bool, with_holds: bool) {
@@ -43,17 +88,21 @@ impl Handler<GbkCommand> for GroupByKeyActor {
 
     fn handle(&mut self, command: GbkCommand, ctx: &mut Context<Self>) {
         match command {
-            GbkCommand::Data(values) => {
-                let mut panes = Vec::new();
-                // Processing-time triggers count from when elements arrive.
-                let now = self.test_clock.unwrap_or_else(crate::source::now_millis);
-                self.gbk.set_processing_time(now, &mut panes);
-                if let Err(e) = self.gbk.add_batch(values.iter().map(|v| v.as_slice()), &mut panes) {
-                    self.task.do_send(GbkEvent::Failed { error: format!("GroupByKey of {}: {e}", self.topic) });
-                    return ctx.stop();
+            GbkCommand::Data(values) => match self.to_ask(&values) {
+                Ok(None) => self.add(values, HashMap::new(), ctx),
+                Ok(Some((unresolved, requests))) => {
+                    let client = self.window_fns.clone().expect("asked only with a client");
+                    let asked = async move { client.ask(unresolved, requests).await };
+                    ctx.wait(asked.into_actor(self).map(move |answer, act, ctx| match answer {
+                        Ok(a) => {
+                            act.gbk.resolve_ends(a.ends);
+                            act.add(values, a.merges, ctx);
+                        }
+                        Err(e) => act.fail(e, ctx),
+                    }));
                 }
-                self.output(values.len() as u64, panes, false, false);
-            }
+                Err(e) => self.fail(e, ctx),
+            },
             GbkCommand::Watermark(wm) => {
                 let mut panes = Vec::new();
                 self.gbk.set_watermark(wm, &mut panes);

@@ -29,6 +29,7 @@ mod telemetry;
 pub mod test_stream;
 mod user_io;
 mod watermark_aggregator;
+mod window_fns;
 
 pub use harnesses::Harnesses;
 pub use job::{run_job, JobEvent, JobInput, JobOutcome};

@@ -33,6 +33,7 @@ use crate::task::{
     upstream_key, AssignmentSeen, InputRoute, RestoredState, TaskConfig, TaskEvent, TaskSupervisor, WatermarkTarget, SOURCE_UPSTREAM,
 };
 use crate::user_io::KafkaIo;
+use crate::window_fns::WindowFnClient;
 use beam_kafka_fnapi::StateHandler;
 use beam_kafka_runtime::task::flow::FlowLimits;
 use beam_kafka_runtime::timers::{PendingTimer, TimerId, Timers};
@@ -130,6 +131,12 @@ fn start_tasks(
                     source,
                     window_coder: i.window_coder.clone(),
                     allowed_lateness: i.allowed_lateness,
+                    window_fns: match (&i.window_fns, &i.gbk) {
+                        (Some(d), Some((spec, _))) => {
+                            Some(Arc::new(WindowFnClient::new(input.harnesses.lease(), d.clone(), spec.window_coder.clone())))
+                        }
+                        _ => None,
+                    },
                 },
             );
         }

@@ -26,9 +26,7 @@ FINALIZATION = 'bundle finalization'
 TEST_STREAM = 'TestStream'
 CUSTOM_WINDOW_FN = 'custom WindowFn'
 
-NOT_BUILT = [
-    CUSTOM_WINDOW_FN,
-]
+NOT_BUILT = []
 
 # test name -> every not-yet-built feature it needs, in both modes.
 # GroupByKey includes Reshuffle, CombinePerKey and assert_that (and thus

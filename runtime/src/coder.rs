@@ -238,7 +238,9 @@ pub fn wire_coders(components: &pb::Components, pcollection: &str) -> Result<(Co
         .ok_or_else(|| format!("missing windowing strategy of {pcollection}"))?;
     let mut scratch = pb::Components { coders: components.coders.clone(), ..Default::default() };
     let element = length_prefixed(&mut scratch, &pc.coder_id);
-    Ok((Coder::from_components(&scratch, &element), Coder::from_components(&scratch, &ws.window_coder_id)))
+    // Windows of custom WindowFns travel length-prefixed too.
+    let window = length_prefixed(&mut scratch, &ws.window_coder_id);
+    Ok((Coder::from_components(&scratch, &element), Coder::from_components(&scratch, &window)))
 }
 
 #[cfg(test)]

@@ -49,6 +49,10 @@ fn wire_coder(
     add_coder(&scratch, coders, &element);
     let window_coder =
         components.windowing_strategies.get(&pc.windowing_strategy_id).map(|w| w.window_coder_id.clone()).unwrap_or_default();
+    // Windows of custom WindowFns (coders the runner cannot read) travel
+    // length-prefixed, so the runner can split values and keep the windows.
+    let window_coder = crate::coder::length_prefixed(&mut scratch, &window_coder);
+    add_coder(&scratch, coders, &window_coder);
     let id = match element_coder {
         None => format!("wire/{pcollection}"),
         Some(_) => format!("wire-in/{pcollection}"),
@@ -149,10 +153,11 @@ pub fn build(graph: &PipelineGraph, stage: &Stage, descriptor_id: &str, data_url
         for (family, tf) in payload.timer_family_specs.iter_mut() {
             let Some(timer) = components.coders.get(&tf.timer_family_coder_id) else { continue };
             let mut scratch = pb::Components { coders: components.coders.clone(), ..Default::default() };
+            // Timer<key> is (key, window): both as the runner reads them.
             let mut parts = timer.component_coder_ids.clone();
-            if let Some(key) = parts.first_mut() {
-                *key = crate::coder::length_prefixed(&mut scratch, key);
-                add_coder(&scratch, &mut coders, key);
+            for part in parts.iter_mut().take(2) {
+                *part = crate::coder::length_prefixed(&mut scratch, part);
+                add_coder(&scratch, &mut coders, part);
             }
             let new_id = format!("timer/{id}/{family}");
             coders.insert(new_id.clone(), pb::Coder { spec: timer.spec.clone(), component_coder_ids: parts });

@@ -157,7 +157,8 @@ fn add_pcollection(components: &mut pb::Components, ns: &str, tag: &str, name: &
     id
 }
 
-fn global_windowing(window_coder: &str) -> pb::WindowingStrategy {
+/// A global windowing strategy with the default trigger.
+pub(crate) fn global_windowing(window_coder: &str) -> pb::WindowingStrategy {
     pb::WindowingStrategy {
         window_fn: Some(pb::FunctionSpec { urn: "beam:window_fn:global_windows:v1".into(), payload: Vec::new() }),
         merge_status: pb::merge_status::Enum::NonMerging as i32,

@@ -17,7 +17,8 @@
 //! and handing them over at once would put the whole output in one commit
 //! cycle. A closed pane stays in the state until it fired, so a restart fires
 //! it again from the changelog, and it holds the output watermark meanwhile.
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
 
 use crate::chunks::Stored;
 use crate::coder::Coder;
@@ -51,6 +52,11 @@ pub struct GroupByKey {
     touched: Vec<PaneId>,
     /// Processing-time deadlines of triggers (stale entries are skipped).
     deadlines: BTreeSet<(Millis, Vec<u8>, Window)>,
+    /// The last timestamps of opaque windows, as the SDK told them (see
+    /// `gbk_merge`): by the window's encoding.
+    pub(crate) ends: HashMap<Arc<[u8]>, Millis>,
+    /// The merges the SDK made for the batch being added, by key.
+    pub(crate) plan: HashMap<Vec<u8>, Vec<crate::window_fns::Merge>>,
 }
 
 impl GroupByKey {
@@ -76,6 +82,8 @@ impl GroupByKey {
             closed: VecDeque::new(),
             touched: Vec::new(),
             deadlines: BTreeSet::new(),
+            ends: HashMap::new(),
+            plan: HashMap::new(),
         })
     }
 
@@ -133,7 +141,7 @@ impl GroupByKey {
         let rest = &element[h.value_offset + k..];
         let value = &rest[..self.value.skip(rest)?];
         for wbytes in &h.windows {
-            let window = Window::decode(wbytes, &self.spec.window_coder)?;
+            let window = self.resolve(Window::decode(wbytes, &self.spec.window_coder)?);
             if self.expired(&window) {
                 self.dropped_late = self.dropped_late.saturating_add(1);
                 self.meta_dirty = true;
@@ -150,7 +158,7 @@ impl GroupByKey {
             // A window born behind the watermark has no on-time pane: its
             // data is late (Java's runner calls such panes LATE too).
             let born_late = end_passed && self.panes.get(key, &window).is_none();
-            let pane = self.panes.entry(key, window);
+            let pane = self.panes.entry(key, window.clone());
             if born_late {
                 pane.end_seen = true;
             }
@@ -161,13 +169,13 @@ impl GroupByKey {
             }
             if !pane.in_changes {
                 pane.in_changes = true;
-                self.dirty.insert((key.to_vec(), window));
+                self.dirty.insert((key.to_vec(), window.clone()));
             }
             // A window the watermark passed whose trigger was not asked yet
             // (a merged session): asked with the others of its step.
             if !pane.end_seen && !pane.queued && end_passed {
                 pane.queued = true;
-                self.closed.push_back((key.to_vec(), window));
+                self.closed.push_back((key.to_vec(), window.clone()));
             }
             pane.values.push(value);
             if holds {
@@ -180,7 +188,7 @@ impl GroupByKey {
             // end passed: spare the open windows the list.
             if !pane.touched && (end_passed || !self.spec.trigger.is_watermark_only()) {
                 pane.touched = true;
-                self.touched.push((key.to_vec(), window));
+                self.touched.push((key.to_vec(), window.clone()));
             }
             if self.spec.trigger.uses_processing_time() {
                 self.note_deadline(key, &window);
@@ -190,14 +198,14 @@ impl GroupByKey {
     }
 
     /// Lists the pane's processing-time deadline if it has a new one.
-    fn note_deadline(&mut self, key: &[u8], window: &Window) {
+    pub(crate) fn note_deadline(&mut self, key: &[u8], window: &Window) {
         let trigger = &self.spec.trigger;
         let Some(pane) = self.panes.get_mut(key, window) else { return };
         let next = if pane.closed { None } else { trigger.next_deadline(&pane.trigger) };
         if next != pane.deadline {
             pane.deadline = next;
             if let Some(d) = next {
-                self.deadlines.insert((d, key.to_vec(), *window));
+                self.deadlines.insert((d, key.to_vec(), window.clone()));
             }
         }
     }
@@ -225,16 +233,16 @@ impl GroupByKey {
         }
         trigger.on_fire(&mut pane.trigger, &now);
         let finished = trigger.is_finished(&pane.trigger);
-        self.emit(key, window, by_watermark, finished || expires, out);
+        self.emit(key, window.clone(), by_watermark, finished || expires, out);
         self.note_deadline(key, &window);
         true
     }
 
     /// Removes a pane, remembering its chunk entries for `take_changes` to
     /// delete; the pane it returns has none (it may move to another window).
-    fn remove_pane(&mut self, key: &[u8], window: &Window) -> Option<Pane> {
+    pub(crate) fn remove_pane(&mut self, key: &[u8], window: &Window) -> Option<Pane> {
         let mut pane = self.panes.remove(key, window)?;
-        let id = (key.to_vec(), *window);
+        let id = (key.to_vec(), window.clone());
         let stored = std::mem::take(&mut pane.stored);
         if stored.chunks > 0 {
             let gone = self.gone.entry(id.clone()).or_default();
@@ -242,89 +250,6 @@ impl GroupByKey {
         }
         self.dirty.insert(id);
         Some(pane)
-    }
-
-    /// Merges `window` with the key's overlapping session windows (moving
-    /// their contents and merging their trigger states) and returns the
-    /// merged window.
-    fn merge_into(&mut self, key: &[u8], window: Window) -> Window {
-        let Window::Interval { mut start, mut end } = window else { return window };
-        // Pane indexes are not carried across a merge (as in Beam's Java and
-        // Python runners): the merged window keeps those of the window it
-        // was already, if any; a new window starts at index 0.
-        let mut counts: Vec<(Window, u64, u64)> = Vec::new();
-        let mut created: Option<Window> = None;
-        loop {
-            let mut overlapping: Vec<Window> = self
-                .panes
-                .windows(key)
-                .filter_map(|w| match *w {
-                    Window::Interval { start: s, end: e } if s < end && start < e && *w != (Window::Interval { start, end }) => Some(*w),
-                    _ => None,
-                })
-                .collect();
-            if overlapping.is_empty() {
-                let merged = Window::Interval { start, end };
-                if created.is_some() {
-                    let (fired, on_time) = counts.iter().find(|(w, ..)| *w == merged).map_or((0, 0), |c| (c.1, c.2));
-                    if let Some(p) = self.panes.get_mut(key, &merged) {
-                        (p.fired, p.fired_on_time_or_late) = (fired, on_time);
-                    }
-                }
-                return merged;
-            }
-            // In window order, so a merged pane's values do not depend on
-            // the order its windows were created in (a restored GroupByKey
-            // merges as the original did).
-            overlapping.sort();
-            let current = Window::Interval { start, end };
-            let mut merged = self.remove_pane(key, &current).unwrap_or_default();
-            if created != Some(current) {
-                counts.push((current, merged.fired, merged.fired_on_time_or_late));
-            }
-            let mut states = vec![std::mem::take(&mut merged.trigger)];
-            // The merged window's end was seen if the window ending last saw it.
-            let mut last_end = (end, merged.end_seen);
-            for w in overlapping {
-                if let Window::Interval { start: s, end: e } = w {
-                    start = start.min(s);
-                    end = end.max(e);
-                }
-                let p = self.remove_pane(key, &w).expect("listed above");
-                if created != Some(w) {
-                    counts.push((w, p.fired, p.fired_on_time_or_late));
-                }
-                if let Window::Interval { end: e, .. } = w {
-                    if e > last_end.0 || (e == last_end.0 && p.end_seen) {
-                        last_end = (e, p.end_seen);
-                    }
-                }
-                merged.values.append(p.values);
-                merged.min_ts = min_opt(merged.min_ts, p.min_ts);
-                merged.max_ts = max_opt(merged.max_ts, p.max_ts);
-                merged.since_fire = merged.since_fire.saturating_add(p.since_fire);
-                merged.closed |= p.closed;
-                states.push(p.trigger);
-            }
-            merged.trigger = self.spec.trigger.merge(&states);
-            if merged.closed {
-                merged.values.clear();
-            }
-            let merged_window = Window::Interval { start, end };
-            self.dirty.insert((key.to_vec(), merged_window));
-            // Queue entries and deadlines of the merged windows now find no
-            // pane; the merged one is queued (by `push`) if the watermark
-            // passed an end no merged window saw, and its deadline listed.
-            merged.queued = false;
-            merged.touched = false;
-            merged.end_seen = last_end.1;
-            merged.deadline = None;
-            // A pane in the changes is listed in `dirty` (just above).
-            merged.in_changes = true;
-            self.panes.insert(key, merged_window, merged);
-            self.note_deadline(key, &merged_window);
-            created = Some(merged_window);
-        }
     }
 
     /// Emits a pane of (key, window) — `by_watermark`: fired because the
@@ -342,7 +267,7 @@ impl GroupByKey {
         let Some(pane) = self.panes.get_mut(key, &window) else { return };
         if !pane.in_changes {
             pane.in_changes = true;
-            self.dirty.insert((key.to_vec(), window));
+            self.dirty.insert((key.to_vec(), window.clone()));
         }
         let timing = if early {
             Timing::Early
@@ -416,7 +341,7 @@ impl GroupByKey {
         self.meta_dirty = true;
         self.queue_closed();
         let expired: Vec<PaneId> =
-            self.panes.iter().filter(|(_, w, p)| !p.queued && self.expired(w)).map(|(k, w, _)| (k.to_vec(), *w)).collect();
+            self.panes.iter().filter(|(_, w, p)| !p.queued && self.expired(w)).map(|(k, w, _)| (k.to_vec(), w.clone())).collect();
         for (key, window) in expired {
             self.remove_pane(&key, &window);
         }
@@ -435,7 +360,7 @@ impl GroupByKey {
             let due = (!p.end_seen && Watermark::At(end) < wm) || expired;
             if !p.queued && !p.closed && due {
                 p.queued = true;
-                closed.push((key.to_vec(), *window));
+                closed.push((key.to_vec(), window.clone()));
             }
         }
         closed.sort_unstable();
@@ -462,7 +387,7 @@ impl GroupByKey {
             }
             let expires = self.expired(&window);
             let before = out.len();
-            let asked = self.evaluate(&key, window, true, expires, out);
+            let asked = self.evaluate(&key, window.clone(), true, expires, out);
             let pane = self.panes.get_mut(&key, &window).expect("looked up above");
             if expires && !asked && !pane.closed && pane.since_fire > 0 {
                 // Garbage collection: the final pane of what the trigger left
@@ -470,7 +395,7 @@ impl GroupByKey {
                 // behaviour (Python's EMIT_ALWAYS too): an empty final pane
                 // per key and window tells nobody anything, and Beam's Python
                 // runners and Prism emit none.
-                self.emit(&key, window, true, true, out);
+                self.emit(&key, window.clone(), true, true, out);
             }
             let pane = self.panes.get_mut(&key, &window).expect("looked up above");
             pane.queued = false;
@@ -498,7 +423,7 @@ impl GroupByKey {
             }
             pane.deadline = None;
             if !pane.queued {
-                self.evaluate(&key, window, false, false, out);
+                self.evaluate(&key, window.clone(), false, false, out);
             }
             self.note_deadline(&key, &window);
         }
@@ -512,7 +437,7 @@ impl GroupByKey {
     /// Lists the deadlines of every pane again (after a restore).
     pub(crate) fn index_deadlines(&mut self) {
         self.deadlines.clear();
-        let ids: Vec<PaneId> = self.panes.iter().map(|(k, w, _)| (k.to_vec(), *w)).collect();
+        let ids: Vec<PaneId> = self.panes.iter().map(|(k, w, _)| (k.to_vec(), w.clone())).collect();
         for (key, window) in ids {
             if let Some(p) = self.panes.get_mut(&key, &window) {
                 p.deadline = None;
@@ -560,7 +485,7 @@ impl GroupByKey {
     }
 }
 
-fn min_opt(a: Option<Millis>, b: Option<Millis>) -> Option<Millis> {
+pub(crate) fn min_opt(a: Option<Millis>, b: Option<Millis>) -> Option<Millis> {
     match (a, b) {
         (Some(x), Some(y)) => Some(x.min(y)),
         (x, None) => x,
@@ -568,7 +493,7 @@ fn min_opt(a: Option<Millis>, b: Option<Millis>) -> Option<Millis> {
     }
 }
 
-fn max_opt(a: Option<Millis>, b: Option<Millis>) -> Option<Millis> {
+pub(crate) fn max_opt(a: Option<Millis>, b: Option<Millis>) -> Option<Millis> {
     match (a, b) {
         (Some(x), Some(y)) => Some(x.max(y)),
         (x, None) => x,

@@ -17,6 +17,7 @@ pub fn interval_gbk(merging: bool) -> GroupByKey {
         allowed_lateness: 0,
         output_time: OutputTime::EndOfWindow,
         window_coder: Coder::IntervalWindow,
+        sdk: None,
         on_time_always: true,
         bounded_input: false,
     };

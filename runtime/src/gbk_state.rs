@@ -30,7 +30,7 @@ fn pane_key(kind: u8, key: &[u8], window: &Window) -> Vec<u8> {
     let mut out = vec![kind];
     encode_varint(key.len() as u64, &mut out);
     out.extend_from_slice(key);
-    window.encode(&mut out);
+    window.encode_stored(&mut out);
     out
 }
 
@@ -121,7 +121,7 @@ fn decode_id(k: &[u8], window_coder: &crate::coder::Coder) -> Result<PaneId, Str
     let mut c = ByteReader { buf: k, at: 1 };
     let len = c.varint()? as usize;
     let key = c.take(len)?.to_vec();
-    Ok((key, Window::decode(&k[c.at..], window_coder)?))
+    Ok((key, Window::decode_stored(&k[c.at..], window_coder)?))
 }
 
 impl GroupByKey {
@@ -167,6 +167,9 @@ impl GroupByKey {
                 }
                 Some(&PANE) => {
                     let id = decode_id(k, &self.spec.window_coder)?;
+                    if let Window::Opaque { max, bytes } = &id.1 {
+                        self.ends.insert(bytes.clone(), *max);
+                    }
                     self.panes.insert(&id.0, id.1, decode_pane_state(v)?);
                 }
                 Some(&CHUNK) => {

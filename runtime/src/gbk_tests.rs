@@ -17,6 +17,7 @@ fn spec(trigger: Trigger, window_coder: Coder) -> WindowingSpec {
         allowed_lateness: 0,
         output_time: OutputTime::EndOfWindow,
         window_coder,
+        sdk: None,
         on_time_always: true,
         bounded_input: false,
     }
@@ -82,12 +83,12 @@ fn fixed_windows_fire_as_the_watermark_passes_and_late_data_is_dropped() {
     let w1 = Window::Interval { start: 0, end: 10 };
     let w2 = Window::Interval { start: 10, end: 20 };
     let mut out = Vec::new();
-    g.add(&element(1, w1, "k", 1), &mut out).unwrap();
+    g.add(&element(1, w1.clone(), "k", 1), &mut out).unwrap();
     g.add(&element(12, w2, "k", 2), &mut out).unwrap();
     g.advance(Watermark::At(10), &mut out);
     assert_eq!(out.len(), 1);
     assert_eq!(decode(&out[0], &wc).1, w1);
-    g.add(&element(2, w1, "k", 9), &mut out).unwrap();
+    g.add(&element(2, w1.clone(), "k", 9), &mut out).unwrap();
     assert_eq!(g.dropped_late, 1, "window 1 expired with zero allowed lateness");
     assert_eq!(g.hold(), Watermark::At(19));
     g.advance(Watermark::PosInf, &mut out);
@@ -312,10 +313,10 @@ fn early_panes_by_count_then_on_time_panes_discarding() {
     batch(&mut g, &[6], &mut out);
     g.advance(Watermark::At(100), &mut out);
     let got: Vec<Fired> = out.iter().map(|o| fired(o, &wc)).collect();
-    let f = |window, values: Vec<u64>, timing, index, on_time_index, last| Fired {
+    let f = |window: Window, values: Vec<u64>, timing, index, on_time_index, last| Fired {
+        ts: if window == w(0, 10) { 9 } else { 19 },
         window,
         values,
-        ts: if window == w(0, 10) { 9 } else { 19 },
         timing,
         index,
         on_time_index,
@@ -478,7 +479,7 @@ fn sessions_merge_trigger_state_and_pane_indexes() {
     step(&mut g, &[1], &mut out);
     step(&mut g, &[3, 4], &mut out);
     let got: Vec<Fired> = out.iter().map(|o| fired(o, &wc)).collect();
-    let summary: Vec<_> = got.iter().map(|f| (f.window, f.values.clone(), f.ts, f.timing, f.index, f.on_time_index)).collect();
+    let summary: Vec<_> = got.iter().map(|f| (f.window.clone(), f.values.clone(), f.ts, f.timing, f.index, f.on_time_index)).collect();
     assert_eq!(
         summary,
         vec![

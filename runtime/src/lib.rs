@@ -13,6 +13,7 @@ pub mod fusion;
 pub mod gbk;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod gbk_fixtures;
+pub mod gbk_merge;
 pub mod gbk_state;
 pub mod graph;
 pub mod harnesses;
@@ -25,6 +26,7 @@ pub mod lower;
 pub mod packed;
 mod panes;
 pub mod partition;
+pub mod pickle;
 pub mod progress;
 pub mod row;
 pub mod sdf;
@@ -43,6 +45,7 @@ pub mod urns;
 pub mod user_state;
 pub mod validate;
 pub mod watermark;
+pub mod window_fns;
 pub mod windowed;
 pub mod windowing;
 

@@ -15,10 +15,13 @@ use crate::graph::PipelineGraph;
 use crate::kafka_sink::SinkCodec;
 use crate::kafka_source::ElementEncoder;
 use crate::side_input::{Access, SideWindowing};
-use crate::spec::{InputSpec, KafkaSinkSpec, OutputSink, SideInputSpec, SourceInput, SubTopologySpec, TimerFamilySpec};
+use crate::spec::{
+    InputSpec, KafkaSinkSpec, OutputSink, SideInputSpec, SourceInput, SubTopologySpec, TimerFamilySpec, WindowFnDescriptors,
+};
 use crate::timers::{TimeDomain, TimerCodec};
 use crate::topology::{InputKind, TopologyPlan};
 use crate::validate::{read_spec, write_spec};
+use crate::window_fns;
 use crate::windowing::WindowingSpec;
 
 /// The pipeline's TestStreams, if it has any, ready to replay.
@@ -62,9 +65,11 @@ pub fn lower(
         let descriptor = descriptor::build(graph, &sub.stage, &id, fn_url, fn_url);
         let drain = crate::sdf::drain_descriptor(graph, &descriptor, &format!("{id}-drain"));
         let mut inputs = Vec::new();
+        let mut helpers = Vec::new();
         for i in &sub.inputs {
             let topic = &plan.topics[i.topic];
             let mut source = None;
+            let mut window_fns = None;
             let gbk = match &i.kind {
                 InputKind::Direct => None,
                 InputKind::Source { transform } => {
@@ -82,6 +87,20 @@ pub fn lower(
                     let ws = &components.windowing_strategies[&pc.windowing_strategy_id];
                     let mut spec = WindowingSpec::from_proto(components, ws)?;
                     spec.bounded_input = pc.is_bounded == beam_kafka_proto::pipeline::is_bounded::Enum::Bounded as i32;
+                    if let Some(sdk) = &spec.sdk {
+                        let base = format!("{id}-window-fn-{}", inputs.len());
+                        let mut helper = |d: ProcessBundleDescriptor| {
+                            let id = d.id.clone();
+                            helpers.push(d);
+                            id
+                        };
+                        window_fns = Some(WindowFnDescriptors {
+                            merge: sdk
+                                .merges
+                                .then(|| helper(window_fns::merge_descriptor(components, sdk, &format!("{base}-merge"), fn_url))),
+                            end: sdk.opaque.then(|| helper(window_fns::end_descriptor(components, sdk, &format!("{base}-end"), fn_url))),
+                        });
+                    }
                     Some((spec, wire_coders(components, &topic.pcollection)?.0))
                 }
             };
@@ -94,6 +113,7 @@ pub fn lower(
                 source,
                 window_coder: wire_coders(components, &i.pcollection)?.1,
                 allowed_lateness: allowed_lateness(components, &i.pcollection),
+                window_fns,
             });
         }
         let mut side_inputs = Vec::new();
@@ -183,7 +203,7 @@ pub fn lower(
                     .filter_map(|t| graph.main_inputs_of(t).first().map(|pc| (t.clone(), descriptor::source_id(pc))))
                     .collect(),
             },
-            std::iter::once(descriptor).chain(drain).collect(),
+            std::iter::once(descriptor).chain(drain).chain(helpers).collect(),
         ));
     }
 
@@ -230,7 +250,8 @@ fn timer_families(graph: &PipelineGraph, transforms: &[String]) -> Result<Vec<Ti
             };
             let mut scratch = Components { coders: components.coders.clone(), ..Default::default() };
             let lp_key = crate::coder::length_prefixed(&mut scratch, key);
-            let codec = TimerCodec { key: Coder::from_components(&scratch, &lp_key), window: Coder::from_components(components, window) };
+            let lp_window = crate::coder::length_prefixed(&mut scratch, window);
+            let codec = TimerCodec { key: Coder::from_components(&scratch, &lp_key), window: Coder::from_components(&scratch, &lp_window) };
             out.push(TimerFamilySpec { transform: id.clone(), family: family.clone(), domain, codec });
         }
     }

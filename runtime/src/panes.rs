@@ -181,9 +181,9 @@ mod tests {
     fn panes_are_found_by_key_bytes_and_window() {
         let mut panes = Panes::default();
         let (w1, w2) = (Window::Interval { start: 0, end: 10 }, Window::Interval { start: 5, end: 15 });
-        panes.entry(b"k", w1).values.push(&[1]);
-        panes.entry(b"k", w2).values.push(&[2]);
-        panes.entry(b"k", w1).values.push(&[3]);
+        panes.entry(b"k", w1.clone()).values.push(&[1]);
+        panes.entry(b"k", w2.clone()).values.push(&[2]);
+        panes.entry(b"k", w1.clone()).values.push(&[3]);
         assert_eq!(panes.get(b"k", &w1).unwrap().values.len(), 2);
         assert_eq!(panes.windows(b"k").count(), 2);
         assert!(panes.get(b"j", &w1).is_none());

@@ -176,7 +176,9 @@ impl SideInputData {
         };
         self.version += 1;
         for w in &h.windows {
-            let data = self.windows.entry(w.to_vec()).or_default();
+            // Keyed as the SDK names windows in its reads: the window coder's
+            // own encoding (an opaque window travels length-prefixed).
+            let data = self.windows.entry(windowed::window_body(w, &self.window_coder).to_vec()).or_default();
             data.elements.push(element);
             if let Some((key, value)) = split_kv {
                 data.by_key.entry(key.to_vec()).or_default().push(value);
@@ -273,9 +275,9 @@ mod tests {
     fn iterable_data_is_kept_per_window() {
         let mut d = SideInputData::new(Access::Iterable, &Coder::Varint, Coder::IntervalWindow).unwrap();
         let (a, b) = (Window::Interval { start: 0, end: 10 }, Window::Interval { start: 10, end: 20 });
-        d.add(&in_window(a, &[1])).unwrap();
-        d.add(&in_window(b, &[2])).unwrap();
-        d.add(&in_window(a, &[3])).unwrap();
+        d.add(&in_window(a.clone(), &[1])).unwrap();
+        d.add(&in_window(b.clone(), &[2])).unwrap();
+        d.add(&in_window(a.clone(), &[3])).unwrap();
         assert_eq!(d.iterable(&window_bytes(a)).bytes(), &[1, 3]);
         assert_eq!(d.iterable(&window_bytes(b)).bytes(), &[2]);
         assert!(d.iterable(&window_bytes(Window::Interval { start: 20, end: 30 })).bytes().is_empty());

@@ -30,6 +30,16 @@ pub struct InputSpec {
     pub window_coder: Coder,
     /// The allowed lateness of that windowing.
     pub allowed_lateness: i64,
+    /// The descriptors through which the SDK merges windows or tells their
+    /// ends for the GroupByKey, if its WindowFn needs that.
+    pub window_fns: Option<WindowFnDescriptors>,
+}
+
+/// Helper descriptors of a custom WindowFn (see `window_fns`), by id.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WindowFnDescriptors {
+    pub merge: Option<String>,
+    pub end: Option<String>,
 }
 
 /// A timer family of a stateful ParDo: its time domain and how its timers

@@ -3,6 +3,7 @@
 use crate::coder::Coder;
 use crate::coders::{decode_varint, encode_timestamp, encode_varint};
 use crate::timestamp::{Millis, GLOBAL_WINDOW_MAX};
+use std::sync::Arc;
 
 /// Where the parts of one encoded windowed value are.
 #[derive(Debug, PartialEq, Eq)]
@@ -48,7 +49,7 @@ pub fn split<'a>(buf: &'a [u8], window: &Coder) -> Result<Header<'a>, String> {
 }
 
 /// A window as the runner reasons about it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Window {
     Global,
     /// `[start, end)` in millis.
@@ -56,9 +57,35 @@ pub enum Window {
         start: Millis,
         end: Millis,
     },
+    /// A window of a custom WindowFn, which the runner cannot read: kept as
+    /// the SDK encoded it, with its last timestamp (the SDK tells it, see
+    /// `window_fns`). On the wire it travels length-prefixed.
+    Opaque {
+        max: Millis,
+        bytes: Arc<[u8]>,
+    },
+}
+
+/// The last timestamp given to an opaque window nobody resolved: it never
+/// ends, so what waits for its end waits for the end of time, and nothing
+/// in it is dropped or expires early.
+pub const UNRESOLVED_MAX: Millis = GLOBAL_WINDOW_MAX;
+
+/// The window coder's body of one encoded window: without the length prefix
+/// an opaque window travels with (what the SDK's window coder wrote).
+pub fn window_body<'a>(encoded: &'a [u8], coder: &Coder) -> &'a [u8] {
+    match coder {
+        Coder::LengthPrefix(_) => match decode_varint(encoded) {
+            Some((len, n)) => encoded.get(n..n.saturating_add(len as usize)).unwrap_or(&[]),
+            None => &[],
+        },
+        _ => encoded,
+    }
 }
 
 impl Window {
+    /// Decodes a window in its wire form (`coder` is a wire window coder).
+    /// An opaque window gets `UNRESOLVED_MAX` (see `with_max`).
     pub fn decode(bytes: &[u8], coder: &Coder) -> Result<Window, String> {
         match coder {
             Coder::GlobalWindow => Ok(Window::Global),
@@ -69,22 +96,64 @@ impl Window {
                     i64::try_from(span).ok().and_then(|s| end.checked_sub(s)).ok_or("an interval window starting before time began")?;
                 Ok(Window::Interval { start, end })
             }
+            Coder::LengthPrefix(_) => {
+                let n = coder.skip(bytes)?;
+                Ok(Window::Opaque { max: UNRESOLVED_MAX, bytes: window_body(&bytes[..n], coder).into() })
+            }
+            // A window as a state key names it (the SDK's own encoding).
+            Coder::Opaque(_) => Ok(Window::Opaque { max: UNRESOLVED_MAX, bytes: bytes.into() }),
             other => Err(format!("the runner cannot read windows encoded with {other:?}")),
         }
     }
 
+    /// The same window with its last timestamp known.
+    pub fn with_max(self, max: Millis) -> Window {
+        match self {
+            Window::Opaque { bytes, .. } => Window::Opaque { max, bytes },
+            other => other,
+        }
+    }
+
+    /// Encodes the window in its wire form.
     pub fn encode(&self, out: &mut Vec<u8>) {
-        if let Window::Interval { start, end } = *self {
-            encode_timestamp(end, out);
-            encode_varint((end - start) as u64, out);
+        match self {
+            Window::Global => {}
+            Window::Interval { start, end } => {
+                encode_timestamp(*end, out);
+                encode_varint((end - start) as u64, out);
+            }
+            Window::Opaque { bytes, .. } => {
+                encode_varint(bytes.len() as u64, out);
+                out.extend_from_slice(bytes);
+            }
+        }
+    }
+
+    /// Encodes the window for the runner's own state: an opaque window
+    /// keeps its last timestamp there, so a restore needs no SDK.
+    pub fn encode_stored(&self, out: &mut Vec<u8>) {
+        if let Window::Opaque { max, .. } = self {
+            encode_timestamp(*max, out);
+        }
+        self.encode(out);
+    }
+
+    /// Decodes what `encode_stored` wrote.
+    pub fn decode_stored(bytes: &[u8], coder: &Coder) -> Result<Window, String> {
+        match coder {
+            Coder::LengthPrefix(_) => {
+                Ok(Window::decode(bytes.get(8..).ok_or("truncated window")?, coder)?.with_max(read_timestamp(bytes)?))
+            }
+            _ => Window::decode(bytes, coder),
         }
     }
 
     /// The last timestamp inside the window.
     pub fn max_timestamp(&self) -> Millis {
-        match *self {
+        match self {
             Window::Global => GLOBAL_WINDOW_MAX,
             Window::Interval { end, .. } => end.saturating_sub(1),
+            Window::Opaque { max, .. } => *max,
         }
     }
 }
@@ -152,6 +221,28 @@ mod tests {
         assert_eq!(&buf[h.value_offset..], &[1]);
         assert_eq!(w.max_timestamp(), 19);
         assert_eq!(Window::Global.max_timestamp(), GLOBAL_WINDOW_MAX);
+    }
+
+    #[test]
+    fn opaque_windows_travel_length_prefixed_and_keep_their_end_in_state() {
+        let coder = Coder::LengthPrefix(Box::new(Coder::Opaque("beam:coder:pickled_python:v1".into())));
+        let w = Window::Opaque { max: 9_999, bytes: b"red".as_slice().into() };
+        let mut buf = Vec::new();
+        encode(5, &w, &[0x0f], &[1], &mut buf);
+        let h = split(&buf, &coder).unwrap();
+        assert_eq!(h.windows[0], b"\x03red");
+        assert_eq!(window_body(h.windows[0], &coder), b"red");
+        let decoded = Window::decode(h.windows[0], &coder).unwrap();
+        assert_eq!(decoded.max_timestamp(), UNRESOLVED_MAX, "the wire does not say when it ends");
+        assert_eq!(decoded.clone().with_max(9_999), w);
+        let mut stored = Vec::new();
+        w.encode_stored(&mut stored);
+        assert_eq!(Window::decode_stored(&stored, &coder).unwrap(), w);
+        assert!(Window::decode_stored(&stored[..4], &coder).is_err());
+        let iw = Window::Interval { start: 0, end: 10 };
+        let mut plain = Vec::new();
+        iw.encode_stored(&mut plain);
+        assert_eq!(Window::decode_stored(&plain, &Coder::IntervalWindow).unwrap(), iw);
     }
 
     #[test]

@@ -4,6 +4,9 @@
 use crate::coder::Coder;
 use crate::pb;
 pub use crate::trigger::Trigger;
+use crate::window_fns::SdkWindowFn;
+
+pub const SESSIONS: &str = "beam:window_fn:session_windows:v1";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OutputTime {
@@ -19,7 +22,11 @@ pub struct WindowingSpec {
     pub accumulating: bool,
     pub allowed_lateness: i64,
     pub output_time: OutputTime,
+    /// The wire window coder (length-prefixed if the runner cannot read it).
     pub window_coder: Coder,
+    /// What the SDK does for the runner: merge (a merging WindowFn other
+    /// than Sessions) or tell the ends of windows it cannot read.
+    pub sdk: Option<SdkWindowFn>,
     /// An on-time pane fires even when empty (`OnTimeBehavior.FIRE_ALWAYS`).
     pub on_time_always: bool,
     /// The GroupByKey's input is bounded: its triggers are asked about
@@ -29,14 +36,18 @@ pub struct WindowingSpec {
 
 impl WindowingSpec {
     pub fn from_proto(components: &pb::Components, ws: &pb::WindowingStrategy) -> Result<WindowingSpec, String> {
-        let window_coder = Coder::from_components(components, &ws.window_coder_id);
-        if !matches!(window_coder, Coder::GlobalWindow | Coder::IntervalWindow) {
-            return Err("custom WindowFns (windows the runner cannot read) are not supported yet".into());
+        let mut scratch = pb::Components { coders: components.coders.clone(), ..Default::default() };
+        let wire_window_coder = crate::coder::length_prefixed(&mut scratch, &ws.window_coder_id);
+        let window_coder = Coder::from_components(&scratch, &wire_window_coder);
+        if !matches!(window_coder, Coder::GlobalWindow | Coder::IntervalWindow | Coder::LengthPrefix(_)) {
+            return Err(format!("a window coder the runner cannot read nor length-prefix ({window_coder:?})"));
         }
-        let window_fn = ws.window_fn.as_ref().map(|f| f.urn.as_str()).unwrap_or("");
         let merging = ws.merge_status == pb::merge_status::Enum::NeedsMerge as i32;
-        if merging && window_fn != "beam:window_fn:session_windows:v1" {
-            return Err(format!("the merging WindowFn '{window_fn}' is not supported yet (only Sessions)"));
+        let sdk = SdkWindowFn::of(components, ws);
+        if sdk.as_ref().is_some_and(|s| s.window_fn.urn != crate::window_fns::PICKLED_WINDOW_FN) {
+            // Only Python's SDK implements merge_windows and map_windows.
+            let urn = &ws.window_fn.as_ref().map(|f| f.urn.as_str()).unwrap_or("");
+            return Err(format!("the WindowFn '{urn}' needs its SDK to merge or read its windows, which only Python's SDK does"));
         }
         let accumulating = match pb::accumulation_mode::Enum::try_from(ws.accumulation_mode) {
             Ok(pb::accumulation_mode::Enum::Accumulating) => true,
@@ -55,6 +66,7 @@ impl WindowingSpec {
             allowed_lateness: ws.allowed_lateness.max(0),
             output_time,
             window_coder,
+            sdk,
             on_time_always: ws.on_time_behavior != pb::on_time_behavior::Enum::FireIfNonempty as i32,
             bounded_input: false,
         })
@@ -99,14 +111,25 @@ mod tests {
     }
 
     #[test]
-    fn sessions_merge_and_custom_windows_are_refused() {
+    fn sessions_merge_in_the_runner_and_custom_window_fns_in_the_sdk() {
         let c = components();
         let mut ws = with_trigger(T::Default(Default::default()));
         ws.window_coder_id = "iw".into();
         ws.merge_status = pb::merge_status::Enum::NeedsMerge as i32;
-        ws.window_fn = Some(pb::FunctionSpec { urn: "beam:window_fn:session_windows:v1".into(), payload: vec![] });
-        assert!(WindowingSpec::from_proto(&c, &ws).unwrap().merging);
+        ws.window_fn = Some(pb::FunctionSpec { urn: SESSIONS.into(), payload: vec![] });
+        let sessions = WindowingSpec::from_proto(&c, &ws).unwrap();
+        assert!(sessions.merging && sessions.sdk.is_none());
+        ws.window_fn = Some(pb::FunctionSpec { urn: crate::window_fns::PICKLED_WINDOW_FN.into(), payload: vec![1] });
+        let custom = WindowingSpec::from_proto(&c, &ws).unwrap();
+        let sdk = custom.sdk.unwrap();
+        assert!(sdk.merges && !sdk.opaque);
         ws.window_coder_id = "pw".into();
-        assert!(WindowingSpec::from_proto(&c, &ws).unwrap_err().contains("custom WindowFn"));
+        ws.merge_status = pb::merge_status::Enum::NonMerging as i32;
+        let opaque = WindowingSpec::from_proto(&c, &ws).unwrap();
+        assert!(matches!(opaque.window_coder, Coder::LengthPrefix(_)), "travels length-prefixed");
+        let sdk = opaque.sdk.unwrap();
+        assert!(!sdk.merges && sdk.opaque);
+        ws.window_fn = Some(pb::FunctionSpec { urn: "beam:window_fn:java_calendar:v1".into(), payload: vec![] });
+        assert!(WindowingSpec::from_proto(&c, &ws).unwrap_err().contains("java_calendar"));
     }
 }

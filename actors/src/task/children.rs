@@ -36,7 +36,7 @@ impl TaskSupervisor {
         let me = ctx.address();
         for (topic, route) in self.cfg.inputs.iter_mut() {
             if let Some(gbk) = route.gbk.take() {
-                let actor = GroupByKeyActor::new(topic.clone(), gbk, me.clone().recipient()).start();
+                let actor = GroupByKeyActor::new(topic.clone(), gbk, me.clone().recipient(), route.window_fns.take()).start();
                 self.gbk_actors.insert(topic.clone(), actor);
             }
         }

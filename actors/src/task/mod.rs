@@ -92,6 +92,8 @@ pub struct InputRoute {
     /// Its windowing's allowed lateness: state of a window is dropped once
     /// the input watermark passed the window's end by this much.
     pub allowed_lateness: i64,
+    /// Runs the GroupByKey's custom WindowFn in the SDK, if it has one.
+    pub window_fns: Option<std::sync::Arc<crate::window_fns::WindowFnClient>>,
 }
 
 /// A topic this task reports its output watermark to.

@@ -23,7 +23,11 @@ fn take<'a>(d: &mut &'a [u8]) -> Option<&'a [u8]> {
 
 fuzz_target!(|data: &[u8]| {
     let Some((&flags, mut d)) = data.split_first() else { return };
-    let window_coder = if flags & 1 == 0 { Coder::GlobalWindow } else { Coder::IntervalWindow };
+    let window_coder = match (flags & 1, flags & 8) {
+        (_, 8) => Coder::LengthPrefix(Box::new(Coder::Opaque("custom window".into()))),
+        (0, _) => Coder::GlobalWindow,
+        _ => Coder::IntervalWindow,
+    };
     let spec = WindowingSpec {
         merging: flags & 2 != 0,
         trigger: Trigger::default_trigger(),
@@ -31,6 +35,7 @@ fuzz_target!(|data: &[u8]| {
         allowed_lateness: 0,
         output_time: OutputTime::EndOfWindow,
         window_coder,
+        sdk: None,
         on_time_always: true,
         bounded_input: false,
     };

@@ -1,0 +1,89 @@
+//! Runs a custom WindowFn's helper bundles on an SDK harness for a
+//! GroupByKey (the descriptors and their data: `runtime::window_fns`):
+//! merging windows, and the ends of windows the runner cannot read.
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use beam_kafka_fnapi::{BundleInput, SdkWorker};
+use beam_kafka_runtime::coder::Coder;
+use beam_kafka_runtime::gbk_merge::MergeRequests;
+use beam_kafka_runtime::spec::WindowFnDescriptors;
+use beam_kafka_runtime::timestamp::Millis;
+use beam_kafka_runtime::window_fns::{self as wf, Merge};
+use beam_kafka_runtime::windowed::Window;
+
+use crate::harnesses::HarnessLease;
+
+pub struct WindowFnClient {
+    worker: Arc<SdkWorker>,
+    /// Holds the harness while the GroupByKey lives.
+    _lease: HarnessLease,
+    descriptors: WindowFnDescriptors,
+    /// The GroupByKey's wire window coder.
+    window_coder: Coder,
+}
+
+/// What a batch needs from the SDK before the GroupByKey takes it.
+pub struct Asked {
+    pub ends: Vec<(Window, Millis)>,
+    pub merges: HashMap<Vec<u8>, Vec<Merge>>,
+}
+
+impl WindowFnClient {
+    pub fn new(lease: HarnessLease, descriptors: WindowFnDescriptors, window_coder: Coder) -> WindowFnClient {
+        WindowFnClient { worker: lease.worker().clone(), _lease: lease, descriptors, window_coder }
+    }
+
+    /// The ends of `unresolved` windows, then the merges of `requests` (per
+    /// key: its windows) and the ends of new windows the merges made.
+    pub async fn ask(&self, unresolved: Vec<Window>, requests: MergeRequests) -> Result<Asked, String> {
+        let mut ends = self.ends(&unresolved).await?;
+        let merges = self.merges(&requests).await?;
+        let known: BTreeSet<&Window> = unresolved.iter().collect();
+        let made: BTreeSet<Window> = merges
+            .values()
+            .flatten()
+            .map(|m| m.result.clone())
+            .filter(|w| matches!(w, Window::Opaque { .. }) && !known.contains(w))
+            .collect();
+        ends.extend(self.ends(&made.into_iter().collect::<Vec<_>>()).await?);
+        tracing::debug!(?requests, ?merges, ?ends, "asked the SDK's WindowFn");
+        Ok(Asked { ends, merges })
+    }
+
+    async fn ends(&self, windows: &[Window]) -> Result<Vec<(Window, Millis)>, String> {
+        if windows.is_empty() {
+            return Ok(Vec::new());
+        }
+        let id = self.descriptors.end.as_deref().ok_or("the runner cannot read these windows and has no way to ask their end")?;
+        let answer = wf::decode_ends(&self.run(id, wf::encode_end_requests(windows)).await?)?;
+        windows
+            .iter()
+            .enumerate()
+            .map(|(i, w)| answer.get(&i).map(|&max| (w.clone(), max)).ok_or_else(|| "the SDK did not tell the end of a window".to_string()))
+            .collect()
+    }
+
+    async fn merges(&self, requests: &MergeRequests) -> Result<HashMap<Vec<u8>, Vec<Merge>>, String> {
+        if requests.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let id = self.descriptors.merge.as_deref().ok_or("no merge descriptor for a WindowFn that merges in the SDK")?;
+        let data = wf::encode_merge_requests(requests.iter().map(|(_, ws)| ws.iter().collect()));
+        let mut answer = wf::decode_merge_results(&self.run(id, data).await?, &self.window_coder)?;
+        Ok(requests.iter().enumerate().filter_map(|(i, (key, _))| answer.remove(&i).map(|m| (key.clone(), m))).collect())
+    }
+
+    /// Runs one helper bundle over `data`; returns what it wrote.
+    async fn run(&self, descriptor: &str, data: Vec<u8>) -> Result<Vec<u8>, String> {
+        let id = self.worker.next_instruction_id("window-fn");
+        let inputs = [BundleInput { transform_id: wf::HELPER_SOURCE.to_string(), data, ends: Vec::new() }];
+        let sinks = [wf::HELPER_SINK.to_string()];
+        let mut result = self
+            .worker
+            .process_bundle(&id, descriptor, &inputs, HashMap::new(), &[], &sinks, None)
+            .await
+            .map_err(|e| format!("the SDK's WindowFn failed: {e}"))?;
+        Ok(result.outputs.remove(wf::HELPER_SINK).unwrap_or_default())
+    }
+}
