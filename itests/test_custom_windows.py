@@ -170,3 +170,65 @@ def test_a_merging_window_fn_of_the_users_merges_across_batches(
       {'end': 14_000, 'start': 2_000, 'color': None, 'on_time': True, 'values': ['2', '4']},
       {'end': 15_000, 'start': 5_000, 'color': None, 'on_time': True, 'values': ['5']},
   ], panes
+
+
+class _Minutes(window.NonMergingWindowFn):
+  """Minute windows the runner cannot evaluate (a WindowFn of the user's)."""
+  def assign(self, context):
+    start = context.timestamp - context.timestamp % 60
+    return [window.IntervalWindow(start, start + 60)]
+
+  def get_window_coder(self):
+    return coders.IntervalWindowCoder()
+
+
+def test_a_side_input_of_a_custom_window_fn_is_ready_once_its_mapped_window_ends(
+    job_server, broker, tmp_path):
+  """The side input never ends (streaming): the main pane of minute 0 goes
+  out once the side watermark passes the side window the SDK maps it to."""
+  main, side, sink = (unique_topic('side-main-in'), unique_topic('side-in'),
+                      unique_topic('side-out'))
+  for t in (main, side, sink):
+    create_topic(broker, t, 1)
+  args = portable_args(job_server) + kafka_args(
+      broker, make_app_id('custom-side'), tmp_path / 'state') + [
+          '--streaming', '--read_idle_timeout_ms=3600000'
+      ]
+  p = beam.Pipeline(options=PipelineOptions(args))
+
+  def read(topic, label):
+    return p | label >> read_from_start(job_server, broker, topic,
+        key_deserializer=STRING_DESER,
+        value_deserializer=STRING_DESER,
+        timestamp_policy=ReadFromKafka.create_time_policy)
+
+  side_values = (
+      read(side, 'ReadSide')
+      | 'SideValue' >> beam.Map(lambda kv: kv[1])
+      | 'SideMinutes' >> beam.WindowInto(_Minutes()))
+  _ = (
+      read(main, 'ReadMain')
+      | 'MainMinutes' >> beam.WindowInto(window.FixedWindows(60))
+      | beam.GroupByKey()
+      | beam.Map(lambda kv, s: (kv[0].encode(), json.dumps(
+          {'values': sorted(kv[1]), 'side': sorted(s)}).encode()),
+                 beam.pvalue.AsList(side_values)).with_output_types(
+                     typing.Tuple[bytes, bytes])
+      | write_to(job_server, broker, sink))
+  result = p.run()
+  try:
+    produce(broker, side, [(0, b's', b's0', BASE + 10_000)])
+    # Minute 0's pane fires once the main watermark passes 60 s, and waits
+    # for the side input's minute 0.
+    produce(broker, main, [(0, b'k', b'a', BASE + 5_000),
+                           (0, b'k', b'b', BASE + 65_000)])
+    time.sleep(2)
+    early = read_committed(broker, sink, expected=1, timeout=3, settle=0)
+    produce(broker, side, [(0, b's', b's1', BASE + 70_000)])
+    out = read_committed(broker, sink, expected=1, timeout=60, settle=0.5)
+  finally:
+    result.cancel()
+    with pytest.raises(RuntimeError, match='CANCELLED'):
+      result.wait_until_finish()
+  assert early == [], 'went out before its side window was complete: %s' % early
+  assert [json.loads(v) for _, _, v in out] == [{'values': ['a'], 'side': ['s0']}]

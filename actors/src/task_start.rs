@@ -239,6 +239,11 @@ fn start_tasks(
             starts: task_partitions(input, task).into_iter().filter_map(|k| starts.get(&k).map(|o| (k, *o))).collect(),
             side_inputs: sub.side_inputs.clone(),
             side_data: side_data.clone(),
+            side_mapper: sub
+                .side_inputs
+                .iter()
+                .any(|s| s.mapping.is_some())
+                .then(|| Arc::new(crate::window_fns::HelperBundles::new(input.harnesses.lease()))),
             user_state: user_state.clone(),
             timer_specs: sub.timers.clone(),
             assignment: assignment.clone(),

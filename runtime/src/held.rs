@@ -61,6 +61,11 @@ impl HeldElements {
         self.held.is_empty()
     }
 
+    /// Every window of every held element (repeats included).
+    pub fn windows(&self) -> impl Iterator<Item = &Window> {
+        self.held.values().flat_map(|h| h.windows.iter())
+    }
+
     /// Releases, in arrival order, up to `limit` elements all of whose
     /// windows are ready (the rest stay held, and durable, until there is
     /// room for them).

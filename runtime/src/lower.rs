@@ -16,7 +16,7 @@ use crate::kafka_sink::SinkCodec;
 use crate::kafka_source::ElementEncoder;
 use crate::side_input::{Access, SideWindowing};
 use crate::spec::{
-    InputSpec, KafkaSinkSpec, OutputSink, SideInputSpec, SourceInput, SubTopologySpec, TimerFamilySpec, WindowFnDescriptors,
+    InputSpec, KafkaSinkSpec, OutputSink, SideInputSpec, SideMapping, SourceInput, SubTopologySpec, TimerFamilySpec, WindowFnDescriptors,
 };
 use crate::timers::{TimeDomain, TimerCodec};
 use crate::topology::{InputKind, TopologyPlan};
@@ -98,7 +98,15 @@ pub fn lower(
                             merge: sdk
                                 .merges
                                 .then(|| helper(window_fns::merge_descriptor(components, sdk, &format!("{base}-merge"), fn_url))),
-                            end: sdk.opaque.then(|| helper(window_fns::end_descriptor(components, sdk, &format!("{base}-end"), fn_url))),
+                            end: sdk.opaque.then(|| {
+                                helper(window_fns::end_descriptor(
+                                    components,
+                                    &sdk.environment_id,
+                                    &sdk.window_coder_id,
+                                    &format!("{base}-end"),
+                                    fn_url,
+                                ))
+                            }),
                         });
                     }
                     Some((spec, wire_coders(components, &topic.pcollection)?.0))
@@ -134,15 +142,28 @@ pub fn lower(
             let window_fn =
                 components.windowing_strategies.get(&pc.windowing_strategy_id).and_then(|w| w.window_fn.clone()).unwrap_or_default();
             let (element_coder, window_coder) = wire_coders(components, &si.pcollection)?;
+            let windowing = SideWindowing::from_window_fn(&window_fn);
+            let mapping = side_mapping(graph, &sub.stage, si, &payload, windowing, fn_url, &format!("{id}-side-{}", side_inputs.len()))
+                .map(|(map, end)| {
+                    let ids = SideMapping {
+                        map: map.id.clone(),
+                        end: end.as_ref().map(|e| e.id.clone()),
+                        side_window_coder: window_coder.clone(),
+                    };
+                    helpers.push(map);
+                    helpers.extend(end);
+                    ids
+                });
             side_inputs.push(SideInputSpec {
                 topic: topic.name.clone(),
                 upstream: topic.upstream.clone(),
                 transform: si.transform.clone(),
                 local_name: si.local_name.clone(),
                 access,
-                windowing: SideWindowing::from_window_fn(&window_fn),
+                windowing,
                 element_coder,
                 window_coder,
+                mapping,
             });
         }
         let mut outputs = Vec::new();
@@ -208,6 +229,43 @@ pub fn lower(
     }
 
     Ok(sub_topologies)
+}
+
+/// The helper descriptors through which the SDK maps main windows onto a
+/// side input's windows (and tells their ends), when the runner cannot:
+/// the side input's WindowFn, or the main input's window type, is custom.
+/// Only where the stage's inputs carry the windows the ParDo sees (no
+/// WindowInto fused in between), since those are the windows it maps.
+fn side_mapping(
+    graph: &PipelineGraph,
+    stage: &crate::fusion::Stage,
+    si: &crate::topology::SubSideInput,
+    payload: &ParDoPayload,
+    windowing: SideWindowing,
+    fn_url: &str,
+    base: &str,
+) -> Option<(ProcessBundleDescriptor, Option<ProcessBundleDescriptor>)> {
+    let components = graph.components();
+    let strategy = |pc: &str| components.pcollections.get(pc).and_then(|p| components.windowing_strategies.get(&p.windowing_strategy_id));
+    let main = strategy(graph.main_inputs_of(&si.transform).first()?)?;
+    let side = strategy(&si.pcollection)?;
+    let readable = |coder: &str| Coder::from_components(components, coder).is_readable();
+    if windowing != SideWindowing::Other && readable(&main.window_coder_id) {
+        return None;
+    }
+    if !stage.inputs.iter().all(|pc| strategy(pc) == Some(main)) {
+        return None;
+    }
+    let mapping = payload.side_inputs.get(&si.local_name)?.window_mapping_fn.as_ref()?;
+    if mapping.urn != window_fns::PICKLED_WINDOW_MAPPING_FN {
+        return None;
+    }
+    let env = &graph.transform(&si.transform).environment_id;
+    let coders = (main.window_coder_id.as_str(), side.window_coder_id.as_str());
+    let map = window_fns::side_mapping_descriptor(components, env, mapping, coders, &format!("{base}-map"), fn_url);
+    let end = (!readable(&side.window_coder_id))
+        .then(|| window_fns::end_descriptor(components, env, &side.window_coder_id, &format!("{base}-end"), fn_url));
+    Some((map, end))
 }
 
 /// The allowed lateness (ms) of a PCollection's windowing strategy.

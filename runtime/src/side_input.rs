@@ -10,7 +10,7 @@
 //! default for the side input's WindowFn (the SDK applies the same one): the
 //! global window for global windowing, else the window containing the end of
 //! the main window.
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::coder::Coder;
 use crate::pb;
@@ -220,6 +220,50 @@ impl SideInputData {
     }
 }
 
+/// Which side window main windows need, as the SDK told (for side inputs
+/// whose WindowFn, or whose main input's windows, the runner cannot map
+/// itself): per side input, each main window's side window's last
+/// timestamp; `None` while the SDK is asked.
+#[derive(Debug, Default)]
+pub struct SideMaps {
+    by_side: HashMap<usize, HashMap<Window, Option<Millis>>>,
+}
+
+impl SideMaps {
+    /// Notes that side input `side` needs the mapping of `main`; true if
+    /// nobody asked for it yet (the caller asks).
+    pub fn want(&mut self, side: usize, main: &Window) -> bool {
+        let known = self.by_side.entry(side).or_default();
+        if known.contains_key(main) {
+            return false;
+        }
+        known.insert(main.clone(), None);
+        true
+    }
+
+    /// What the SDK told: `main` needs the side window ending at `side_max`.
+    pub fn learn(&mut self, side: usize, main: Window, side_max: Millis) {
+        self.by_side.entry(side).or_default().insert(main, Some(side_max));
+    }
+
+    /// Forgets asked mappings that got no answer (so they are asked again).
+    pub fn forget_pending(&mut self) {
+        for known in self.by_side.values_mut() {
+            known.retain(|_, max| max.is_some());
+        }
+    }
+
+    /// Whether side input `side` is complete for `main`: past the end of the
+    /// side window it maps to, or, before the SDK told which, whole.
+    pub fn ready(&self, side: usize, main: &Window, side_watermark: Watermark) -> bool {
+        match (self.by_side.get(&side).and_then(|k| k.get(main)).copied().flatten(), side_watermark) {
+            (_, Watermark::PosInf) => true,
+            (Some(max), Watermark::At(w)) => w > max,
+            _ => false,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -243,6 +287,24 @@ mod tests {
         let mut out = Vec::new();
         w.encode(&mut out);
         out
+    }
+
+    #[test]
+    fn side_windows_the_sdk_maps_are_ready_past_their_end_and_unknown_ones_when_whole() {
+        let mut maps = SideMaps::default();
+        let main = Window::Opaque { max: 9, bytes: b"red".as_slice().into() };
+        assert!(maps.want(0, &main), "asked once");
+        assert!(!maps.want(0, &main));
+        assert!(!maps.ready(0, &main, Watermark::At(1 << 40)), "unknown yet: only the whole side input will do");
+        assert!(maps.ready(0, &main, Watermark::PosInf));
+        maps.learn(0, main.clone(), 19);
+        assert!(!maps.ready(0, &main, Watermark::At(19)));
+        assert!(maps.ready(0, &main, Watermark::At(20)));
+        assert!(!maps.ready(1, &main, Watermark::At(20)), "per side input");
+        assert!(maps.want(1, &main));
+        maps.forget_pending();
+        assert!(maps.want(1, &main), "asked again after a failed answer");
+        assert!(!maps.want(0, &main), "known mappings stay");
     }
 
     #[test]

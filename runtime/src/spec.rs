@@ -96,6 +96,21 @@ pub struct SideInputSpec {
     pub windowing: SideWindowing,
     pub element_coder: Coder,
     pub window_coder: Coder,
+    /// The SDK maps main windows onto side windows for the runner (the
+    /// side input's WindowFn, or the main input's windows, are custom).
+    pub mapping: Option<SideMapping>,
+}
+
+/// Helper descriptors that tell which side window a main window needs, and
+/// when that side window ends (see `window_fns`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SideMapping {
+    /// Maps a main window onto its side window.
+    pub map: String,
+    /// Tells a side window's end, if the runner cannot read side windows.
+    pub end: Option<String>,
+    /// The side input's wire window coder.
+    pub side_window_coder: Coder,
 }
 
 /// One ReadFromKafka transform of the pipeline.

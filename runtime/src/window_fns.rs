@@ -69,7 +69,7 @@ pub const HELPER_SINK: &str = "window_fn/write";
 /// The descriptor running the WindowFn's merge: in, KV<nonce, windows>; out,
 /// KV<nonce, KV<windows left alone, [KV<merge result, windows merged>]>>.
 pub fn merge_descriptor(components: &pb::Components, sdk: &SdkWindowFn, id: &str, data_url: &str) -> fn_pb::ProcessBundleDescriptor {
-    let mut b = Helper::new(components, sdk);
+    let mut b = Helper::new(components, &sdk.environment_id, &sdk.window_coder_id);
     let windows = b.coder("windows", crate::coder::ITERABLE, &[&b.window.clone()]);
     let input = b.coder("merge-in", crate::coder::KV, &[&b.bytes.clone(), &windows]);
     let merged = b.coder("merged", crate::coder::KV, &[&b.window.clone(), &windows]);
@@ -81,8 +81,16 @@ pub fn merge_descriptor(components: &pb::Components, sdk: &SdkWindowFn, id: &str
 
 /// The descriptor mapping each window onto the 1 ms interval window holding
 /// its last timestamp: in, KV<nonce, window>; out, KV<nonce, interval window>.
-pub fn end_descriptor(components: &pb::Components, sdk: &SdkWindowFn, id: &str, data_url: &str) -> fn_pb::ProcessBundleDescriptor {
-    let mut b = Helper::new(components, sdk);
+/// `window_coder_id` is the windows' coder in the pipeline; `environment`
+/// the SDK's.
+pub fn end_descriptor(
+    components: &pb::Components,
+    environment: &str,
+    window_coder_id: &str,
+    id: &str,
+    data_url: &str,
+) -> fn_pb::ProcessBundleDescriptor {
+    let mut b = Helper::new(components, environment, window_coder_id);
     let input = b.coder("end-in", crate::coder::KV, &[&b.bytes.clone(), &b.window.clone()]);
     let interval = b.coder("interval", crate::coder::INTERVAL_WINDOW, &[]);
     let output = b.coder("end-out", crate::coder::KV, &[&b.bytes.clone(), &interval]);
@@ -90,9 +98,28 @@ pub fn end_descriptor(components: &pb::Components, sdk: &SdkWindowFn, id: &str, 
     b.build(id, data_url, (urns::MAP_WINDOWS, mapping.encode_to_vec()), &input, &output)
 }
 
+/// The descriptor mapping main-input windows onto the side input's windows
+/// with the side input's own window mapping function (as the SDK does when
+/// it reads the side input): in, KV<nonce, main window>; out, KV<nonce,
+/// side window>. Windows in their wire form.
+pub fn side_mapping_descriptor(
+    components: &pb::Components,
+    environment: &str,
+    mapping: &pb::FunctionSpec,
+    (main_window_coder_id, side_window_coder_id): (&str, &str),
+    id: &str,
+    data_url: &str,
+) -> fn_pb::ProcessBundleDescriptor {
+    let mut b = Helper::new(components, environment, main_window_coder_id);
+    let side = b.wire_window(side_window_coder_id);
+    let input = b.coder("map-in", crate::coder::KV, &[&b.bytes.clone(), &b.window.clone()]);
+    let output = b.coder("map-out", crate::coder::KV, &[&b.bytes.clone(), &side]);
+    b.build(id, data_url, (urns::MAP_WINDOWS, mapping.encode_to_vec()), &input, &output)
+}
+
 /// Builds one helper descriptor: data source → the SDK transform → data sink.
 struct Helper<'a> {
-    sdk: &'a SdkWindowFn,
+    environment: &'a str,
     coders: HashMap<String, pb::Coder>,
     bytes: String,
     /// The window coder in its wire form.
@@ -100,12 +127,19 @@ struct Helper<'a> {
 }
 
 impl<'a> Helper<'a> {
-    fn new(components: &pb::Components, sdk: &'a SdkWindowFn) -> Helper<'a> {
-        let mut scratch = pb::Components { coders: components.coders.clone(), ..Default::default() };
-        let window = length_prefixed(&mut scratch, &sdk.window_coder_id);
-        let mut h = Helper { sdk, coders: scratch.coders, bytes: String::new(), window };
+    fn new(components: &pb::Components, environment: &'a str, window_coder_id: &str) -> Helper<'a> {
+        let mut h = Helper { environment, coders: components.coders.clone(), bytes: String::new(), window: String::new() };
+        h.window = h.wire_window(window_coder_id);
         h.bytes = h.coder("bytes", urns::CODER_BYTES, &[]);
         h
+    }
+
+    /// A window coder in its wire form (length-prefixed if unreadable).
+    fn wire_window(&mut self, window_coder_id: &str) -> String {
+        let mut scratch = pb::Components { coders: std::mem::take(&mut self.coders), ..Default::default() };
+        let id = length_prefixed(&mut scratch, window_coder_id);
+        self.coders = scratch.coders;
+        id
     }
 
     fn coder(&mut self, name: &str, urn: &str, parts: &[&String]) -> String {
@@ -142,7 +176,7 @@ impl<'a> Helper<'a> {
             spec: Some(pb::FunctionSpec { urn: urn.into(), payload }),
             inputs,
             outputs,
-            environment_id: if urn.starts_with("beam:runner:") { String::new() } else { self.sdk.environment_id.clone() },
+            environment_id: if urn.starts_with("beam:runner:") { String::new() } else { self.environment.to_string() },
             ..Default::default()
         };
         let pcollection = |coder_id: &str| pb::PCollection {
@@ -215,8 +249,9 @@ pub fn decode_merge_results(data: &[u8], window_coder: &Coder) -> Result<HashMap
     Ok(out)
 }
 
-/// Requests for the ends of opaque windows: the window's index as nonce.
-pub fn encode_end_requests<'w>(windows: impl IntoIterator<Item = &'w Window>) -> Vec<u8> {
+/// Requests about windows (their ends, or the side windows they map to):
+/// the window's index as nonce.
+pub fn encode_window_requests<'w>(windows: impl IntoIterator<Item = &'w Window>) -> Vec<u8> {
     let mut out = Vec::new();
     for (nonce, w) in windows.into_iter().enumerate() {
         let mut kv = Vec::new();
@@ -227,7 +262,20 @@ pub fn encode_end_requests<'w>(windows: impl IntoIterator<Item = &'w Window>) ->
     out
 }
 
-/// Reads the answers to `encode_end_requests`: each window's last timestamp
+/// Reads the side windows main windows map to, by request index.
+pub fn decode_mapped(data: &[u8], side_window_coder: &Coder) -> Result<HashMap<usize, Window>, String> {
+    let mut out = HashMap::new();
+    let mut at = 0;
+    while at < data.len() {
+        let (nonce, r) = read_nonce_value(&data[at..])?;
+        let n = side_window_coder.skip(r.rest)?;
+        out.insert(nonce, Window::decode(&r.rest[..n], side_window_coder)?);
+        at += r.consumed_before_rest + n;
+    }
+    Ok(out)
+}
+
+/// Reads the answers to `encode_window_requests` on an end descriptor: each window's last timestamp
 /// by request index (the 1 ms window's, which holds it).
 pub fn decode_ends(data: &[u8]) -> Result<HashMap<usize, Millis>, String> {
     let mut out = HashMap::new();

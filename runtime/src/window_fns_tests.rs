@@ -52,7 +52,7 @@ fn the_merge_descriptor_runs_the_pipelines_window_fn_between_a_data_source_and_s
 
 #[test]
 fn opaque_windows_are_length_prefixed_in_helper_bundles_and_the_end_mapping_is_pickled() {
-    let d = end_descriptor(&components(), &sdk("pw"), "end-1", "localhost:7");
+    let d = end_descriptor(&components(), "py", "pw", "end-1", "localhost:7");
     let apply = d.transforms["window_fn/apply"].spec.as_ref().unwrap();
     assert_eq!(apply.urn, urns::MAP_WINDOWS);
     let mapping = pb::FunctionSpec::decode(apply.payload.as_slice()).unwrap();
@@ -109,7 +109,7 @@ fn merge_requests_carry_each_keys_windows_and_answers_come_back_by_request() {
 fn ends_are_read_from_the_one_millisecond_windows_the_sdk_maps_onto() {
     let lp = Coder::LengthPrefix(Box::new(Coder::Opaque("x".into())));
     let red = Window::Opaque { max: windowed::UNRESOLVED_MAX, bytes: b"red".as_slice().into() };
-    let request = encode_end_requests([&red]);
+    let request = encode_window_requests([&red]);
     let h = windowed::split(&request, &Coder::GlobalWindow).unwrap();
     let body = &request[h.value_offset..];
     assert_eq!(Window::decode(&body[9..], &lp).unwrap(), red);
@@ -121,4 +121,22 @@ fn ends_are_read_from_the_one_millisecond_windows_the_sdk_maps_onto() {
     encode_global_windowed_value(0, &v, &mut answer);
     assert_eq!(decode_ends(&answer).unwrap()[&0], 9_999);
     assert!(decode_ends(&answer[..answer.len() - 1]).is_err());
+}
+
+#[test]
+fn the_side_mapping_descriptor_runs_the_side_inputs_own_mapping_from_main_to_side_windows() {
+    let mapping = pb::FunctionSpec { urn: PICKLED_WINDOW_MAPPING_FN.into(), payload: b"the side input's".to_vec() };
+    let d = side_mapping_descriptor(&components(), "py", &mapping, ("pw", "iw"), "side-1", "localhost:7");
+    let apply = d.transforms["window_fn/apply"].spec.as_ref().unwrap();
+    assert_eq!(apply.urn, urns::MAP_WINDOWS);
+    assert_eq!(pb::FunctionSpec::decode(apply.payload.as_slice()).unwrap(), mapping);
+    let (input, output) = (&d.coders["window_fn/map-in"], &d.coders["window_fn/map-out"]);
+    assert_eq!(d.coders[&input.component_coder_ids[1]].spec.as_ref().unwrap().urn, urns::CODER_LENGTH_PREFIX, "main windows opaque");
+    assert_eq!(output.component_coder_ids[1], "iw", "side windows as they are");
+    let mut v = Vec::new();
+    encode_nested_bytes(&0u64.to_be_bytes(), &mut v);
+    iw(0, 60).encode(&mut v);
+    let mut answer = Vec::new();
+    encode_global_windowed_value(0, &v, &mut answer);
+    assert_eq!(decode_mapped(&answer, &Coder::IntervalWindow).unwrap()[&0], iw(0, 60));
 }

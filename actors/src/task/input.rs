@@ -75,6 +75,7 @@ impl TaskSupervisor {
     /// inputs became ready and windows closed by the watermark first (older
     /// than any queued input), then queued records.
     pub(super) fn pump(&mut self, ctx: &mut Context<Self>) {
+        self.ask_side_maps(ctx);
         while self.lifecycle.is_running() && !self.input_blocked() && self.flow.has_room() {
             // Oldest first: deferred elements, held main input, then closed
             // windows, then records. Nothing else goes while elements are
@@ -274,6 +275,7 @@ impl TaskSupervisor {
             if h.windows.iter().all(|w| self.side_ready(w)) {
                 ready.push(h.element);
             } else {
+                self.want_side_maps(&h.windows);
                 self.held.hold(h);
             }
         }
@@ -301,9 +303,9 @@ impl TaskSupervisor {
 
     /// Whether every side input is complete for main-input window `w`.
     fn side_ready(&self, w: &Window) -> bool {
-        self.cfg.side_inputs.iter().all(|s| {
+        self.cfg.side_inputs.iter().enumerate().all(|(i, s)| {
             let wm = self.side_watermarks.get(&s.topic).copied().unwrap_or(Watermark::NegInf);
-            s.windowing.ready(w, wm)
+            super::side_maps::side_ready(&self.side_maps, i, s, w, wm)
         })
     }
 
@@ -311,8 +313,13 @@ impl TaskSupervisor {
     /// many as it has room for; whether more may be ready.
     fn release_held(&mut self) -> bool {
         let limit = (self.flow.room() as usize).max(1);
-        let (specs, wms) = (&self.cfg.side_inputs, &self.side_watermarks);
-        let ready = |w: &Window| specs.iter().all(|s| s.windowing.ready(w, wms.get(&s.topic).copied().unwrap_or(Watermark::NegInf)));
+        let (specs, wms, maps) = (&self.cfg.side_inputs, &self.side_watermarks, &self.side_maps);
+        let ready = |w: &Window| {
+            specs
+                .iter()
+                .enumerate()
+                .all(|(i, s)| super::side_maps::side_ready(maps, i, s, w, wms.get(&s.topic).copied().unwrap_or(Watermark::NegInf)))
+        };
         let released = self.held.release(ready, limit);
         let more = released.len() == limit;
         let mut out = ToStage::default();

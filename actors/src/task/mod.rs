@@ -52,6 +52,7 @@ use beam_kafka_runtime::spec::TimerFamilySpec;
 mod children;
 mod cycle;
 mod input;
+mod side_maps;
 mod sources;
 mod timers;
 
@@ -144,6 +145,8 @@ pub struct TaskConfig {
     /// side-topic readers, served to its bundles).
     pub side_inputs: Vec<SideInputSpec>,
     pub side_data: Option<Arc<SideInputs>>,
+    /// Runs the SDK's side window mappings, if a side input needs them.
+    pub side_mapper: Option<Arc<crate::window_fns::HelperBundles>>,
     /// The user state of its stateful ParDos (changed by its bundles).
     pub user_state: Option<Arc<Mutex<UserState>>>,
     /// Their timer families.
@@ -241,6 +244,9 @@ pub struct TaskSupervisor {
     gated_side: VecDeque<SideRecord>,
     /// Held elements may be ready to release (a side watermark moved).
     releasing: bool,
+    /// Side windows the SDK told for main windows, and what to ask it.
+    side_maps: beam_kafka_runtime::side_input::SideMaps,
+    side_maps_to_ask: Vec<(usize, beam_kafka_runtime::windowed::Window)>,
     /// A cycle was asked for while one was open: start one after it.
     /// A GroupByKey fired panes on its own (a processing-time trigger, a
     /// watermark step) since the last snapshot: worth a cycle.
@@ -287,6 +293,7 @@ impl TaskSupervisor {
             held
         };
         let held = restore(restored.held);
+        let (side_maps, side_maps_to_ask) = side_maps::wanted_by_held(&held, &cfg.side_inputs);
         let mut deferred = DeferredWork::default();
         for (seq, d) in restored.deferred {
             deferred.restore(seq, d);
@@ -300,6 +307,8 @@ impl TaskSupervisor {
             gated: false,
             gated_side: VecDeque::new(),
             releasing: false,
+            side_maps,
+            side_maps_to_ask,
             flush_wanted: false,
             panes_since_snapshot: false,
             progress: Progress::default(),

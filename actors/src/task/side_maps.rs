@@ -1,0 +1,88 @@
+//! Side windows the SDK maps main windows onto, for side inputs whose
+//! WindowFn (or whose main input's window type) the runner cannot evaluate
+//! (`runtime::side_input::SideMaps`): each held element's windows are asked
+//! once, beside the input (nothing waits but the held elements), and held
+//! elements are looked at again when the SDK answers. Until it does, an
+//! element waits for the whole side input, as it would without the SDK.
+use std::collections::BTreeMap;
+
+use actix::prelude::*;
+use beam_kafka_runtime::held::HeldElements;
+use beam_kafka_runtime::side_input::SideMaps;
+use beam_kafka_runtime::timestamp::Watermark;
+use beam_kafka_runtime::windowed::Window;
+
+use super::TaskSupervisor;
+use crate::side_inputs::SideInputSpec;
+
+/// The mappings the held elements need, and which of them to ask.
+pub(super) fn wanted_by_held(held: &HeldElements, specs: &[SideInputSpec]) -> (SideMaps, Vec<(usize, Window)>) {
+    let mut maps = SideMaps::default();
+    let mut to_ask = Vec::new();
+    for (i, _) in specs.iter().enumerate().filter(|(_, s)| s.mapping.is_some()) {
+        for w in held.windows() {
+            if maps.want(i, w) {
+                to_ask.push((i, w.clone()));
+            }
+        }
+    }
+    (maps, to_ask)
+}
+
+/// Whether side input `i` (`spec`) is complete for main window `w`.
+pub(super) fn side_ready(maps: &SideMaps, i: usize, spec: &SideInputSpec, w: &Window, wm: Watermark) -> bool {
+    if spec.mapping.is_some() {
+        maps.ready(i, w, wm)
+    } else {
+        spec.windowing.ready(w, wm)
+    }
+}
+
+impl TaskSupervisor {
+    /// Notes the mappings the windows of an element about to be held need.
+    pub(super) fn want_side_maps(&mut self, windows: &[Window]) {
+        for (i, s) in self.cfg.side_inputs.iter().enumerate() {
+            if s.mapping.is_none() {
+                continue;
+            }
+            for w in windows {
+                if self.side_maps.want(i, w) {
+                    self.side_maps_to_ask.push((i, w.clone()));
+                }
+            }
+        }
+    }
+
+    /// Asks the SDK the mappings noted, in one helper bundle per side input.
+    pub(super) fn ask_side_maps(&mut self, ctx: &mut Context<Self>) {
+        if self.side_maps_to_ask.is_empty() {
+            return;
+        }
+        let Some(bundles) = self.cfg.side_mapper.clone() else { return };
+        let mut by_side: BTreeMap<usize, Vec<Window>> = BTreeMap::new();
+        for (i, w) in std::mem::take(&mut self.side_maps_to_ask) {
+            by_side.entry(i).or_default().push(w);
+        }
+        let asks: Vec<_> = by_side.into_iter().filter_map(|(i, ws)| self.cfg.side_inputs[i].mapping.clone().map(|m| (i, m, ws))).collect();
+        let asked = async move {
+            let mut learned = Vec::new();
+            for (i, m, windows) in asks {
+                learned.extend(bundles.side_window_ends(&m, &windows).await?.into_iter().map(|(w, max)| (i, w, max)));
+            }
+            Ok::<_, String>(learned)
+        };
+        ctx.spawn(asked.into_actor(self).map(|answer, act, ctx| match answer {
+            Ok(learned) => {
+                for (i, w, max) in learned {
+                    act.side_maps.learn(i, w, max);
+                }
+                act.releasing = true;
+                act.pump(ctx);
+            }
+            Err(e) => {
+                act.side_maps.forget_pending();
+                act.fail(ctx, format!("cannot tell which side input windows its elements need: {e}"));
+            }
+        }));
+    }
+}
