@@ -345,6 +345,12 @@ impl GroupByKey {
         for (key, window) in expired {
             self.remove_pane(&key, &window);
         }
+        // Ends of expired opaque windows: an element of one is dropped as
+        // late, after the SDK is asked again.
+        if !self.ends.is_empty() {
+            let lateness = self.spec.allowed_lateness;
+            self.ends.retain(|_, max| Watermark::At(max.saturating_add(lateness)) >= wm);
+        }
     }
 
     /// Queues the panes whose end the watermark passed whose trigger was not

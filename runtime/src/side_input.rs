@@ -246,6 +246,15 @@ impl SideMaps {
         self.by_side.entry(side).or_default().insert(main, Some(side_max));
     }
 
+    /// Forgets the mappings of side input `side` onto side windows its
+    /// watermark passed, but those of main windows `in_use` (by held
+    /// elements): only a late element of such a window asks again.
+    pub fn forget_ended(&mut self, side: usize, side_watermark: Watermark, in_use: impl Fn(&Window) -> bool) {
+        if let Some(known) = self.by_side.get_mut(&side) {
+            known.retain(|w, max| max.is_none_or(|m| Watermark::At(m) >= side_watermark) || in_use(w));
+        }
+    }
+
     /// Forgets asked mappings that got no answer (so they are asked again).
     pub fn forget_pending(&mut self) {
         for known in self.by_side.values_mut() {
@@ -305,6 +314,12 @@ mod tests {
         maps.forget_pending();
         assert!(maps.want(1, &main), "asked again after a failed answer");
         assert!(!maps.want(0, &main), "known mappings stay");
+        maps.forget_ended(0, Watermark::At(19), |_| false);
+        assert!(!maps.want(0, &main), "its side window has not ended");
+        maps.forget_ended(0, Watermark::At(20), |w| w == &main);
+        assert!(!maps.want(0, &main), "a held element still needs it");
+        maps.forget_ended(0, Watermark::At(20), |_| false);
+        assert!(maps.want(0, &main), "forgotten once its side window ended");
     }
 
     #[test]

@@ -322,6 +322,9 @@ impl TaskSupervisor {
         };
         let released = self.held.release(ready, limit);
         let more = released.len() == limit;
+        if !more {
+            self.forget_ended_side_maps();
+        }
         let mut out = ToStage::default();
         for h in released {
             self.push(&mut out, &h.source, vec![h.element]);

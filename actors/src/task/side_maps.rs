@@ -53,6 +53,19 @@ impl TaskSupervisor {
         }
     }
 
+    /// Forgets mappings onto side windows that ended, but those held
+    /// elements still need (the cache stays as small as what is live).
+    pub(super) fn forget_ended_side_maps(&mut self) {
+        if self.cfg.side_mapper.is_none() {
+            return;
+        }
+        let in_use: std::collections::HashSet<&Window> = self.held.windows().collect();
+        for (i, s) in self.cfg.side_inputs.iter().enumerate().filter(|(_, s)| s.mapping.is_some()) {
+            let wm = self.side_watermarks.get(&s.topic).copied().unwrap_or(Watermark::NegInf);
+            self.side_maps.forget_ended(i, wm, |w| in_use.contains(w));
+        }
+    }
+
     /// Asks the SDK the mappings noted, in one helper bundle per side input.
     pub(super) fn ask_side_maps(&mut self, ctx: &mut Context<Self>) {
         if self.side_maps_to_ask.is_empty() {
