@@ -241,6 +241,30 @@ impl SideMaps {
         true
     }
 
+    /// Notes the mappings `windows` need for each side input of `sides`;
+    /// returns those nobody asked for yet (the caller asks them).
+    pub fn want_all<'w>(&mut self, sides: &[usize], windows: impl IntoIterator<Item = &'w Window>) -> Vec<(usize, Window)> {
+        let mut to_ask = Vec::new();
+        for w in windows {
+            for &side in sides {
+                if self.want(side, w) {
+                    to_ask.push((side, w.clone()));
+                }
+            }
+        }
+        to_ask
+    }
+
+    /// Whether side input `side` is complete for `main`: through the SDK's
+    /// mapping if it has one (`mapped`), else as `windowing` says.
+    pub fn side_ready(&self, side: usize, mapped: bool, windowing: &SideWindowing, main: &Window, side_watermark: Watermark) -> bool {
+        if mapped {
+            self.ready(side, main, side_watermark)
+        } else {
+            windowing.ready(main, side_watermark)
+        }
+    }
+
     /// What the SDK told: `main` needs the side window ending at `side_max`.
     pub fn learn(&mut self, side: usize, main: Window, side_max: Millis) {
         self.by_side.entry(side).or_default().insert(main, Some(side_max));
@@ -314,6 +338,10 @@ mod tests {
         maps.forget_pending();
         assert!(maps.want(1, &main), "asked again after a failed answer");
         assert!(!maps.want(0, &main), "known mappings stay");
+        let (a, b) = (Window::Interval { start: 0, end: 10 }, Window::Interval { start: 10, end: 20 });
+        assert_eq!(maps.want_all(&[0, 2], [&a, &b, &a]).len(), 4, "each window once per side input");
+        assert!(maps.side_ready(5, false, &SideWindowing::Global, &a, Watermark::PosInf), "not mapped: by its windowing");
+        assert!(!maps.side_ready(0, true, &SideWindowing::Global, &a, Watermark::At(1 << 40)), "mapped, not answered yet");
         maps.forget_ended(0, Watermark::At(19), |_| false);
         assert!(!maps.want(0, &main), "its side window has not ended");
         maps.forget_ended(0, Watermark::At(20), |w| w == &main);

@@ -15,41 +15,30 @@ use beam_kafka_runtime::windowed::Window;
 use super::TaskSupervisor;
 use crate::side_inputs::SideInputSpec;
 
+/// The side inputs the SDK maps windows for, by index.
+pub(super) fn mapped_sides(specs: &[SideInputSpec]) -> Vec<usize> {
+    specs.iter().enumerate().filter(|(_, s)| s.mapping.is_some()).map(|(i, _)| i).collect()
+}
+
 /// The mappings the held elements need, and which of them to ask.
 pub(super) fn wanted_by_held(held: &HeldElements, specs: &[SideInputSpec]) -> (SideMaps, Vec<(usize, Window)>) {
     let mut maps = SideMaps::default();
-    let mut to_ask = Vec::new();
-    for (i, _) in specs.iter().enumerate().filter(|(_, s)| s.mapping.is_some()) {
-        for w in held.windows() {
-            if maps.want(i, w) {
-                to_ask.push((i, w.clone()));
-            }
-        }
-    }
+    let to_ask = maps.want_all(&mapped_sides(specs), held.windows());
     (maps, to_ask)
 }
 
 /// Whether side input `i` (`spec`) is complete for main window `w`.
 pub(super) fn side_ready(maps: &SideMaps, i: usize, spec: &SideInputSpec, w: &Window, wm: Watermark) -> bool {
-    if spec.mapping.is_some() {
-        maps.ready(i, w, wm)
-    } else {
-        spec.windowing.ready(w, wm)
-    }
+    maps.side_ready(i, spec.mapping.is_some(), &spec.windowing, w, wm)
 }
 
 impl TaskSupervisor {
     /// Notes the mappings the windows of an element about to be held need.
     pub(super) fn want_side_maps(&mut self, windows: &[Window]) {
-        for (i, s) in self.cfg.side_inputs.iter().enumerate() {
-            if s.mapping.is_none() {
-                continue;
-            }
-            for w in windows {
-                if self.side_maps.want(i, w) {
-                    self.side_maps_to_ask.push((i, w.clone()));
-                }
-            }
+        let sides = mapped_sides(&self.cfg.side_inputs);
+        if !sides.is_empty() {
+            let to_ask = self.side_maps.want_all(&sides, windows);
+            self.side_maps_to_ask.extend(to_ask);
         }
     }
 
@@ -60,8 +49,8 @@ impl TaskSupervisor {
             return;
         }
         let in_use: std::collections::HashSet<&Window> = self.held.windows().collect();
-        for (i, s) in self.cfg.side_inputs.iter().enumerate().filter(|(_, s)| s.mapping.is_some()) {
-            let wm = self.side_watermarks.get(&s.topic).copied().unwrap_or(Watermark::NegInf);
+        for i in mapped_sides(&self.cfg.side_inputs) {
+            let wm = self.side_watermarks.get(&self.cfg.side_inputs[i].topic).copied().unwrap_or(Watermark::NegInf);
             self.side_maps.forget_ended(i, wm, |w| in_use.contains(w));
         }
     }
