@@ -16,6 +16,7 @@ PACKAGES=(
   unzip             # extracting Beam's protos from their jars
   maven default-jdk-headless  # fetching jars; running the test broker; javac for the Kafka Streams benchmark peer
   curl              # the Go toolchain from the Go module proxy when none is installed
+  chromium chromium-driver  # itests/test_status_page.py opens the status page in headless Chromium
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

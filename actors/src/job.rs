@@ -24,6 +24,7 @@ use crate::kafka::producer::{self as kafka_producer, KafkaProducer};
 use crate::kafka::rebalance::{JobConsumer, JobContext, Membership};
 use crate::messages::{Drain, Shutdown};
 use crate::poller::{poll_loop, PollSettings};
+use crate::status_board::StatusBoard;
 
 pub use crate::job_input::JobInput;
 use crate::store::task_dir;
@@ -83,6 +84,8 @@ async fn drive(
         return JobOutcome::Cancelled;
     }
     let began = std::time::Instant::now();
+    let began_at = std::time::SystemTime::now();
+    let mut start_traced = false;
     // The admin first: an unreachable cluster or refused credentials are
     // reported as such before any transform's client tries.
     let admin = match consumer_properties(&input).and_then(|props| Admin::connect_with(&input.options, &props)) {
@@ -137,10 +140,11 @@ async fn drive(
     }
     let (membership_tx, mut membership_rx) = mpsc::unbounded_channel();
     let generation = Arc::new(AtomicU64::new(0));
-    let consumer: Arc<JobConsumer> = match consumer_config.create_with_context(JobContext::new(membership_tx, generation.clone())) {
-        Ok(c) => Arc::new(c),
-        Err(e) => return JobOutcome::Failed(format!("cannot create the Kafka consumer: {e}")),
-    };
+    let consumer: Arc<JobConsumer> =
+        match consumer_config.create_with_context(JobContext::new(membership_tx, generation.clone(), input.board.clone())) {
+            Ok(c) => Arc::new(c),
+            Err(e) => return JobOutcome::Failed(format!("cannot create the Kafka consumer: {e}")),
+        };
     // Side topics are read whole by each task, not through the group.
     let topic_names: Vec<&str> = input.plan.topics.iter().filter(|t| t.kind != TopicKind::Side).map(|t| t.name.as_str()).collect();
     if let Err(e) = consumer.subscribe(&topic_names) {
@@ -183,13 +187,13 @@ async fn drive(
             Some(panic) = panics.recv() => break JobOutcome::Failed(format!("internal error of the runner (please report it): {panic}")),
             m = membership_rx.recv() => match m {
                 Some(Membership::Revoked(parts)) => {
-                    if revoke(&parts, &mut assigned, &mut live, &routes) {
+                    if revoke(&parts, &mut assigned, &mut live, &routes, &input.board) {
                         let _ = events.send(JobEvent::Info(running_message(opts, &live)));
                     }
                 }
                 Some(Membership::RevokedAll) => {
                     let parts: Vec<(String, i32)> = assigned.iter().cloned().collect();
-                    if revoke(&parts, &mut assigned, &mut live, &routes) {
+                    if revoke(&parts, &mut assigned, &mut live, &routes, &input.board) {
                         let _ = events.send(JobEvent::Info(running_message(opts, &live)));
                     }
                 }
@@ -205,8 +209,14 @@ async fn drive(
                     };
                     match register(started, &mut live, &routes, draining) {
                         Ok(0) => {}
-                        Ok(_) => {
+                        Ok(n) => {
                             tracing::debug!("start-up: tasks started after {:?}", began.elapsed());
+                            if !start_traced {
+                                start_traced = true;
+                                let mut a = input.board.attributes.clone();
+                                a.push(opentelemetry::KeyValue::new("beam_kafka.tasks", n as i64));
+                                crate::telemetry::past_span("beam_kafka.job.start", began_at, std::time::SystemTime::now(), a);
+                            }
                             let _ = events.send(JobEvent::Info(running_message(opts, &live)));
                         }
                         Err(e) => {
@@ -237,6 +247,7 @@ async fn drive(
                         routes.remove(p);
                     }
                     if !gone.partitions.iter().all(|p| assigned.contains(p)) {
+                        input.board.forget(task);
                         continue;
                     }
                     let delay = restarts.schedule();
@@ -294,7 +305,7 @@ async fn drive(
                 let lost: Vec<(String, i32)> = assigned.difference(&actual).cloned().collect();
                 if !lost.is_empty() {
                     tracing::info!("partitions {lost:?} are no longer assigned to this process; stopping their tasks");
-                    if revoke(&lost, &mut assigned, &mut live, &routes) {
+                    if revoke(&lost, &mut assigned, &mut live, &routes, &input.board) {
                         let _ = events.send(JobEvent::Info(running_message(opts, &live)));
                     }
                 }
@@ -406,7 +417,13 @@ fn real_assignment(consumer: &JobConsumer) -> Option<BTreeSet<(String, i32)>> {
 
 /// Forgets `parts` and stops the live tasks owning any of them; whether
 /// any stopped.
-fn revoke(parts: &[(String, i32)], assigned: &mut BTreeSet<(String, i32)>, live: &mut HashMap<TaskId, LiveTask>, routes: &Routes) -> bool {
+fn revoke(
+    parts: &[(String, i32)],
+    assigned: &mut BTreeSet<(String, i32)>,
+    live: &mut HashMap<TaskId, LiveTask>,
+    routes: &Routes,
+    board: &StatusBoard,
+) -> bool {
     for p in parts {
         assigned.remove(p);
     }
@@ -417,6 +434,7 @@ fn revoke(parts: &[(String, i32)], assigned: &mut BTreeSet<(String, i32)>, live:
                 routes.remove(p);
             }
             gone.addr.do_send(Shutdown);
+            board.forget(*t);
         }
     }
     !moving.is_empty()

@@ -20,4 +20,7 @@ pub struct JobInput {
     pub harnesses: Arc<Harnesses>,
     /// The pipeline's TestStream, replayed by the job (one copy only).
     pub test_stream: Option<Arc<TestStreamJob>>,
+    /// What this copy knows of the job's tasks, for the status page and
+    /// the exported metrics.
+    pub board: Arc<crate::status_board::StatusBoard>,
 }

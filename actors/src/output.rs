@@ -29,13 +29,15 @@ pub struct KafkaSink {
 /// (`runtime::packed`) and writes the packed records; returns once Kafka
 /// acknowledged every record.
 /// A pack holds at most `pack_elements` elements (the job's bundle size).
+/// Returns how many records it wrote.
 pub async fn write_outputs(
     producer: &KafkaProducer,
     sinks: &[OutputSink],
     outputs: HashMap<String, Vec<u8>>,
     pack_elements: usize,
-) -> Result<(), String> {
+) -> Result<u64, String> {
     let writes = Writes::new();
+    let mut records = 0u64;
     let mut spread = rand_start();
     for sink in sinks {
         // One PCollection can go to several topics (an edge and a side topic).
@@ -66,14 +68,16 @@ pub async fn write_outputs(
             };
             if let Some((partition, pack)) = packer.push(partition, &rest[..len]) {
                 writes.send(producer, &sink.topic, partition, None, Some(&envelope::batch(pack))).await?;
+                records += 1;
             }
             at += len;
         }
         for (partition, pack) in packer.finish() {
             writes.send(producer, &sink.topic, partition, None, Some(&envelope::batch(pack))).await?;
+            records += 1;
         }
     }
-    writes.wait().await.map(|_| ())
+    writes.wait().await.map(|_| records)
 }
 
 /// Where a bundle starts spreading keyless elements, so small bundles do not
@@ -83,9 +87,10 @@ fn rand_start() -> u32 {
 }
 
 /// Writes each Kafka sink's elements to its topic; returns once Kafka
-/// acknowledged every record.
-pub async fn write_kafka_sinks(sinks: &[KafkaSink], outputs: &mut HashMap<String, Vec<u8>>) -> Result<(), String> {
+/// acknowledged every record. Returns how many records it wrote.
+pub async fn write_kafka_sinks(sinks: &[KafkaSink], outputs: &mut HashMap<String, Vec<u8>>) -> Result<u64, String> {
     let mut groups = Vec::new();
+    let mut records = 0u64;
     for sink in sinks {
         let Some(data) = outputs.remove(&sink.sink_transform) else { continue };
         let writes = Writes::new();
@@ -111,13 +116,14 @@ pub async fn write_kafka_sinks(sinks: &[KafkaSink], outputs: &mut HashMap<String
                 })
                 .await
                 .map_err(|e| format!("WriteToKafka '{}': {e}", sink.name))?;
+            records += 1;
         }
         groups.push(writes);
     }
     for writes in groups {
         writes.wait().await.map_err(|e| format!("WriteToKafka: {e}"))?;
     }
-    Ok(())
+    Ok(records)
 }
 
 /// Broadcasts a watermark report (an encoded envelope) to every partition

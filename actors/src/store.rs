@@ -161,6 +161,13 @@ impl TaskStore {
         self.db.write(batch).map_err(|e| format!("cannot write the state store: {e}"))
     }
 
+    /// RocksDB's estimate of the store's size: live data plus memtables.
+    pub fn approximate_bytes(&self) -> Option<u64> {
+        let live = self.db.property_int_value("rocksdb.estimate-live-data-size").ok().flatten()?;
+        let memtables = self.db.property_int_value("rocksdb.cur-size-all-mem-tables").ok().flatten().unwrap_or(0);
+        Some(live + memtables)
+    }
+
     /// Every entry, in key order.
     pub fn entries(&self) -> Result<Entries, String> {
         self.db

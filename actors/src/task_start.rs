@@ -32,6 +32,7 @@ use crate::store::{Entries, TaskStore};
 use crate::task::{
     upstream_key, AssignmentSeen, InputRoute, RestoredState, TaskConfig, TaskEvent, TaskSupervisor, WatermarkTarget, SOURCE_UPSTREAM,
 };
+use crate::telemetry::{instruments, past_span};
 use crate::user_io::KafkaIo;
 use crate::window_fns::WindowFnClient;
 use beam_kafka_fnapi::StateHandler;
@@ -44,8 +45,20 @@ use beam_kafka_runtime::user_state::{StateCell, UserState};
 async fn restore_states(input: &JobInput, tasks: &[TaskId]) -> Result<HashMap<TaskId, Restored>, String> {
     let opts = input.options.clone();
     let tasks = tasks.to_vec();
+    let board = input.board.clone();
     tokio::task::spawn_blocking(move || {
-        in_parallel(&tasks, |t| restore_task(&opts, t).map(|(store, entries, next)| Restored { store, entries, next }))
+        in_parallel(&tasks, |t| {
+            let began = std::time::SystemTime::now();
+            let restored = restore_task(&opts, t).map(|(store, entries, next)| Restored { store, entries, next });
+            let end = std::time::SystemTime::now();
+            let mut attributes = board.task_attributes(t);
+            instruments().restore_duration.record(end.duration_since(began).unwrap_or_default().as_secs_f64(), &attributes);
+            if let Ok(r) = &restored {
+                attributes.push(opentelemetry::KeyValue::new("beam_kafka.restore.entries", r.entries.len() as i64));
+            }
+            past_span("beam_kafka.task.restore", began, end, attributes);
+            restored
+        })
     })
     .await
     .map_err(|e| format!("restoring state failed: {e}"))?
@@ -248,6 +261,8 @@ fn start_tasks(
             timer_specs: sub.timers.clone(),
             assignment: assignment.clone(),
             progress_board: input.test_stream.as_ref().map(|t| t.board.clone()),
+            board: input.board.clone(),
+            meters: input.board.register(task, incarnation),
         };
         let spec = StageSpec {
             display_name: sub.display_name.clone(),
@@ -263,6 +278,7 @@ fn start_tasks(
             state: bundle_state,
             timer_families: sub.timers.iter().map(|t| (t.transform.clone(), t.family.clone())).collect(),
             residual_sources: sub.residual_sources.clone(),
+            meters: cfg.meters.clone(),
         };
         let topics: Vec<String> = cfg.inputs.keys().cloned().collect();
         let (worker, consumer, producer, events) = (input.harnesses.lease(), consumer.clone(), task_producer, events.clone());

@@ -61,6 +61,10 @@ impl HeldElements {
         self.held.is_empty()
     }
 
+    pub fn len(&self) -> usize {
+        self.held.len()
+    }
+
     /// Every window of every held element (repeats included).
     pub fn windows(&self) -> impl Iterator<Item = &Window> {
         self.held.values().flat_map(|h| h.windows.iter())

@@ -255,6 +255,10 @@ impl Timers {
         self.pending.is_empty()
     }
 
+    pub fn len(&self) -> usize {
+        self.pending.len()
+    }
+
     /// Whether a timer of `transform` is pending in `window` (its state must
     /// outlive the window's end until the timer fired).
     pub fn pending_in(&self, transform: &str, window: &[u8]) -> bool {

@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 
 mod check;
+pub mod picture;
 mod reach;
 
 use crate::fusion::{fuse, Stage};
@@ -140,7 +141,7 @@ pub fn sub_topology_source(id: u32) -> String {
     format!("sub-{id}")
 }
 
-fn name_of(graph: &PipelineGraph, id: &str) -> String {
+pub(crate) fn name_of(graph: &PipelineGraph, id: &str) -> String {
     let n = &graph.transform(id).unique_name;
     if n.is_empty() {
         id.to_string()

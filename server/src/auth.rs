@@ -41,6 +41,11 @@ impl Auth {
         self.token.is_some()
     }
 
+    /// Whether `presented` is the token (anything goes without one).
+    pub fn accepts(&self, presented: Option<&str>) -> bool {
+        self.token.is_none() || presented.is_some_and(|p| self.matches(p))
+    }
+
     fn matches(&self, presented: &str) -> bool {
         self.token.as_deref().is_some_and(|t| constant_time_eq(t.as_bytes(), presented.as_bytes()))
     }

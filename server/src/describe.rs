@@ -6,6 +6,7 @@ use anyhow::Context as _;
 use beam_kafka_proto::pipeline::Pipeline;
 use beam_kafka_runtime::graph::PipelineGraph;
 use beam_kafka_runtime::lift::lift_combiners;
+use beam_kafka_runtime::topology::picture::escape;
 use beam_kafka_runtime::topology::TopologyPlan;
 use beam_kafka_runtime::validate::validate_topology;
 use prost::Message;
@@ -22,7 +23,8 @@ pub struct DescribeArgs {
     /// Partitions of shuffle topics.
     #[arg(long, default_value_t = 1)]
     internal_parallelism: u32,
-    /// `text` or `dot` (Graphviz).
+    /// `text`, `dot` (Graphviz), `svg` (the status page's picture) or
+    /// `html` (that picture in a page of its own).
     #[arg(long, default_value = "text")]
     format: String,
 }
@@ -43,7 +45,14 @@ pub fn describe(args: DescribeArgs) -> anyhow::Result<()> {
     match args.format.as_str() {
         "text" => print!("{}", plan.describe(&graph)),
         "dot" => print!("{}", plan.to_dot(&graph)),
-        other => anyhow::bail!("--format must be text or dot, not '{other}'"),
+        "svg" => print!("{}", plan.to_svg(&graph)),
+        "html" => print!(
+            "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{title}</title></head>\n<body style=\"font-family:sans-serif\">\n<h1>{title}</h1>\n<pre>{text}</pre>\n{svg}</body></html>\n",
+            title = escape(&format!("topology of application {}", args.application_id)),
+            text = escape(&plan.describe(&graph)),
+            svg = plan.to_svg(&graph)
+        ),
+        other => anyhow::bail!("--format must be text, dot, svg or html, not '{other}'"),
     }
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! Running a prepared job: plan it, start its SDK harness, register the stage
 //! descriptors, and drive the actor topology on a thread of its own.
 use std::sync::{Arc, LazyLock};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use beam_kafka_actors::test_stream::TestStreamJob;
 use beam_kafka_actors::{run_job, Harnesses, JobEvent, JobInput, JobOutcome};
@@ -19,6 +19,10 @@ use jm::job_state::Enum as State;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::jobs::Job;
+use crate::user_metrics;
+use beam_kafka_actors::status_board::StatusBoard;
+use beam_kafka_actors::telemetry::past_span;
+use opentelemetry::KeyValue;
 
 /// Endpoints of this process that harnesses are told about.
 #[derive(Clone)]
@@ -54,6 +58,9 @@ pub async fn execute(job: Arc<Job>, services: Services) {
     let (ending, ended) = watch::channel(());
     ENDING.insert(job.id.clone(), (job.runner_options.application_id.clone(), ended));
     report(&job, outcome);
+    if let Some(board) = job.board.get() {
+        board.end();
+    }
     // The harnesses go after the state is final: every bundle has finished
     // by then, and a client waiting for the state need not wait for them too.
     let stop_harnesses = async {
@@ -150,10 +157,17 @@ async fn prepare_and_run(
     started: &mut Vec<(Harness, String)>,
     job_thread: &mut Option<oneshot::Receiver<()>>,
 ) -> Result<JobOutcome, String> {
+    let planning = SystemTime::now();
     let pipeline = job.pipeline.lock().expect("lock").clone();
     let graph = PipelineGraph::new(&pipeline)?;
     let plan = TopologyPlan::plan(&graph, &job.runner_options.application_id, job.runner_options.internal_parallelism)?;
     tracing::info!(job = %job.id, "plan:\n{}", plan.describe(&graph));
+    let board = StatusBoard::new(&job.id, &job.runner_options.application_id);
+    let _ = job.topology_svg.set(plan.to_svg(&graph));
+    let _ = job.board.set(board.clone());
+    let mut attributes = board.attributes.clone();
+    attributes.push(KeyValue::new("beam_kafka.sub_topologies", plan.sub_topologies.len() as i64));
+    past_span("beam_kafka.job.plan", planning, SystemTime::now(), attributes);
     let components = graph.components();
     let env_ids: std::collections::BTreeSet<&String> = plan.sub_topologies.iter().map(|s| &s.stage.environment_id).collect();
     if env_ids.len() > 1 {
@@ -168,7 +182,11 @@ async fn prepare_and_run(
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let count = harnesses::harness_count(job.runner_options.sdk_worker_parallelism, cores);
     job.message(Importance::JobMessageBasic, harness_message(env, count, job.runner_options.sdk_worker_parallelism));
+    let starting = SystemTime::now();
     let workers = start_harnesses(job, services, env, count, started).await?;
+    let mut attributes = board.attributes.clone();
+    attributes.push(KeyValue::new("beam_kafka.harnesses", count as i64));
+    past_span("beam_kafka.job.harnesses", starting, SystemTime::now(), attributes);
 
     let lowered = lower::lower(&graph, &plan, &job.id, &fn_url)?;
     let mut sub_topologies = Vec::new();
@@ -184,7 +202,8 @@ async fn prepare_and_run(
     job.set_state(State::Running);
     let harnesses = Harnesses::new(workers);
     let test_stream = lower::test_stream_run(&graph, &plan)?.map(TestStreamJob::new);
-    let input = JobInput { job_id: job.id.clone(), options: job.runner_options.clone(), plan, sub_topologies, harnesses, test_stream };
+    let input =
+        JobInput { job_id: job.id.clone(), options: job.runner_options.clone(), plan, sub_topologies, harnesses, test_stream, board };
     let (events_tx, events_rx) = mpsc::unbounded_channel();
     let (done_tx, done_rx) = oneshot::channel();
     let (ended_tx, ended_rx) = oneshot::channel();
@@ -303,8 +322,16 @@ fn forward_event(job: &Job, ev: JobEvent) {
             tracing::info!(job = %job.id, "{text}");
             job.message(Importance::JobMessageBasic, text);
         }
-        JobEvent::Metrics(infos) => job.metrics.lock().expect("lock").attempted.add(infos),
-        JobEvent::CommittedMetrics(infos) => job.metrics.lock().expect("lock").committed.add(infos),
+        JobEvent::Metrics(infos) => {
+            let mut metrics = job.metrics.lock().expect("lock");
+            metrics.attempted.add(infos.clone());
+            user_metrics::export(&infos, "attempted", &job.attributes(), &metrics.attempted);
+        }
+        JobEvent::CommittedMetrics(infos) => {
+            let mut metrics = job.metrics.lock().expect("lock");
+            metrics.committed.add(infos.clone());
+            user_metrics::export(&infos, "committed", &job.attributes(), &metrics.committed);
+        }
     }
 }
 

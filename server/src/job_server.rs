@@ -8,7 +8,7 @@ use beam_kafka_fnapi::FnApiServer;
 use beam_kafka_proto::expansion;
 use beam_kafka_proto::job_management as jm;
 
-use crate::{artifacts, auth, execution, expansion_service, job_service, jobs, policy, tls};
+use crate::{artifacts, auth, execution, expansion_service, job_service, jobs, otel, policy, status_server, tls};
 
 #[derive(clap::Args)]
 pub struct JobServerArgs {
@@ -61,6 +61,10 @@ pub struct JobServerArgs {
     job_ttl_secs: u64,
     #[command(flatten)]
     tls: tls::TlsArgs,
+    #[command(flatten)]
+    otel: otel::OtelArgs,
+    #[command(flatten)]
+    ui: status_server::UiArgs,
 }
 
 async fn bind(host: &str, port: u16, what: &str) -> anyhow::Result<tokio::net::TcpListener> {
@@ -114,6 +118,11 @@ pub async fn serve(args: JobServerArgs) -> anyhow::Result<()> {
         }))
         .serve_with_incoming(beam_kafka_fnapi::incoming(retrieval_listener));
     let jobs = Arc::new(jobs::Jobs::default());
+    let exporting = otel::install(&args.otel, Vec::new())?;
+    if exporting.is_some() {
+        crate::user_metrics::enable();
+    }
+    status_server::start(&args.ui, jobs.clone(), auth.clone()).await?;
     let services =
         execution::Services { fn_api: fn_api.clone(), artifact_url: retrieval_url, artifacts_dir: Some(args.artifacts_dir.clone()) };
 
@@ -178,6 +187,8 @@ pub async fn serve(args: JobServerArgs) -> anyhow::Result<()> {
             execution::await_ending_jobs().await;
         }
     }
+    // The last metrics and spans go out before the process ends.
+    let _ = tokio::task::spawn_blocking(move || drop(exporting)).await;
     Ok(())
 }
 

@@ -30,6 +30,10 @@ pub struct Job {
     next_message: std::sync::atomic::AtomicU64,
     /// Artifact staging has begun (it may happen once per job).
     pub staging_started: std::sync::atomic::AtomicBool,
+    /// Once planned: what this process knows of its tasks, and the picture
+    /// of its topology (for the status page).
+    pub board: std::sync::OnceLock<Arc<beam_kafka_actors::status_board::StatusBoard>>,
+    pub topology_svg: std::sync::OnceLock<String>,
 }
 
 fn now() -> prost_types::Timestamp {
@@ -66,7 +70,25 @@ impl Job {
             cancel: watch::channel(false).0,
             next_message: 0.into(),
             staging_started: false.into(),
+            board: Default::default(),
+            topology_svg: Default::default(),
         }
+    }
+
+    /// The attributes of the job's exported data points.
+    pub fn attributes(&self) -> Vec<opentelemetry::KeyValue> {
+        match self.board.get() {
+            Some(b) => b.attributes.clone(),
+            None => vec![
+                opentelemetry::KeyValue::new("beam_kafka.application.id", self.runner_options.application_id.clone()),
+                opentelemetry::KeyValue::new("beam_kafka.job.id", self.id.clone()),
+            ],
+        }
+    }
+
+    /// How long since the job was prepared.
+    pub fn age_s(&self) -> f64 {
+        self.created.elapsed().as_secs_f64()
     }
 
     pub fn state(&self) -> jm::JobStateEvent {

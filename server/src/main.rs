@@ -10,9 +10,13 @@ mod job_service;
 mod jobs;
 mod metrics;
 mod options;
+mod otel;
 mod policy;
 mod run;
+mod status_api;
+mod status_server;
 mod tls;
+mod user_metrics;
 
 use clap::{Parser, Subcommand};
 
@@ -27,7 +31,8 @@ struct Cli {
 enum Command {
     /// Serve the Beam Job API; pipelines submitted to it run on Kafka.
     JobServer(job_server::JobServerArgs),
-    /// Print the Kafka topology a saved pipeline would run as (text or Graphviz DOT).
+    /// Print the Kafka topology a saved pipeline would run as (text, Graphviz
+    /// DOT, or an SVG or HTML picture).
     Describe(describe::DescribeArgs),
     /// Run a saved pipeline as a long-running service (no submitting client);
     /// start more copies with the same application id to scale out.

@@ -57,6 +57,13 @@ impl Aggregate {
         }
     }
 
+    /// The aggregate of the metric `info` reports on.
+    pub fn get(&self, info: &MonitoringInfo) -> Option<&MonitoringInfo> {
+        let mut labels: Vec<_> = info.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        labels.sort();
+        self.by_key.get(&(info.urn.clone(), labels))
+    }
+
     pub fn all(&self) -> Vec<MonitoringInfo> {
         self.by_key.values().cloned().collect()
     }

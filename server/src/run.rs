@@ -23,7 +23,7 @@ use prost::Message;
 use prost_types::{value::Kind, Struct, Value};
 use tokio_stream::wrappers::TcpListenerStream;
 
-use crate::{artifacts, execution, jobs::Job, options};
+use crate::{artifacts, execution, jobs::Job, options, otel, status_server};
 
 #[derive(clap::Args)]
 pub struct RunArgs {
@@ -39,6 +39,10 @@ pub struct RunArgs {
     /// Address the Fn API and artifact servers listen on (harnesses connect).
     #[arg(long, default_value = "127.0.0.1")]
     bind: String,
+    #[command(flatten)]
+    otel: otel::OtelArgs,
+    #[command(flatten)]
+    ui: status_server::UiArgs,
     /// Runner and pipeline options, after `--`: --application_id=... etc.
     #[arg(last = true)]
     options: Vec<String>,
@@ -116,7 +120,18 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
 
     let id = format!("run-{}", uuid::Uuid::new_v4().simple());
     let name = runner_options.application_id.clone();
-    let job = Arc::new(Job::new(id.clone(), name, id, pipeline, opts, runner_options));
+    let resource = vec![
+        opentelemetry::KeyValue::new("beam_kafka.application.id", runner_options.application_id.clone()),
+        opentelemetry::KeyValue::new("beam_kafka.job.id", id.clone()),
+    ];
+    let exporting = otel::install(&args.otel, resource)?;
+    if exporting.is_some() {
+        crate::user_metrics::enable();
+    }
+    let job = Arc::new(Job::new(id.clone(), name, id.clone(), pipeline, opts, runner_options));
+    let jobs = Arc::new(crate::jobs::Jobs::default());
+    jobs.by_id.insert(id, job.clone());
+    status_server::start(&args.ui, jobs, crate::auth::Auth::default()).await?;
     let (_, mut messages) = job.messages();
     let mut state = job.subscribe_state();
     let services = execution::Services { fn_api, artifact_url, artifacts_dir: None };
@@ -148,6 +163,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     // The state is final before the job's tasks closed their stores and
     // clients: wait for that (bounded, in case a client hangs on a broker).
     let _ = tokio::time::timeout(std::time::Duration::from_secs(60), execution).await;
+    let _ = tokio::task::spawn_blocking(move || drop(exporting)).await;
     match State::try_from(job.state().state).unwrap_or(State::Unspecified) {
         State::Done => Ok(()),
         State::Cancelled if stop_requested => Ok(()),

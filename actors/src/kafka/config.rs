@@ -59,6 +59,8 @@ pub fn consumer(opts: &RunnerOptions) -> ClientConfig {
     // fetched only when that returns, so this bounds how soon a started task
     // sees its input.
     default(&mut c, opts, "fetch.wait.max.ms", "50");
+    // Partition ends for the tasks' consumer lag (`JobContext::stats`).
+    default(&mut c, opts, "statistics.interval.ms", "5000");
     c
 }
 

@@ -7,6 +7,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use crate::status_board::StatusBoard;
+
 use rdkafka::consumer::{BaseConsumer, ConsumerContext, Rebalance, StreamConsumer};
 use rdkafka::{ClientContext, TopicPartitionList};
 use tokio::sync::mpsc::UnboundedSender;
@@ -26,11 +28,13 @@ pub struct JobContext {
     /// poll loop took before a bump belong to an assignment that is gone and
     /// must not reach a task (its new owner reads them again from the commit).
     pub generation: Arc<AtomicU64>,
+    /// Where partition ends (for lag) and rebalances are told.
+    board: Arc<StatusBoard>,
 }
 
 impl JobContext {
-    pub fn new(events: UnboundedSender<Membership>, generation: Arc<AtomicU64>) -> Self {
-        JobContext { events, generation }
+    pub fn new(events: UnboundedSender<Membership>, generation: Arc<AtomicU64>, board: Arc<StatusBoard>) -> Self {
+        JobContext { events, generation, board }
     }
 }
 
@@ -40,7 +44,20 @@ fn list(tpl: &TopicPartitionList) -> Vec<(String, i32)> {
     tpl.elements().iter().map(|e| (e.topic().to_string(), e.partition())).collect()
 }
 
-impl ClientContext for JobContext {}
+impl ClientContext for JobContext {
+    /// Every `statistics.interval.ms`: the end of each partition fetched,
+    /// the last stable one under read_committed (what a task can read).
+    fn stats(&self, stats: rdkafka::Statistics) {
+        for (topic, t) in &stats.topics {
+            for (partition, p) in &t.partitions {
+                let end = if p.ls_offset >= 0 { p.ls_offset } else { p.hi_offset };
+                if *partition >= 0 && end >= 0 {
+                    self.board.set_end(topic, *partition, end);
+                }
+            }
+        }
+    }
+}
 
 impl ConsumerContext for JobContext {
     fn pre_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
@@ -50,7 +67,10 @@ impl ConsumerContext for JobContext {
                 tracing::debug!("group rebalance: revoking {:?}", list(tpl));
                 let _ = self.events.send(Membership::Revoked(list(tpl)));
             }
-            Rebalance::Assign(tpl) => tracing::debug!("group rebalance: assigning {:?}", list(tpl)),
+            Rebalance::Assign(tpl) => {
+                self.board.rebalances.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!("group rebalance: assigning {:?}", list(tpl))
+            }
             // A safety net: rust-rdkafka 0.39 calls this hook only for
             // assignments and revocations, but on an error it would
             // unassign everything.

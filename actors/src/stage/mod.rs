@@ -18,7 +18,6 @@ use crate::kafka::producer::KafkaProducer;
 
 use crate::messages::{Committed, Drain, Elements, FireTimers, Flush, Release, Resume, Shutdown, StageEvent};
 use crate::output::{write_kafka_sinks, write_outputs, KafkaSink, OutputSink};
-use crate::telemetry::instruments;
 
 pub struct StageSpec {
     /// For messages: the stage's transforms, by user name.
@@ -45,9 +44,12 @@ pub struct StageSpec {
     /// Its splittable DoFns' process steps → the data source their residuals
     /// go back to.
     pub residual_sources: BTreeMap<String, String>,
+    /// The task's counters (records written).
+    pub meters: Arc<crate::status_board::TaskMeters>,
 }
 
 mod finalize;
+mod report;
 mod split;
 
 /// A sealed bundle waiting to run.
@@ -196,6 +198,7 @@ impl StageActor {
         let kafka_sinks = self.spec.kafka_sinks.clone();
         let producer = self.spec.producer.clone();
         let pack_elements = self.spec.max_bundle_size as usize;
+        let meters = self.spec.meters.clone();
         let state = self.spec.state.clone();
         // A slow start_bundle could see every split cut before the first
         // restriction began; after one such split, the next keeps it.
@@ -240,8 +243,9 @@ impl StageActor {
             // A bundle run during a commit writes in the next transaction.
             may_write.wait_for(|&through| seq <= through).await.map_err(|_| ("the stage stopped".to_string(), false))?;
             let mut written = result.outputs;
-            write_kafka_sinks(&kafka_sinks, &mut written).await.map_err(|e| (e, true))?;
-            write_outputs(&producer, &outputs, written, pack_elements).await.map_err(|e| (e, true))?;
+            let mut records = write_kafka_sinks(&kafka_sinks, &mut written).await.map_err(|e| (e, true))?;
+            records += write_outputs(&producer, &outputs, written, pack_elements).await.map_err(|e| (e, true))?;
+            meters.records_written.fetch_add(records, std::sync::atomic::Ordering::Relaxed);
             let done = Done { monitoring_infos: result.monitoring_infos, timers: result.timers, splits, residuals: result.residuals };
             Ok::<_, (String, bool)>((done, result.requires_finalization))
         };
@@ -249,9 +253,9 @@ impl StageActor {
             let Some(running) = act.running.take() else { return };
             match result {
                 Ok((Done { monitoring_infos, timers, splits, residuals }, requires_finalization)) => {
-                    let millis = started.elapsed().as_millis() as u64;
-                    instruments().bundles.add(1, &[]);
-                    instruments().bundle_millis.record(millis as f64, &[]);
+                    let took = started.elapsed();
+                    let millis = took.as_millis() as u64;
+                    act.bundle_finished(&running, took);
                     if !monitoring_infos.is_empty() {
                         act.supervisor.do_send(StageEvent::Metrics(monitoring_infos));
                     }

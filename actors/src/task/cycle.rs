@@ -20,7 +20,6 @@ use crate::kafka::transaction::{self, TxnError};
 use crate::messages::{Committed, Flush, Release, Resume};
 use crate::output::report_watermark;
 use crate::state::write_changelog;
-use crate::telemetry::instruments;
 
 const RETRY_EVERY: Duration = Duration::from_millis(200);
 
@@ -119,6 +118,8 @@ impl TaskSupervisor {
         let wm = c.watermark;
         let progress = Progress { epoch: c.epoch, clock: self.progress.clock };
         let changes = c.changes.clone();
+        let bytes: usize = changes.iter().map(|(k, v)| k.len() + v.as_ref().map_or(0, Vec::len)).sum();
+        self.cfg.meters.changelog_bytes.fetch_add(bytes as u64, std::sync::atomic::Ordering::Relaxed);
         tracing::debug!(task = %self.cfg.task, "flushed; output watermark {wm:?}");
         let reports: Vec<(String, u32)> = if wm > self.reported || progress != self.reported_progress {
             self.cfg.targets.iter().map(|t| (t.topic.clone(), t.partitions)).collect()
@@ -172,9 +173,11 @@ impl TaskSupervisor {
                 if !act.lifecycle.is_running() {
                     return;
                 }
+                if result.is_err() {
+                    act.commit_failed();
+                }
                 match result {
                     Ok(()) => {
-                        instruments().commits.add(1, &[]);
                         if let Some(c) = act.cycles.open() {
                             act.committed.extend(c.offsets.iter().map(|(k, v)| (k.clone(), *v)));
                         }
@@ -195,6 +198,7 @@ impl TaskSupervisor {
         let mode = if c.is_final() { CommitMode::Sync } else { CommitMode::Async };
         let offsets = c.offsets.clone();
         if let Err(e) = self.commit_offsets(&offsets, mode) {
+            self.commit_failed();
             if !self.cycles.retry() {
                 return self.kafka_failed(ctx, e);
             }
@@ -217,7 +221,6 @@ impl TaskSupervisor {
                 .map_err(|e| format!("bad offset for {topic}[{partition}]: {e}"))?;
         }
         self.consumer.commit(&tpl, mode).map_err(|e| format!("task {} could not commit offsets: {e}", self.cfg.task))?;
-        instruments().commits.add(1, &[]);
         for (k, v) in changed {
             self.committed.insert(k.clone(), *v);
         }
@@ -231,6 +234,7 @@ impl TaskSupervisor {
             Ok(c) => c,
             Err(e) => return self.fail(ctx, format!("task {}: {e}", self.cfg.task)),
         };
+        self.cycle_committed(&c);
         // Bundles the cycle covered may be finalized now, before the stage
         // starts the next bundle.
         self.stage.do_send(Committed { id: c.id });
@@ -271,6 +275,7 @@ impl TaskSupervisor {
         self.pump(ctx);
         if c.is_final() {
             let _ = self.lifecycle.transition(TaskState::Finished);
+            self.publish_status();
             self.report_dropped();
             self.report_sources();
             self.report_flow("finished");

@@ -19,7 +19,6 @@ use super::cycle::now_millis;
 use super::{upstream_key, TaskSupervisor};
 use crate::messages::{Elements, InputRecord, StageResidual, WatermarkInput, WatermarkReport};
 use crate::side_inputs::SideRecord;
-use crate::telemetry::instruments;
 use beam_kafka_runtime::envelope::{self, Record};
 
 /// Elements for the stage, kept per data source in one message.
@@ -188,7 +187,7 @@ impl TaskSupervisor {
         let mut out = ToStage::default();
         // Values for GroupByKeys count as in flight once sent, below.
         let mut handed = 0u64;
-        let mut data_records = 0u64;
+        let mut kafka_records = 0u64;
         let mut from_sources = false;
         // Values per GroupByKey input topic, and watermark reports: sent
         // once the batch is read, the values first.
@@ -196,6 +195,7 @@ impl TaskSupervisor {
         let mut reports = Vec::new();
         while handed < self.flow.room() {
             let Some(r) = records.pop_front() else { break };
+            kafka_records += 1;
             self.flow.dequeued(1, payload_bytes([&r]));
             let Some(route) = self.cfg.inputs.get_mut(&r.topic) else {
                 return self.fail(ctx, format!("task {} got a record of unexpected topic {}", self.cfg.task, r.topic));
@@ -206,7 +206,6 @@ impl TaskSupervisor {
                     // The bounded read is over: neither processed nor committed.
                     Ok(None) => continue,
                     Ok(Some(element)) => {
-                        data_records += 1;
                         from_sources = true;
                         let source = route.source_transform.clone();
                         if let Err(e) = self.hand_to_stage(&mut out, &source, vec![element]) {
@@ -223,7 +222,6 @@ impl TaskSupervisor {
             };
             match record {
                 Record::Data(values) => {
-                    data_records += values.len() as u64;
                     if self.gbk_actors.contains_key(&r.topic) {
                         handed += values.len() as u64;
                         to_gbks.entry(r.topic.clone()).or_default().extend(values);
@@ -251,7 +249,7 @@ impl TaskSupervisor {
         if from_sources {
             self.update_source_watermarks();
         }
-        instruments().elements_in.add(data_records, &[]);
+        self.cfg.meters.records_read.fetch_add(kafka_records, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Sends what was collected for the stage.

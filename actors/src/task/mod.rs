@@ -44,6 +44,7 @@ use crate::messages::{Drain, GbkEvent, InputRecord, RecordBatch, Shutdown, Stage
 use crate::side_inputs::{SideInputSpec, SideInputs, SideRecord};
 use crate::source::SourceRoute;
 use crate::stage::StageActor;
+use crate::status_board::{Level, StatusBoard, TaskMeters};
 use crate::store::TaskStore;
 use crate::test_stream::ProgressBoard;
 use crate::watermark_aggregator::WatermarkAggregator;
@@ -52,11 +53,15 @@ use beam_kafka_runtime::spec::TimerFamilySpec;
 mod children;
 mod cycle;
 mod input;
+mod report;
 mod side_maps;
 mod sources;
 mod timers;
 
 pub use sources::{upstream_key, SOURCE_UPSTREAM};
+
+/// How often a task publishes its status (the page and the metrics read it).
+const STATUS_EVERY: Duration = Duration::from_secs(1);
 
 /// What tasks report to the job.
 #[derive(Debug)]
@@ -158,6 +163,9 @@ pub struct TaskConfig {
     /// Under a TestStream: where the task tells the driver which step it
     /// has processed in full (committed).
     pub progress_board: Option<ProgressBoard>,
+    /// Where the task publishes its status, and its counters there.
+    pub board: Arc<StatusBoard>,
+    pub meters: Arc<TaskMeters>,
 }
 
 /// A group assignment generation as seen when a task started.
@@ -361,6 +369,8 @@ impl TaskSupervisor {
         }
         self.drop_input();
         self.refund_sources();
+        self.publish_status();
+        self.cfg.board.event(Level::Warning, format!("task {} stopped: {reason}", self.cfg.task));
         if self.cfg.transactional {
             let producer = self.producer.clone();
             tokio::task::spawn_blocking(move || {
@@ -404,6 +414,8 @@ impl TaskSupervisor {
     fn fail(&mut self, ctx: &mut Context<Self>, error: String) {
         if self.lifecycle.stop(TaskState::Closed) {
             self.drop_input();
+            self.publish_status();
+            self.cfg.board.event(Level::Error, format!("task {}: {error}", self.cfg.task));
             let _ = self.events.send(TaskEvent::Failed(error));
         }
         ctx.stop();
@@ -446,6 +458,8 @@ impl Actor for TaskSupervisor {
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         self.start_children(ctx);
+        self.publish_status();
+        ctx.run_interval(STATUS_EVERY, |act, _| act.publish_status());
         if self.cfg.inputs.values().any(|r| r.source.is_some()) {
             ctx.run_interval(sources::SOURCE_TICK, |act, _| act.tick_sources());
         }
@@ -563,6 +577,7 @@ impl Handler<Shutdown> for TaskSupervisor {
             self.report_flow("shut down");
         }
         let _ = self.lifecycle.transition(TaskState::Closed);
+        self.publish_status();
         // A clean close: the store holds exactly the committed changes.
         if let Err(e) = self.store.write_checkpoint(self.changelog_next) {
             tracing::warn!(task = %self.cfg.task, "{e}; the next start rebuilds the store from the changelog");

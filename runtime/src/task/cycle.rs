@@ -73,6 +73,11 @@ pub struct Cycle {
 }
 
 impl Cycle {
+    /// When the cycle began (ms since the epoch).
+    pub fn started_ms(&self) -> i64 {
+        self.started_ms
+    }
+
     /// Whether this cycle ends the task's input (+∞ reported).
     pub fn is_final(&self) -> bool {
         self.watermark == Watermark::PosInf
@@ -86,6 +91,8 @@ pub struct Cycles {
     open: Option<Cycle>,
     /// How long closed cycles took, from request to commit.
     pub durations: DurationStats,
+    /// When the last cycle committed (ms since the epoch).
+    pub last_committed_ms: Option<i64>,
 }
 
 impl Default for Cycles {
@@ -96,7 +103,7 @@ impl Default for Cycles {
 
 impl Cycles {
     pub fn new() -> Cycles {
-        Cycles { next_id: 1, open: None, durations: DurationStats::default() }
+        Cycles { next_id: 1, open: None, durations: DurationStats::default(), last_committed_ms: None }
     }
 
     pub fn is_open(&self) -> bool {
@@ -205,6 +212,7 @@ impl Cycles {
         match self.open.take() {
             Some(c) if c.phase == Phase::Committing => {
                 self.durations.record((now_ms - c.started_ms).max(0) as u64);
+                self.last_committed_ms = Some(now_ms);
                 Ok(c)
             }
             Some(c) => {

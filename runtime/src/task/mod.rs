@@ -9,3 +9,4 @@ pub mod gbk_view;
 pub mod lifecycle;
 pub mod split;
 pub mod stats;
+pub mod status;

@@ -1,0 +1,228 @@
+//! What this process knows of one running job, for the status page and the
+//! exported metrics: each task's latest status (the task publishes a
+//! snapshot of its own core's state), its counters, the job's recent
+//! warnings and errors, the partitions' end offsets (from librdkafka's
+//! statistics, for consumer lag) and how often the group rebalanced.
+//!
+//! A board covers this copy's tasks only; each copy of an application
+//! serves its own page and exports its own metrics (the dashboard adds
+//! them up across copies).
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Instant;
+
+use beam_kafka_runtime::task::status::{ReadRate, TaskStatus};
+use beam_kafka_runtime::topology::TaskId;
+use dashmap::DashMap;
+use opentelemetry::KeyValue;
+
+/// Warnings and errors kept per job.
+const MAX_EVENTS: usize = 200;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Level {
+    Info,
+    Warning,
+    Error,
+}
+
+impl Level {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Level::Info => "info",
+            Level::Warning => "warning",
+            Level::Error => "error",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct BoardEvent {
+    pub time_ms: i64,
+    pub level: Level,
+    pub text: String,
+}
+
+/// Counters a task (and its stage) add to as they go.
+pub struct TaskMeters {
+    pub records_read: AtomicU64,
+    pub records_written: AtomicU64,
+    pub commits: AtomicU64,
+    pub commit_failures: AtomicU64,
+    pub changelog_bytes: AtomicU64,
+    /// The attributes of the task's data points.
+    pub attributes: Vec<KeyValue>,
+}
+
+#[derive(Clone)]
+pub struct TaskEntry {
+    /// The incarnation of the task that registered last.
+    pub incarnation: u64,
+    pub status: TaskStatus,
+    pub meters: Arc<TaskMeters>,
+    pub read_rate: ReadRate,
+}
+
+pub struct StatusBoard {
+    pub job_id: String,
+    pub application_id: String,
+    /// This process: host and pid.
+    pub copy: String,
+    started: Instant,
+    tasks: DashMap<TaskId, TaskEntry>,
+    events: Mutex<VecDeque<BoardEvent>>,
+    pub rebalances: AtomicU64,
+    /// The last stable offset of each partition the job reads, as
+    /// librdkafka last reported it.
+    ends: DashMap<(String, i32), i64>,
+    /// The attributes of the job's data points.
+    pub attributes: Vec<KeyValue>,
+    ended: OnceLock<Instant>,
+}
+
+/// This process as a copy of an application: `host:pid`.
+pub fn this_copy() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "localhost".into());
+    format!("{host}:{}", std::process::id())
+}
+
+fn boards() -> &'static Mutex<Vec<Weak<StatusBoard>>> {
+    static BOARDS: OnceLock<Mutex<Vec<Weak<StatusBoard>>>> = OnceLock::new();
+    BOARDS.get_or_init(Default::default)
+}
+
+/// How long an ended job's metrics are still exported: at least one
+/// export after its end carries its final counts.
+const EXPORTED_AFTER_END: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Every board of a job running in this process, or ended only recently
+/// (for the exported metrics' callbacks).
+pub fn live_boards() -> Vec<Arc<StatusBoard>> {
+    let mut all = boards().lock().expect("boards lock");
+    all.retain(|b| b.upgrade().is_some_and(|b| b.ended_at().is_none_or(|t| t.elapsed() < EXPORTED_AFTER_END)));
+    all.iter().filter_map(Weak::upgrade).collect()
+}
+
+impl StatusBoard {
+    pub fn new(job_id: &str, application_id: &str) -> Arc<StatusBoard> {
+        let copy = this_copy();
+        let attributes = vec![
+            KeyValue::new("beam_kafka.application.id", application_id.to_string()),
+            KeyValue::new("beam_kafka.job.id", job_id.to_string()),
+            KeyValue::new("beam_kafka.copy", copy.clone()),
+        ];
+        let board = Arc::new(StatusBoard {
+            job_id: job_id.into(),
+            application_id: application_id.into(),
+            copy,
+            started: Instant::now(),
+            tasks: DashMap::new(),
+            events: Mutex::new(VecDeque::new()),
+            rebalances: AtomicU64::new(0),
+            ends: DashMap::new(),
+            attributes,
+            ended: OnceLock::new(),
+        });
+        boards().lock().expect("boards lock").push(Arc::downgrade(&board));
+        board
+    }
+
+    pub fn uptime_s(&self) -> f64 {
+        self.ended_at().map_or_else(|| self.started.elapsed(), |end| end.duration_since(self.started)).as_secs_f64()
+    }
+
+    /// The job ended: its metrics stop being exported a little later.
+    pub fn end(&self) {
+        let _ = self.ended.set(Instant::now());
+    }
+
+    pub fn ended_at(&self) -> Option<Instant> {
+        self.ended.get().copied()
+    }
+
+    /// A start of `task` in this process: its counters (kept across its
+    /// restarts here).
+    pub fn register(&self, task: TaskId, incarnation: u64) -> Arc<TaskMeters> {
+        if let Some(mut e) = self.tasks.get_mut(&task) {
+            e.incarnation = e.incarnation.max(incarnation);
+            return e.meters.clone();
+        }
+        let attributes = self.task_attributes(task);
+        let meters = Arc::new(TaskMeters {
+            records_read: AtomicU64::new(0),
+            records_written: AtomicU64::new(0),
+            commits: AtomicU64::new(0),
+            commit_failures: AtomicU64::new(0),
+            changelog_bytes: AtomicU64::new(0),
+            attributes,
+        });
+        let status = TaskStatus::new(beam_kafka_runtime::task::lifecycle::TaskState::Created);
+        self.tasks.entry(task).or_insert(TaskEntry { incarnation, status, meters, read_rate: ReadRate::default() }).meters.clone()
+    }
+
+    /// The attributes of `task`'s data points.
+    pub fn task_attributes(&self, task: TaskId) -> Vec<KeyValue> {
+        let mut attributes = self.attributes.clone();
+        attributes.push(KeyValue::new("beam_kafka.task", task.to_string()));
+        attributes.push(KeyValue::new("beam_kafka.sub_topology", task.sub_topology.to_string()));
+        attributes
+    }
+
+    /// The latest status of a registered task (an earlier incarnation's,
+    /// or one of a task forgotten since, is ignored).
+    pub fn publish(&self, task: TaskId, incarnation: u64, status: TaskStatus) {
+        if let Some(mut e) = self.tasks.get_mut(&task).filter(|e| e.incarnation == incarnation) {
+            let read = e.meters.records_read.load(Ordering::Relaxed);
+            e.read_rate.observe(read, now_ms());
+            e.status = status;
+        }
+    }
+
+    /// The task left this process (its partitions moved).
+    pub fn forget(&self, task: TaskId) {
+        self.tasks.remove(&task);
+    }
+
+    pub fn tasks(&self) -> Vec<(TaskId, TaskEntry)> {
+        let mut all: Vec<_> = self.tasks.iter().map(|e| (*e.key(), e.value().clone())).collect();
+        all.sort_by_key(|(t, _)| *t);
+        all
+    }
+
+    pub fn event(&self, level: Level, text: impl Into<String>) {
+        let mut events = self.events.lock().expect("events lock");
+        if events.len() >= MAX_EVENTS {
+            events.pop_front();
+        }
+        events.push_back(BoardEvent { time_ms: now_ms(), level, text: text.into() });
+    }
+
+    pub fn events(&self) -> Vec<BoardEvent> {
+        self.events.lock().expect("events lock").iter().cloned().collect()
+    }
+
+    pub fn set_end(&self, topic: &str, partition: i32, end: i64) {
+        self.ends.insert((topic.to_string(), partition), end);
+    }
+
+    /// Records between `position` and the partition's end, if known.
+    pub fn lag(&self, topic: &str, partition: i32, position: i64) -> Option<i64> {
+        self.ends.get(&(topic.to_string(), partition)).map(|end| (*end - position).max(0))
+    }
+
+    /// A task's lag over all its input partitions, if any is known.
+    pub fn task_lag(&self, status: &TaskStatus) -> Option<i64> {
+        let lags: Vec<i64> = status.inputs.iter().filter_map(|i| self.lag(&i.topic, i.partition, i.position)).collect();
+        (!lags.is_empty()).then(|| lags.iter().sum())
+    }
+}
+
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}

@@ -1,0 +1,123 @@
+//! The live status page (`--ui-port`): the page itself, its JSON API and
+//! each job's topology picture, over HTTP. Behind the Job API's token when
+//! the server has one: a request carries it as `Authorization: Bearer`, or
+//! a browser opens `/?token=...` once and keeps it in a cookie.
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+
+use crate::auth::Auth;
+use crate::jobs::Jobs;
+use crate::status_api;
+
+const PAGE: &str = include_str!("status_page.html");
+const COOKIE: &str = "beam_kafka_token";
+
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct UiArgs {
+    /// Serve the live status page (and its JSON API) on this port (0 picks
+    /// a free one); off without it.
+    #[arg(long)]
+    ui_port: Option<u16>,
+    /// Address the status page listens on: localhost unless you mean to
+    /// expose it (it is behind the Job API's token, if the server has one).
+    #[arg(long, default_value = "127.0.0.1")]
+    ui_bind: String,
+}
+
+#[derive(Clone)]
+struct Ui {
+    jobs: Arc<Jobs>,
+    auth: Auth,
+}
+
+/// Starts serving if `--ui-port` was given; returns the address.
+pub async fn start(args: &UiArgs, jobs: Arc<Jobs>, auth: Auth) -> anyhow::Result<Option<std::net::SocketAddr>> {
+    let Some(port) = args.ui_port else { return Ok(None) };
+    let listener = tokio::net::TcpListener::bind((args.ui_bind.as_str(), port))
+        .await
+        .with_context(|| format!("cannot listen on {}:{port} for the status page", args.ui_bind))?;
+    let addr = listener.local_addr()?;
+    let app = Router::new()
+        .route("/", get(page))
+        .route("/favicon.ico", get(|| async { StatusCode::NO_CONTENT }))
+        .route("/api/jobs", get(list))
+        .route("/api/jobs/{id}", get(one))
+        .route("/api/jobs/{id}/topology.svg", get(topology))
+        .with_state(Ui { jobs, auth });
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::warn!("the status page stopped: {e}");
+        }
+    });
+    tracing::info!("status page on http://{addr}/");
+    Ok(Some(addr))
+}
+
+/// The token a request presents: the Authorization header or the cookie.
+fn presented(headers: &HeaderMap) -> Option<String> {
+    let bearer = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
+    let cookie = || {
+        headers.get_all(header::COOKIE).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(';')).find_map(|kv| {
+            let (k, v) = kv.trim().split_once('=')?;
+            (k == COOKIE).then(|| v.to_string())
+        })
+    };
+    bearer.map(|b| b.trim().to_string()).or_else(cookie)
+}
+
+fn refused() -> Response {
+    (
+        StatusCode::UNAUTHORIZED,
+        "this status page needs the job server's token: open /?token=<token> once, or send Authorization: Bearer <token>\n",
+    )
+        .into_response()
+}
+
+async fn page(State(ui): State<Ui>, headers: HeaderMap, Query(q): Query<std::collections::HashMap<String, String>>) -> Response {
+    if let Some(token) = q.get("token") {
+        if !ui.auth.accepts(Some(token)) {
+            return refused();
+        }
+        // Kept for the page's own requests; the address bar loses it.
+        let cookie = format!("{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/");
+        return (StatusCode::SEE_OTHER, [(header::SET_COOKIE, cookie), (header::LOCATION, "/".to_string())]).into_response();
+    }
+    if !ui.auth.accepts(presented(&headers).as_deref()) {
+        return refused();
+    }
+    ([(header::CONTENT_TYPE, "text/html; charset=utf-8"), (header::CACHE_CONTROL, "no-store")], PAGE).into_response()
+}
+
+async fn list(State(ui): State<Ui>, headers: HeaderMap) -> Response {
+    if !ui.auth.accepts(presented(&headers).as_deref()) {
+        return refused();
+    }
+    Json(status_api::jobs(&ui.jobs)).into_response()
+}
+
+async fn one(State(ui): State<Ui>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    if !ui.auth.accepts(presented(&headers).as_deref()) {
+        return refused();
+    }
+    match ui.jobs.by_id.get(&id).map(|j| j.clone()) {
+        Some(job) => Json(status_api::job(&job)).into_response(),
+        None => (StatusCode::NOT_FOUND, format!("no job '{id}'\n")).into_response(),
+    }
+}
+
+async fn topology(State(ui): State<Ui>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    if !ui.auth.accepts(presented(&headers).as_deref()) {
+        return refused();
+    }
+    let svg = ui.jobs.by_id.get(&id).and_then(|j| j.topology_svg.get().cloned());
+    match svg {
+        Some(svg) => ([(header::CONTENT_TYPE, "image/svg+xml")], svg).into_response(),
+        None => (StatusCode::NOT_FOUND, format!("no planned job '{id}'\n")).into_response(),
+    }
+}
