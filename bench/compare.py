@@ -5,6 +5,9 @@ figures and ratios (plus a CSV, and a PNG chart when matplotlib is present).
 Peers started here (see bench/PEERS.md for how each is fetched and started):
   beam-kafka-eo   our job server, processing_guarantee=exactly_once
   beam-kafka-alo  the same, at_least_once
+  beam-kafka-eo-otel  exactly_once, exporting metrics and traces over OTLP
+                  (every second) to a receiver process of its own: with
+                  beam-kafka-eo in the same run, the export's cost
   beam-kafka-eo-p2  exactly_once with --sdk_worker_parallelism=2 (two SDK
                   harness processes, through KafkaStreamsRunner) and
                   --internal_parallelism=4
@@ -97,12 +100,14 @@ def _wait_port(port, proc, what, timeout=120):
 class Runner:
   """A runner process started here, with the options a pipeline needs."""
 
-  def __init__(self, name, cmd, port, options, workdir, runner_class='PortableRunner'):
+  def __init__(self, name, cmd, port, options, workdir, runner_class='PortableRunner', env=None, sidecar=None):
     self.name, self.port, self.options = name, port, options
     self.runner_class = runner_class
+    # A process the runner needs, stopped with it.
+    self.sidecar = sidecar
     self.log = open(workdir / ('%s.log' % name), 'wb')
     self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT,
-                                 stdin=subprocess.DEVNULL)
+                                 stdin=subprocess.DEVNULL, env=env)
     _wait_port(port, self.proc, name)
 
   def cpu_seconds(self):
@@ -121,9 +126,29 @@ class Runner:
     except subprocess.TimeoutExpired:
       self.proc.kill()
     self.log.close()
+    if self.sidecar is not None:
+      self.sidecar.stop()
 
 
-def beam_kafka(name, guarantee, binary, bootstrap, workdir, harnesses=1):
+class OtlpSink:
+  """itests/otlp_receiver.py as a process of its own, so what it costs
+  is not counted in this process (the SDK harness's)."""
+
+  def __init__(self, workdir):
+    self.proc = subprocess.Popen(
+        [sys.executable, str(REPO / 'itests' / 'otlp_receiver.py')], stdout=subprocess.PIPE, text=True,
+        stdin=subprocess.DEVNULL)
+    words = self.proc.stdout.readline().split()
+    if len(words) < 4:
+      raise RuntimeError('the OTLP receiver did not start')
+    self.grpc_endpoint = words[1]
+
+  def stop(self):
+    self.proc.terminate()
+    print('otlp receiver: %s' % self.proc.communicate(timeout=30)[0].strip(), flush=True)
+
+
+def beam_kafka(name, guarantee, binary, bootstrap, workdir, harnesses=1, otlp=None):
   """Our job server. With several harnesses the pipeline is submitted by
   KafkaStreamsRunner, whose LOOPBACK harnesses are then processes (Beam's
   LOOPBACK pool would run them as threads of this one process), and the
@@ -133,12 +158,27 @@ def beam_kafka(name, guarantee, binary, bootstrap, workdir, harnesses=1):
          '--expansion-port', str(procstat.free_port()), '--artifacts-dir', str(workdir / (name + '-artifacts')),
          # A job server of this benchmark alone: its options choose freely.
          '--trust-clients']
+  env = None
+  if otlp is not None:
+    cmd += ['--otlp-endpoint', otlp.grpc_endpoint, '--otlp-protocol', 'grpc']
+    env = dict(os.environ, OTEL_METRIC_EXPORT_INTERVAL='1000')
   options = ['--bootstrap_servers=%s' % bootstrap, '--processing_guarantee=%s' % guarantee,
              '--state_dir=%s' % (workdir / (name + '-state'))]
   if harnesses == 1:
-    return Runner(name, cmd, port, options, workdir)
+    return Runner(name, cmd, port, options, workdir, env=env)
   options += ['--sdk_worker_parallelism=%d' % harnesses, '--internal_parallelism=%d' % (2 * harnesses)]
-  return Runner(name, cmd, port, options, workdir, runner_class='beam_kafka.KafkaStreamsRunner')
+  return Runner(name, cmd, port, options, workdir, runner_class='beam_kafka.KafkaStreamsRunner', env=env)
+
+
+def _with_otlp(workdir, make):
+  sink = OtlpSink(workdir)
+  try:
+    runner = make(sink)
+  except BaseException:
+    sink.stop()
+    raise
+  runner.sidecar = sink
+  return runner
 
 
 def python_reference(name, workdir):
@@ -243,6 +283,10 @@ def main():
   ap.add_argument('--flink', default=None,
                   help='a Flink job server libdir (default: fetched by bench/peers/flink.sh)')
   ap.add_argument('--out', default=str(REPO / 'bench' / 'results'))
+  ap.add_argument('--interleave', action='store_true',
+                  help='start every runner first, then take turns run by run (paired samples: for small '
+                       'differences between our own variants, e.g. beam-kafka-eo vs beam-kafka-eo-otel, '
+                       'which drift over a session would otherwise swamp)')
   args = ap.parse_args()
   out = Path(args.out)
   out.mkdir(parents=True, exist_ok=True)
@@ -250,6 +294,8 @@ def main():
   makers = {
       'beam-kafka-eo': lambda: beam_kafka('beam-kafka-eo', 'exactly_once', args.binary, args.bootstrap_servers, workdir),
       'beam-kafka-alo': lambda: beam_kafka('beam-kafka-alo', 'at_least_once', args.binary, args.bootstrap_servers, workdir),
+      'beam-kafka-eo-otel': lambda: _with_otlp(workdir, lambda sink: beam_kafka(
+          'beam-kafka-eo-otel', 'exactly_once', args.binary, args.bootstrap_servers, workdir, otlp=sink)),
       'beam-kafka-eo-p2': lambda: beam_kafka('beam-kafka-eo-p2', 'exactly_once', args.binary, args.bootstrap_servers,
                                              workdir, harnesses=2),
       'python-ref': lambda: python_reference('python-ref', workdir),
@@ -259,19 +305,38 @@ def main():
   runners = args.runners.split(',')
   workloads = args.workloads.split(',')
   rows = []
+
+  def measure(runner, w, i):
+    m = run_once(runner, w, args.elements, args.keys)
+    measured = i >= args.warmup
+    print('%-15s %-16s %s %6.2f s %10.0f el/s runner %.2f cpu-s sdk %.2f cpu-s %.0f MB' % (
+        runner.name, w, 'run   ' if measured else 'warmup', m['wall_s'], m['elements_per_s'],
+        m['runner_cpu_s'], m['sdk_cpu_s'], m['runner_peak_rss_mb']), flush=True)
+    if measured:
+      rows.append(dict(runner=runner.name, workload=w, run=i - args.warmup, **m))
+
+  if args.interleave:
+    started = []
+    try:
+      for name in runners:
+        started.append(makers[name]())
+      for w in workloads:
+        for i in range(args.warmup + args.repeat):
+          # Each round in another order, so neither always goes first.
+          for runner in (started if i % 2 == 0 else started[::-1]):
+            measure(runner, w, i)
+    finally:
+      for runner in started:
+        runner.stop()
+    report(rows, runners, workloads, out, args)
+    return
   for name in runners:
     # One runner at a time: the peers never compete for the cores.
     runner = makers[name]()
     try:
       for w in workloads:
         for i in range(args.warmup + args.repeat):
-          m = run_once(runner, w, args.elements, args.keys)
-          measured = i >= args.warmup
-          print('%-15s %-16s %s %6.2f s %10.0f el/s runner %.2f cpu-s sdk %.2f cpu-s %.0f MB' % (
-              name, w, 'run   ' if measured else 'warmup', m['wall_s'], m['elements_per_s'],
-              m['runner_cpu_s'], m['sdk_cpu_s'], m['runner_peak_rss_mb']), flush=True)
-          if measured:
-            rows.append(dict(runner=name, workload=w, run=i - args.warmup, **m))
+          measure(runner, w, i)
     finally:
       runner.stop()
   report(rows, runners, workloads, out, args)
@@ -307,6 +372,11 @@ def report(rows, runners, workloads, out, args):
       for o in ours:
         parts = ['%s %.2fx' % (p, med[(w, o)] / med[(w, p)]) for p in peers if (w, p) in med and (w, o) in med]
         print('%-16s %-15s %s' % (w, o, '  '.join(parts)))
+  if 'beam-kafka-eo' in runners and 'beam-kafka-eo-otel' in runners:
+    print('\nOpenTelemetry export (beam-kafka-eo-otel / beam-kafka-eo throughput; 1.00 costs nothing)')
+    for w in workloads:
+      if (w, 'beam-kafka-eo') in med and (w, 'beam-kafka-eo-otel') in med:
+        print('%-16s %.3f' % (w, med[(w, 'beam-kafka-eo-otel')] / med[(w, 'beam-kafka-eo')]))
   chart(med, runners, workloads, out)
   print('\nCSV: %s' % (out / 'sdk_bound.csv'))
 

@@ -69,6 +69,7 @@ EXPORTED: Tuple[Exported, ...] = (
     Exported('beam_kafka.task.restore.duration', 'histogram', 's', False, 'task'),
     Exported('beam_kafka.tasks.running', 'gauge', '{task}', False, 'copy'),
     Exported('beam_kafka.rebalances', 'sum', '{rebalance}', True, 'copy'),
+    Exported('beam_kafka.job.state', 'gauge', '{state}', False, 'job'),
     Exported('beam_kafka.job.uptime', 'gauge', 's', False, 'job'),
 )
 

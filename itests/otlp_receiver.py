@@ -200,7 +200,10 @@ class _HttpHandler(http.server.BaseHTTPRequestHandler):
 class OtlpReceiver:
   """Receives OTLP metrics and traces on 127.0.0.1 (gRPC and HTTP ports)."""
 
-  def __init__(self):
+  def __init__(self, count_only=False):
+    # count_only: keep counts, not data (a long benchmark run).
+    self._count_only = count_only
+    self.received = {'metrics': 0, 'spans': 0}
     self._lock = threading.Lock()
     self._metrics = []
     self._spans = []
@@ -248,6 +251,10 @@ class OtlpReceiver:
 
   def _add(self, metrics, spans):
     with self._lock:
+      self.received['metrics'] += len(metrics)
+      self.received['spans'] += len(spans)
+      if self._count_only:
+        return
       self._metrics.extend(metrics)
       self._spans.extend(spans)
 
@@ -288,3 +295,22 @@ class OtlpReceiver:
     with self._lock:
       self._metrics.clear()
       self._spans.clear()
+
+
+def main():
+  """A receiver of its own, for a benchmark: prints its endpoints, then
+  what it received when stopped (SIGTERM or Ctrl-C)."""
+  import signal
+  stop = threading.Event()
+  signal.signal(signal.SIGTERM, lambda *_: stop.set())
+  with OtlpReceiver(count_only=True) as r:
+    print('grpc %s http %s' % (r.grpc_endpoint, r.http_endpoint), flush=True)
+    try:
+      stop.wait()
+    except KeyboardInterrupt:
+      pass
+    print('received %(metrics)d metric(s), %(spans)d span(s)' % r.received, flush=True)
+
+
+if __name__ == '__main__':
+  main()

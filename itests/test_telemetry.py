@@ -2,7 +2,10 @@
 job server that exports over OTLP/gRPC to a real OTLP receiver (built on
 the official protobufs), and a batch job on one exporting over
 OTLP/HTTP. Every metric the dashboard may query arrives with its kind,
-unit and attributes; the user's counter and a commit cycle's span too."""
+unit and attributes; the user's counter and a commit cycle's span too.
+And with --metrics-port alone, Prometheus can scrape the same metrics."""
+
+import time
 
 import pytest
 
@@ -83,6 +86,9 @@ def test_task_metrics_user_counters_and_commit_spans_arrive(
       if m.scope == 'task':
         assert a['beam_kafka.task'].count('_') == 1, a
         assert a['beam_kafka.sub_topology'] == a['beam_kafka.task'].split('_')[0]
+  states = {p['attributes']['beam_kafka.job.state']
+            for _, p in _points_of(receiver, 'beam_kafka.job.state', app_id)}
+  assert 'RUNNING' in states, states
   # The resource says which service and copy.
   resource = _points_of(receiver, 'beam_kafka.job.uptime', app_id)[0][0]['resource']
   assert resource['service.name'] == 'beam-kafka-itest', resource
@@ -119,6 +125,8 @@ def test_task_metrics_user_counters_and_commit_spans_arrive(
   assert 'beam_kafka.cycle.output_watermark' in span['attributes']
   assert span['resource']['service.name'] == 'beam-kafka-itest'
   # Job lifecycle and restore spans.
+  assert any(s['attributes'].get('beam_kafka.application.id') == app_id
+             for s in receiver.spans_named('beam_kafka.job.prepare'))
   for name in ['beam_kafka.job.plan', 'beam_kafka.job.harnesses',
                'beam_kafka.job.start', 'beam_kafka.task.restore']:
     assert any(s['attributes'].get('beam_kafka.application.id') == app_id
@@ -164,3 +172,51 @@ def test_a_batch_job_exports_over_http(http_server, receiver, broker, tmp_path):
   assert receiver.wait_for(commits_over_http, timeout=60), http_server.log()[-3000:]
   resource = _points_of(receiver, 'beam_kafka.task.commits', app_id)[0][0]['resource']
   assert resource['service.name'] == 'beam-kafka', resource
+
+
+@pytest.fixture(scope='module')
+def scraped_server(binary, tmp_path_factory):
+  s = ObservedServer(binary, tmp_path_factory.mktemp('prometheus'),
+                     extra=['--metrics-port', '0'])
+  yield s
+  s.stop()
+
+
+def test_prometheus_scrape_without_a_collector(scraped_server, broker, tmp_path):
+  """--metrics-port alone: /metrics serves what the dashboard queries, named
+  as a collector would name it."""
+  import re
+  import urllib.request
+  m = re.search(r'Prometheus metrics on (http://\S+)', scraped_server.log())
+  assert m, scraped_server.log()
+  url = m.group(1)
+  app_id = make_app_id('prometheus')
+  job = StreamingJob(scraped_server, broker, app_id, tmp_path,
+                     unique_topic('prom-in'), unique_topic('prom-out')).start()
+  try:
+    wanted = {}
+    for e in EXPORTED:
+      for name in prometheus_name(e.name, e.unit, e.kind, e.monotonic):
+        wanted[name] = e
+    label = 'beam_kafka_application_id="%s"' % app_id
+    deadline = time.monotonic() + 90
+    while True:
+      text = urllib.request.urlopen(url, timeout=10).read().decode()
+      ours = [l for l in text.splitlines() if label in l]
+      present = {l.split('{', 1)[0] for l in ours}
+      user = [l for l in ours if l.startswith('beam_user_%s_%s' % (COUNTER_NAMESPACE, COUNTER_NAME))]
+      if set(wanted) <= present and user:
+        break
+      assert time.monotonic() < deadline, 'missing: %s' % sorted(set(wanted) - present)
+      time.sleep(1)
+  finally:
+    job.cancel()
+  assert '# TYPE messaging_client_consumed_messages_total counter' in text
+  assert '# TYPE beam_kafka_task_commit_duration_seconds histogram' in text
+  assert re.search(r'^target_info\{.*service_name="beam-kafka"', text, re.M), text[:2000]
+  consumed = [l for l in ours if l.startswith('messaging_client_consumed_messages_total{')]
+  assert all('beam_kafka_task="' in l for l in consumed), consumed
+  assert sum(float(l.rsplit(' ', 1)[1]) for l in consumed
+             if 'beam_kafka_sub_topology="0"' in l) == 30, consumed
+  queried = metric_names_in_queries(load_dashboard())
+  assert queried <= present, queried - present

@@ -434,9 +434,10 @@ fn revoke(
                 routes.remove(p);
             }
             gone.addr.do_send(Shutdown);
-            board.forget(*t);
         }
     }
+    // Also tasks whose start was under way or failed: none is running here.
+    board.keep_only(|t| live.contains_key(t));
     !moving.is_empty()
 }
 

@@ -79,6 +79,8 @@ pub struct StatusBoard {
     /// The attributes of the job's data points.
     pub attributes: Vec<KeyValue>,
     ended: OnceLock<Instant>,
+    /// The job's state as the Job API names it (RUNNING, DONE, ...).
+    state: Mutex<String>,
 }
 
 /// This process as a copy of an application: `host:pid`.
@@ -128,6 +130,7 @@ impl StatusBoard {
             ends: DashMap::new(),
             attributes,
             ended: OnceLock::new(),
+            state: Mutex::new(String::new()),
         });
         boards().lock().expect("boards lock").push(Arc::downgrade(&board));
         board
@@ -135,6 +138,14 @@ impl StatusBoard {
 
     pub fn uptime_s(&self) -> f64 {
         self.ended_at().map_or_else(|| self.started.elapsed(), |end| end.duration_since(self.started)).as_secs_f64()
+    }
+
+    pub fn set_state(&self, state: &str) {
+        *self.state.lock().expect("state lock") = state.to_string();
+    }
+
+    pub fn state(&self) -> String {
+        self.state.lock().expect("state lock").clone()
     }
 
     /// The job ended: its metrics stop being exported a little later.
@@ -174,6 +185,14 @@ impl StatusBoard {
         attributes
     }
 
+    /// `task` is restoring its state here (before it registers).
+    pub fn restoring(&self, task: TaskId) {
+        self.register(task, 0);
+        if let Some(mut e) = self.tasks.get_mut(&task) {
+            e.status = TaskStatus::new(beam_kafka_runtime::task::lifecycle::TaskState::Restoring);
+        }
+    }
+
     /// The latest status of a registered task (an earlier incarnation's,
     /// or one of a task forgotten since, is ignored).
     pub fn publish(&self, task: TaskId, incarnation: u64, status: TaskStatus) {
@@ -187,6 +206,12 @@ impl StatusBoard {
     /// The task left this process (its partitions moved).
     pub fn forget(&self, task: TaskId) {
         self.tasks.remove(&task);
+    }
+
+    /// Forgets every task but those `live` keeps (after a revocation, or
+    /// a start that failed: what is not running here is not shown).
+    pub fn keep_only(&self, live: impl Fn(&TaskId) -> bool) {
+        self.tasks.retain(|t, _| live(t));
     }
 
     pub fn tasks(&self) -> Vec<(TaskId, TaskEntry)> {
@@ -225,4 +250,98 @@ impl StatusBoard {
 
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use beam_kafka_runtime::task::lifecycle::TaskState;
+    use beam_kafka_runtime::task::status::InputPosition;
+
+    fn task(p: u32) -> TaskId {
+        TaskId { sub_topology: 1, partition: p }
+    }
+
+    fn running_at(position: i64) -> TaskStatus {
+        let mut s = TaskStatus::new(TaskState::Running);
+        s.inputs = vec![InputPosition { topic: "t".into(), partition: 0, position, committed: None }];
+        s
+    }
+
+    #[test]
+    fn only_the_latest_incarnation_publishes() {
+        let board = StatusBoard::new("job", "app");
+        let meters = board.register(task(0), 1);
+        meters.records_read.fetch_add(5, Ordering::Relaxed);
+        board.publish(task(0), 1, running_at(5));
+        // A restart in this process keeps the counters.
+        assert!(Arc::ptr_eq(&meters, &board.register(task(0), 2)));
+        board.publish(task(0), 1, TaskStatus::new(TaskState::Closed));
+        assert_eq!(board.tasks()[0].1.status.state, TaskState::Running, "the old incarnation's last word is ignored");
+        board.publish(task(0), 2, running_at(7));
+        assert_eq!(board.tasks()[0].1.status.inputs[0].position, 7);
+        board.forget(task(0));
+        board.publish(task(0), 2, running_at(9));
+        assert!(board.tasks().is_empty(), "a forgotten task stays forgotten");
+    }
+
+    #[test]
+    fn a_task_restoring_shows_then_registers() {
+        let board = StatusBoard::new("job", "app");
+        board.restoring(task(1));
+        board.restoring(task(2));
+        assert_eq!(board.tasks()[0].1.status.state, TaskState::Restoring);
+        assert!(board.tasks()[0].1.status.waiting()[0].contains("restoring"));
+        board.register(task(1), 4);
+        board.publish(task(1), 4, running_at(0));
+        assert_eq!(board.tasks()[0].1.status.state, TaskState::Running);
+        // Task 2's start failed: it is not running here.
+        board.keep_only(|t| *t == task(1));
+        assert_eq!(board.tasks().len(), 1);
+    }
+
+    #[test]
+    fn lag_is_the_end_minus_the_position() {
+        let board = StatusBoard::new("job", "app");
+        let status = running_at(40);
+        assert_eq!(board.task_lag(&status), None, "no end known yet");
+        board.set_end("t", 0, 100);
+        assert_eq!(board.task_lag(&status), Some(60));
+        assert_eq!(board.lag("t", 0, 120), Some(0), "never negative");
+    }
+
+    #[test]
+    fn attributes_name_the_application_job_copy_and_task() {
+        let board = StatusBoard::new("job-1", "app-1");
+        let a = board.task_attributes(task(3));
+        let get = |k: &str| a.iter().find(|kv| kv.key.as_str() == k).map(|kv| kv.value.to_string());
+        assert_eq!(get("beam_kafka.application.id").as_deref(), Some("app-1"));
+        assert_eq!(get("beam_kafka.job.id").as_deref(), Some("job-1"));
+        assert_eq!(get("beam_kafka.task").as_deref(), Some("1_3"));
+        assert_eq!(get("beam_kafka.sub_topology").as_deref(), Some("1"));
+        assert!(get("beam_kafka.copy").is_some_and(|c| c.ends_with(&format!(":{}", std::process::id()))));
+    }
+
+    #[test]
+    fn an_ended_job_is_exported_a_while_then_dropped() {
+        let board = StatusBoard::new("ended-job", "app");
+        assert!(live_boards().iter().any(|b| Arc::ptr_eq(b, &board)));
+        board.end();
+        assert!(live_boards().iter().any(|b| Arc::ptr_eq(b, &board)), "its final counts still go out");
+        let id = board.job_id.clone();
+        drop(board);
+        assert!(!live_boards().iter().any(|b| b.job_id == id), "a dropped board is gone");
+    }
+
+    #[test]
+    fn events_keep_the_latest() {
+        let board = StatusBoard::new("job", "app");
+        for i in 0..MAX_EVENTS + 3 {
+            board.event(Level::Warning, format!("e{i}"));
+        }
+        let events = board.events();
+        assert_eq!(events.len(), MAX_EVENTS);
+        assert_eq!(events.last().unwrap().text, format!("e{}", MAX_EVENTS + 2));
+        assert_eq!(events[0].text, "e3");
+    }
 }

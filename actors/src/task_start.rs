@@ -451,6 +451,9 @@ pub(crate) async fn start_assigned(
     let began = Instant::now();
     let txn_producers = transactional_producers(input, &to_start).await?;
     tracing::debug!("tasks {to_start:?}: producers ready after {:?}", began.elapsed());
+    for t in &to_start {
+        input.board.restoring(*t);
+    }
     let mut restored = restore_states(input, &to_start).await?;
     tracing::debug!("tasks {to_start:?}: state restored after {:?}", began.elapsed());
     let partitions: Vec<(String, i32)> = to_start.iter().flat_map(|t| task_partitions(input, *t)).collect();

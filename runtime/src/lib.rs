@@ -28,6 +28,7 @@ mod panes;
 pub mod partition;
 pub mod pickle;
 pub mod progress;
+pub mod prometheus;
 pub mod row;
 pub mod sdf;
 pub mod side_input;

@@ -164,6 +164,7 @@ async fn prepare_and_run(
     tracing::info!(job = %job.id, "plan:\n{}", plan.describe(&graph));
     let board = StatusBoard::new(&job.id, &job.runner_options.application_id);
     let _ = job.topology_svg.set(plan.to_svg(&graph));
+    board.set_state(State::try_from(job.state().state).unwrap_or(State::Unspecified).as_str_name());
     let _ = job.board.set(board.clone());
     let mut attributes = board.attributes.clone();
     attributes.push(KeyValue::new("beam_kafka.sub_topologies", plan.sub_topologies.len() as i64));

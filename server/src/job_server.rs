@@ -118,7 +118,7 @@ pub async fn serve(args: JobServerArgs) -> anyhow::Result<()> {
         }))
         .serve_with_incoming(beam_kafka_fnapi::incoming(retrieval_listener));
     let jobs = Arc::new(jobs::Jobs::default());
-    let exporting = otel::install(&args.otel, Vec::new())?;
+    let exporting = otel::install(&args.otel, Vec::new()).await?;
     if exporting.is_some() {
         crate::user_metrics::enable();
     }

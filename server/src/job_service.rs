@@ -36,6 +36,7 @@ impl jm::job_service_server::JobService for JobService {
     type GetMessageStreamStream = MessageStream;
 
     async fn prepare(&self, request: Request<jm::PrepareJobRequest>) -> Result<Response<jm::PrepareJobResponse>, Status> {
+        let began = std::time::SystemTime::now();
         let (metadata, _, req) = request.into_parts();
         let mut opts = req.pipeline_options.unwrap_or_default();
         self.auth.check("Prepare", &metadata, Some(&mut opts))?;
@@ -47,8 +48,15 @@ impl jm::job_service_server::JobService for JobService {
         }
         let name = options::text(&opts, "job_name").filter(|n| !n.is_empty()).unwrap_or(req.job_name);
         let preparation_id = format!("prep-{}", uuid::Uuid::new_v4());
+        let transforms = pipeline.components.as_ref().map_or(0, |c| c.transforms.len());
+        let attributes = vec![
+            opentelemetry::KeyValue::new("beam_kafka.application.id", runner_options.application_id.clone()),
+            opentelemetry::KeyValue::new("beam_kafka.preparation.id", preparation_id.clone()),
+            opentelemetry::KeyValue::new("beam_kafka.pipeline.transforms", transforms as i64),
+        ];
         let job = Job::new(String::new(), name, preparation_id.clone(), pipeline, opts, runner_options);
         self.jobs.by_id.insert(preparation_id.clone(), Arc::new(job));
+        beam_kafka_actors::telemetry::past_span("beam_kafka.job.prepare", began, std::time::SystemTime::now(), attributes);
         Ok(Response::new(jm::PrepareJobResponse {
             preparation_id: preparation_id.clone(),
             artifact_staging_endpoint: Some(beam_kafka_proto::pipeline::ApiServiceDescriptor {

@@ -110,6 +110,9 @@ impl Job {
                 true
             }
         });
+        if let (true, Some(board)) = (changed, self.board.get()) {
+            board.set_state(s.as_str_name());
+        }
         if changed && is_terminal(s as i32) {
             *self.ended.lock().expect("lock") = Some(std::time::Instant::now());
         }

@@ -12,6 +12,7 @@ mod metrics;
 mod options;
 mod otel;
 mod policy;
+mod prometheus;
 mod run;
 mod status_api;
 mod status_server;

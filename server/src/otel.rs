@@ -21,20 +21,29 @@ pub struct OtelArgs {
     /// else grpc for a :4317 endpoint and http/protobuf otherwise.
     #[arg(long)]
     otlp_protocol: Option<String>,
+    /// Serve the same metrics for Prometheus to scrape at /metrics on this
+    /// port (0 picks a free one), with or without an OTLP endpoint.
+    #[arg(long)]
+    metrics_port: Option<u16>,
+    /// Address /metrics listens on.
+    #[arg(long, default_value = "127.0.0.1")]
+    metrics_bind: String,
 }
 
 /// The installed providers; dropping it flushes and shuts them down.
 pub struct Exporting {
     meters: SdkMeterProvider,
-    tracer: SdkTracerProvider,
+    tracer: Option<SdkTracerProvider>,
 }
 
 impl Drop for Exporting {
     fn drop(&mut self) {
         let _ = self.meters.force_flush();
-        let _ = self.tracer.force_flush();
         let _ = self.meters.shutdown();
-        let _ = self.tracer.shutdown();
+        if let Some(t) = &self.tracer {
+            let _ = t.force_flush();
+            let _ = t.shutdown();
+        }
     }
 }
 
@@ -62,53 +71,86 @@ fn signal_url(base: &str, path: &str) -> String {
     format!("{}/{path}", base.trim_end_matches('/'))
 }
 
-/// Installs the exporting providers if an endpoint is configured, and the
-/// observers of the running jobs; `attributes` go into the resource.
-pub fn install(args: &OtelArgs, attributes: Vec<KeyValue>) -> anyhow::Result<Option<Exporting>> {
+/// Installs the exporting providers if an OTLP endpoint or a metrics port
+/// is configured, and the observers of the running jobs; `attributes` go
+/// into the resource.
+pub async fn install(args: &OtelArgs, attributes: Vec<KeyValue>) -> anyhow::Result<Option<Exporting>> {
     if std::env::var("OTEL_SDK_DISABLED").is_ok_and(|v| v.eq_ignore_ascii_case("true")) {
         return Ok(None);
     }
     let flag_endpoint = args.otlp_endpoint.clone().filter(|s| !s.is_empty());
-    let Some(endpoint) = flag_endpoint.clone().or_else(endpoint_from_env) else { return Ok(None) };
-    let env_protocol = std::env::var("OTEL_EXPORTER_OTLP_PROTOCOL").ok();
-    let protocol = protocol(args.otlp_protocol.as_deref(), env_protocol.as_deref(), &endpoint)?;
+    let endpoint = flag_endpoint.clone().or_else(endpoint_from_env);
+    if endpoint.is_none() && args.metrics_port.is_none() {
+        return Ok(None);
+    }
     let resource = resource(attributes);
-    let (metrics, spans) = match protocol {
+    let mut meters = SdkMeterProvider::builder().with_resource(resource.clone());
+    let mut tracer = None;
+    if let Some(endpoint) = &endpoint {
+        let env_protocol = std::env::var("OTEL_EXPORTER_OTLP_PROTOCOL").ok();
+        let protocol = protocol(args.otlp_protocol.as_deref(), env_protocol.as_deref(), endpoint)?;
+        let (metrics, spans) = exporters(protocol, flag_endpoint.as_deref());
+        let metrics = metrics.with_context(|| format!("cannot export metrics to {endpoint}"))?;
+        let spans = spans.with_context(|| format!("cannot export traces to {endpoint}"))?;
+        // Exports run on the tokio runtime: gRPC and hyper clients need one.
+        let reader = opentelemetry_sdk::metrics::periodic_reader_with_async_runtime::PeriodicReader::builder(
+            metrics,
+            opentelemetry_sdk::runtime::Tokio,
+        )
+        .build();
+        meters = meters.with_reader(reader);
+        let batch = opentelemetry_sdk::trace::span_processor_with_async_runtime::BatchSpanProcessor::builder(
+            spans,
+            opentelemetry_sdk::runtime::Tokio,
+        )
+        .build();
+        tracer = Some(SdkTracerProvider::builder().with_resource(resource).with_span_processor(batch).build());
+        tracing::info!("exporting metrics and traces over OTLP ({protocol:?}) to {endpoint}");
+    }
+    let scrape = args.metrics_port.map(|_| crate::prometheus::SharedReader::new());
+    if let Some(reader) = &scrape {
+        meters = meters.with_reader(reader.clone());
+    }
+    let meters = meters.build();
+    opentelemetry::global::set_meter_provider(meters.clone());
+    if let Some(t) = &tracer {
+        opentelemetry::global::set_tracer_provider(t.clone());
+    }
+    beam_kafka_actors::telemetry::observe::register_observers();
+    if let (Some(reader), Some(port)) = (scrape, args.metrics_port) {
+        crate::prometheus::serve(&args.metrics_bind, port, reader).await?;
+    }
+    Ok(Some(Exporting { meters, tracer }))
+}
+
+type Built<T> = Result<T, opentelemetry_otlp::ExporterBuildError>;
+
+/// The OTLP exporters of `protocol`, to the flag's endpoint or the
+/// environment's.
+fn exporters(
+    protocol: Protocol,
+    flag_endpoint: Option<&str>,
+) -> (Built<opentelemetry_otlp::MetricExporter>, Built<opentelemetry_otlp::SpanExporter>) {
+    match protocol {
         Protocol::Grpc => {
             let mut m = opentelemetry_otlp::MetricExporter::builder().with_tonic();
             let mut s = opentelemetry_otlp::SpanExporter::builder().with_tonic();
-            if let Some(e) = &flag_endpoint {
-                m = m.with_endpoint(e.clone());
-                s = s.with_endpoint(e.clone());
+            if let Some(e) = flag_endpoint {
+                m = m.with_endpoint(e);
+                s = s.with_endpoint(e);
             }
             (m.build(), s.build())
         }
         _ => {
             let mut m = opentelemetry_otlp::MetricExporter::builder().with_http().with_protocol(Protocol::HttpBinary);
             let mut s = opentelemetry_otlp::SpanExporter::builder().with_http().with_protocol(Protocol::HttpBinary);
-            if let Some(e) = &flag_endpoint {
+            if let Some(e) = flag_endpoint {
                 m = m.with_endpoint(signal_url(e, "v1/metrics"));
                 s = s.with_endpoint(signal_url(e, "v1/traces"));
             }
             (m.build(), s.build())
         }
-    };
-    let metrics = metrics.with_context(|| format!("cannot export metrics to {endpoint}"))?;
-    let spans = spans.with_context(|| format!("cannot export traces to {endpoint}"))?;
-    // Exports run on the tokio runtime: gRPC and hyper clients need one.
-    let reader =
-        opentelemetry_sdk::metrics::periodic_reader_with_async_runtime::PeriodicReader::builder(metrics, opentelemetry_sdk::runtime::Tokio)
-            .build();
-    let meters = SdkMeterProvider::builder().with_resource(resource.clone()).with_reader(reader).build();
-    let batch =
-        opentelemetry_sdk::trace::span_processor_with_async_runtime::BatchSpanProcessor::builder(spans, opentelemetry_sdk::runtime::Tokio)
-            .build();
-    let tracer = SdkTracerProvider::builder().with_resource(resource).with_span_processor(batch).build();
-    opentelemetry::global::set_meter_provider(meters.clone());
-    opentelemetry::global::set_tracer_provider(tracer.clone());
-    beam_kafka_actors::telemetry::observe::register_observers();
-    tracing::info!("exporting metrics and traces over OTLP ({protocol:?}) to {endpoint}");
-    Ok(Some(Exporting { meters, tracer }))
+    }
 }
 
 /// The process as a resource: the service (named by OTEL_SERVICE_NAME, else

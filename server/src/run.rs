@@ -124,7 +124,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         opentelemetry::KeyValue::new("beam_kafka.application.id", runner_options.application_id.clone()),
         opentelemetry::KeyValue::new("beam_kafka.job.id", id.clone()),
     ];
-    let exporting = otel::install(&args.otel, resource)?;
+    let exporting = otel::install(&args.otel, resource).await?;
     if exporting.is_some() {
         crate::user_metrics::enable();
     }

@@ -121,3 +121,35 @@ async fn topology(State(ui): State<Ui>, headers: HeaderMap, Path(id): Path<Strin
         None => (StatusCode::NOT_FOUND, format!("no planned job '{id}'\n")).into_response(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn headers(pairs: &[(header::HeaderName, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(k.clone(), HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn the_token_comes_from_the_header_or_the_cookie() {
+        assert_eq!(presented(&headers(&[(header::AUTHORIZATION, "Bearer abc ")])).as_deref(), Some("abc"));
+        let cookies = headers(&[(header::COOKIE, "theme=dark; beam_kafka_token=s3cret"), (header::COOKIE, "other=1")]);
+        assert_eq!(presented(&cookies).as_deref(), Some("s3cret"));
+        assert_eq!(presented(&headers(&[(header::COOKIE, "beam_kafka_tokenX=no")])), None);
+        assert_eq!(presented(&HeaderMap::new()), None);
+    }
+
+    #[test]
+    fn a_server_with_a_token_refuses_other_tokens() {
+        let auth = Auth::new(Some("0123456789abcdef".into()));
+        assert!(auth.accepts(Some("0123456789abcdef")));
+        assert!(!auth.accepts(Some("0123456789abcdeX")));
+        assert!(!auth.accepts(None));
+        assert!(Auth::default().accepts(None), "without a token, anyone on the bound address");
+    }
+}

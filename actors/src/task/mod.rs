@@ -370,6 +370,7 @@ impl TaskSupervisor {
         self.drop_input();
         self.refund_sources();
         self.publish_status();
+        self.cycle_abandoned(&reason);
         self.cfg.board.event(Level::Warning, format!("task {} stopped: {reason}", self.cfg.task));
         if self.cfg.transactional {
             let producer = self.producer.clone();
@@ -415,6 +416,7 @@ impl TaskSupervisor {
         if self.lifecycle.stop(TaskState::Closed) {
             self.drop_input();
             self.publish_status();
+            self.cycle_abandoned(&error);
             self.cfg.board.event(Level::Error, format!("task {}: {error}", self.cfg.task));
             let _ = self.events.send(TaskEvent::Failed(error));
         }

@@ -10,7 +10,7 @@ use opentelemetry::KeyValue;
 
 use super::cycle::now_millis;
 use super::TaskSupervisor;
-use crate::telemetry::{at_millis, instruments, past_span};
+use crate::telemetry::{at_millis, instruments, past_failed_span, past_span};
 
 impl TaskSupervisor {
     fn status(&self) -> TaskStatus {
@@ -73,6 +73,16 @@ impl TaskSupervisor {
             KeyValue::new("beam_kafka.cycle.output_watermark", beam_kafka_runtime::task::status::watermark_text(c.watermark)),
         ]);
         past_span("beam_kafka.commit_cycle", at_millis(c.started_ms()), at_millis(now), attributes);
+    }
+
+    /// The task stops without committing its open cycle: a failed span,
+    /// so a slow or stuck cycle shows in the trace with why it ended.
+    pub(super) fn cycle_abandoned(&self, reason: &str) {
+        let Some(c) = self.cycles.open() else { return };
+        let mut attributes = self.cfg.meters.attributes.clone();
+        attributes.push(KeyValue::new("beam_kafka.cycle.id", c.id as i64));
+        attributes.push(KeyValue::new("beam_kafka.cycle.phase", format!("{:?}", c.phase)));
+        past_failed_span("beam_kafka.commit_cycle", at_millis(c.started_ms()), at_millis(now_millis()), attributes, reason);
     }
 
     /// A commit attempt failed (it may be retried).

@@ -23,10 +23,17 @@ pub fn register_observers() {
     });
 }
 
-fn per_task<T: Copy + 'static>(observe: &dyn AsyncInstrument<T>, f: &Observer<T>) {
+/// Observes `f` of every task of every live board; `messaging` adds the
+/// messaging conventions' `messaging.system`.
+fn per_task<T: Copy + 'static>(observe: &dyn AsyncInstrument<T>, f: &Observer<T>, messaging: bool) {
     for board in live_boards() {
         for (_, entry) in board.tasks() {
-            if let Some(v) = f(&board, &entry) {
+            let Some(v) = f(&board, &entry) else { continue };
+            if messaging {
+                let mut a = entry.meters.attributes.clone();
+                a.push(KeyValue::new("messaging.system", "kafka"));
+                observe.observe(v, &a);
+            } else {
                 observe.observe(v, &entry.meters.attributes);
             }
         }
@@ -40,60 +47,53 @@ fn seconds(w: Watermark) -> Option<f64> {
     }
 }
 
-fn messaging(entry: &TaskEntry) -> Vec<KeyValue> {
-    let mut a = entry.meters.attributes.clone();
-    a.push(KeyValue::new("messaging.system", "kafka"));
-    a
-}
-
 fn register(meter: &Meter) {
-    // Counters of the tasks.
-    meter
-        .u64_observable_counter("messaging.client.consumed.messages")
-        .with_unit("{message}")
-        .with_description("Kafka records a task read from its input partitions")
-        .with_callback(|o| {
-            for board in live_boards() {
-                for (_, e) in board.tasks() {
-                    o.observe(e.meters.records_read.load(Ordering::Relaxed), &messaging(&e));
-                }
-            }
-        })
-        .build();
-    meter
-        .u64_observable_counter("messaging.client.sent.messages")
-        .with_unit("{message}")
-        .with_description("Kafka records a task's stage wrote (runner topics and WriteToKafka)")
-        .with_callback(|o| {
-            for board in live_boards() {
-                for (_, e) in board.tasks() {
-                    o.observe(e.meters.records_written.load(Ordering::Relaxed), &messaging(&e));
-                }
-            }
-        })
-        .build();
-    let counters: [(&'static str, &'static str, &'static str, Observer<u64>); 3] = [
+    // Counters of the tasks; the first two are the messaging conventions'
+    // (with `messaging.system`).
+    let counters: [(&'static str, &'static str, &'static str, bool, Observer<u64>); 5] = [
+        (
+            "messaging.client.consumed.messages",
+            "{message}",
+            "Kafka records a task read from its input partitions",
+            true,
+            Box::new(|_, e| Some(e.meters.records_read.load(Ordering::Relaxed))),
+        ),
+        (
+            "messaging.client.sent.messages",
+            "{message}",
+            "Kafka records a task's stage wrote (runner topics and WriteToKafka)",
+            true,
+            Box::new(|_, e| Some(e.meters.records_written.load(Ordering::Relaxed))),
+        ),
         (
             "beam_kafka.task.commits",
             "{commit}",
             "Commit cycles a task completed (transaction or offset commits)",
+            false,
             Box::new(|_, e| Some(e.meters.commits.load(Ordering::Relaxed))),
         ),
         (
             "beam_kafka.task.commit.failures",
             "{commit}",
             "Commit attempts that failed (retried, or ending the task's incarnation)",
+            false,
             Box::new(|_, e| Some(e.meters.commit_failures.load(Ordering::Relaxed))),
         ),
         (
             "beam_kafka.task.changelog.written",
             "By",
             "Bytes of state changes a task wrote to its changelog",
+            false,
             Box::new(|_, e| Some(e.meters.changelog_bytes.load(Ordering::Relaxed))),
         ),
     ];
-    for (name, unit, what, f) in counters {
-        meter.u64_observable_counter(name).with_unit(unit).with_description(what).with_callback(move |o| per_task(o, &f)).build();
+    for (name, unit, what, is_messaging, f) in counters {
+        meter
+            .u64_observable_counter(name)
+            .with_unit(unit)
+            .with_description(what)
+            .with_callback(move |o| per_task(o, &f, is_messaging))
+            .build();
     }
     // Gauges of the tasks.
     let gauges: [(&'static str, &'static str, &'static str, Observer<f64>); 8] = [
@@ -147,7 +147,7 @@ fn register(meter: &Meter) {
         ),
     ];
     for (name, unit, what, f) in gauges {
-        meter.f64_observable_gauge(name).with_unit(unit).with_description(what).with_callback(move |o| per_task(o, &f)).build();
+        meter.f64_observable_gauge(name).with_unit(unit).with_description(what).with_callback(move |o| per_task(o, &f, false)).build();
     }
     // Of each job in this process.
     meter
@@ -168,6 +168,18 @@ fn register(meter: &Meter) {
         .with_callback(|o| {
             for b in live_boards() {
                 o.observe(b.rebalances.load(Ordering::Relaxed), &b.attributes);
+            }
+        })
+        .build();
+    meter
+        .u64_observable_gauge("beam_kafka.job.state")
+        .with_unit("{state}")
+        .with_description("1 for the state the job is in (attribute beam_kafka.job.state: RUNNING, DONE, FAILED, ...)")
+        .with_callback(|o| {
+            for b in live_boards() {
+                let mut a = b.attributes.clone();
+                a.push(KeyValue::new("beam_kafka.job.state", b.state()));
+                o.observe(1, &a);
             }
         })
         .build();
