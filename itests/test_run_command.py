@@ -117,3 +117,66 @@ def test_sigterm_stops_a_service_cleanly_with_checkpointed_stores(
   assert proc.returncode == 0, out.decode(errors='replace')[-3000:]
   checkpoints = sorted(p.parent.name for p in (state / app_id).glob('*/checkpoint'))
   assert checkpoints, 'no task store was checkpointed: %s' % list(state.rglob('*'))
+
+
+def test_run_serves_its_status_page_and_exports_over_otlp_http(
+    job_server, binary, broker, tmp_path):
+  """An operator's service: `run --ui-port --otlp-endpoint`, the page's JSON
+  shows its tasks and the resource names the application and job."""
+  import json
+  import urllib.request
+  from conftest import free_ports
+  from otlp_receiver import OtlpReceiver
+  source, sink = unique_topic('obs-in'), unique_topic('obs-out')
+  create_topic(broker, source, 2)
+  create_topic(broker, sink, 1)
+  produce(broker, source, [(i % 2, None, WORDS[i % 3], None) for i in range(6)])
+  pipeline = tmp_path / 'observed.pb'
+  _save_word_count(job_server, broker, source, sink, pipeline, window_secs=2)
+  app_id = make_app_id('run-observed')
+  (ui_port, ) = free_ports(1)
+  env = dict(os.environ, OTEL_METRIC_EXPORT_INTERVAL='1000')
+  env['PYTHONPATH'] = os.pathsep.join(
+      [str(Path(__file__).parent), env.get('PYTHONPATH', '')])
+  with OtlpReceiver() as receiver:
+    proc = subprocess.Popen(
+        [binary, 'run', '--pipeline', str(pipeline),
+         '--sdk-worker-command', '%s -m beam_kafka.boot' % sys.executable,
+         '--ui-port', str(ui_port), '--otlp-endpoint', receiver.http_endpoint,
+         '--otlp-protocol', 'http/protobuf', '--',
+         '--bootstrap_servers=%s' % broker, '--application_id=%s' % app_id,
+         '--state_dir=%s' % (tmp_path / 'state'), '--streaming'],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+      url = 'http://127.0.0.1:%d/' % ui_port
+      deadline = time.monotonic() + 120
+      job = None
+      while time.monotonic() < deadline:
+        try:
+          jobs = json.loads(urllib.request.urlopen(url + 'api/jobs', timeout=5).read())['jobs']
+          if jobs and jobs[0]['state'] == 'RUNNING':
+            job = json.loads(urllib.request.urlopen(
+                url + 'api/jobs/' + jobs[0]['id'], timeout=5).read())
+            if job['tasks'] and all(t['state'] == 'Running' for t in job['tasks']):
+              break
+        except OSError:
+          pass
+        assert proc.poll() is None, proc.stdout.read().decode(errors='replace')[-3000:]
+        time.sleep(0.5)
+      assert job and job['application_id'] == app_id, job
+      assert job['id'].startswith('run-'), job
+      assert {t['task'] for t in job['tasks']} >= {'0_0', '0_1'}, job
+
+      def exported():
+        return any(m['transport'] == 'http' and
+                   m['resource'].get('beam_kafka.application.id') == app_id
+                   for m in receiver.metrics_named('beam_kafka.task.commits'))
+
+      assert receiver.wait_for(exported, timeout=60)
+      m = [m for m in receiver.metrics_named('beam_kafka.task.commits')
+           if m['resource'].get('beam_kafka.application.id') == app_id][0]
+      assert m['resource']['beam_kafka.job.id'] == job['id'], m['resource']
+    finally:
+      proc.send_signal(signal.SIGTERM)
+      out, _ = proc.communicate(timeout=90)
+  assert proc.returncode == 0, out.decode(errors='replace')[-3000:]
