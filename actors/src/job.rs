@@ -134,7 +134,7 @@ async fn drive(
         })
         .collect();
     actix_rt::spawn(crate::stage::warm_up(input.harnesses.all().to_vec(), stages));
-    let mut consumer_config = config::consumer(opts);
+    let mut consumer_config = config::job_consumer(opts);
     for (k, v) in &io.consumer_properties {
         consumer_config.set(k, v);
     }

@@ -13,6 +13,15 @@ fn default(c: &mut ClientConfig, opts: &RunnerOptions, key: &str, value: impl In
     }
 }
 
+/// The job consumer's: a consumer's, plus librdkafka's statistics every 5 s
+/// (`JobContext::stats` takes the partitions' ends from them, for lag;
+/// other clients would only log them).
+pub fn job_consumer(opts: &RunnerOptions) -> ClientConfig {
+    let mut c = consumer(opts);
+    default(&mut c, opts, "statistics.interval.ms", "5000");
+    c
+}
+
 /// The base configuration: brokers, client id, the runner's defaults and the
 /// user's extra properties.
 pub fn base(opts: &RunnerOptions, role: &str) -> ClientConfig {
@@ -59,8 +68,6 @@ pub fn consumer(opts: &RunnerOptions) -> ClientConfig {
     // fetched only when that returns, so this bounds how soon a started task
     // sees its input.
     default(&mut c, opts, "fetch.wait.max.ms", "50");
-    // Partition ends for the tasks' consumer lag (`JobContext::stats`).
-    default(&mut c, opts, "statistics.interval.ms", "5000");
     c
 }
 
