@@ -251,6 +251,29 @@ def test_missing_application_id_fails_prepare(
   assert not collector.exists(), 'the job ran: %s' % collector.lines()
 
 
+# A pipeline from an SDK release outside the supported range is refused at
+# Prepare naming the range (the SDK names its release in a capability of its
+# environment; here one is forged, as an old or a future SDK would send it).
+@pytest.mark.parametrize('version,relation', [('2.72.0', 'older'), ('2.78.0.dev', 'newer')])
+def test_an_sdk_release_outside_the_supported_range_fails_prepare(
+    version, relation, monkeypatch, broker, job_server, app_id, collector, tmp_path):
+  from apache_beam.transforms import environments
+  monkeypatch.setattr(
+      environments, 'sdk_base_version_capability',
+      lambda: 'beam:version:sdk_base:apache/beam_python3.11_sdk:' + version)
+  args = portable_args(job_server) + kafka_args(broker, app_id, tmp_path / 'state')
+  p = beam.Pipeline(options=PipelineOptions(args))
+  _ = (p | 'Impulse' >> beam.Impulse() | 'Record' >> beam.Map(collector.recorder()))
+  with pytest.raises(grpc.RpcError) as excinfo:
+    p.run()
+  text = _error_text(excinfo.value)
+  assert 'Python SDK %s, which is %s' % (version, relation) in text, text
+  assert 'supports Beam SDK releases 2.73.0 to ' in text, text
+  assert _raised_by_prepare(excinfo), excinfo.traceback
+  time.sleep(1)
+  assert not collector.exists(), 'the job ran: %s' % collector.lines()
+
+
 def test_runner_class_requires_application_id(broker, collector, tmp_path):
   args = ['--runner=beam_kafka.KafkaStreamsRunner'] + kafka_args(
       broker, None, tmp_path / 'state')

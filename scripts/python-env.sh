@@ -1,8 +1,18 @@
 #!/usr/bin/env bash
 # Creates (once) the Python virtualenv with the pinned apache-beam and our runner
 # package, and prints the path of its python.
+#   BEAM_KAFKA_PYTHON_SDK=2.77.0   another apache-beam release instead of the pin
+#                                  (a venv of its own; CI runs Beam's suite on the
+#                                  oldest and the newest supported release)
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 REQ="$REPO_ROOT/python/requirements.txt"
+if [[ -n "${BEAM_KAFKA_PYTHON_SDK:-}" ]]; then
+  [[ "$BEAM_KAFKA_PYTHON_SDK" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "BEAM_KAFKA_PYTHON_SDK must be a release like 2.77.0"
+  mkdir -p "$BEAM_KAFKA_CACHE"
+  sdk_req="$BEAM_KAFKA_CACHE/requirements-beam-$BEAM_KAFKA_PYTHON_SDK.txt"
+  sed "s/^apache-beam==.*/apache-beam==$BEAM_KAFKA_PYTHON_SDK/" "$REQ" > "$sdk_req.tmp" && mv "$sdk_req.tmp" "$sdk_req"
+  REQ="$sdk_req"
+fi
 key="$(cat "$REQ" "$REPO_ROOT/python/pyproject.toml" | sha256sum | head -c 12)"
 VENV="$BEAM_KAFKA_CACHE/venv-$key"
 if [[ ! -f "$VENV/.complete" ]]; then
@@ -15,8 +25,9 @@ if [[ ! -f "$VENV/.complete" ]]; then
   "$VENV/bin/pip" install -q -r "$REQ" >&2
   touch "$VENV/.complete"
 fi
-# The runner package is installed editable so a change to python/ needs no reinstall.
-if ! "$VENV/bin/python" -c 'import beam_kafka' 2>/dev/null; then
-  "$VENV/bin/pip" install -q --no-deps -e "$REPO_ROOT/python" >&2
-fi
+# The runner package comes from this checkout through a .pth file, so a change
+# to python/ needs no reinstall and no build backend runs (the package's own
+# build, scripts/wheel.sh, compiles the binary into a wheel).
+site="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+echo "$REPO_ROOT/python" > "$site/beam_kafka_checkout.pth"
 echo "$VENV/bin/python"

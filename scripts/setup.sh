@@ -8,7 +8,8 @@ PACKAGES=(
   cmake             # the bundled librdkafka is built with cmake
   libcurl4-openssl-dev  # librdkafka's cmake build wants curl headers even with curl off
   zlib1g-dev        # gzip compression in librdkafka
-  libssl-dev        # TLS and SASL (SCRAM, OAUTHBEARER) in librdkafka
+  libssl-dev        # kept for tools; librdkafka builds its own OpenSSL (rdkafka ssl-vendored: a self-contained binary and wheel)
+  perl              # OpenSSL's build (openssl-src)
   openssl           # the test broker's throwaway CA and certificates (kafka.sh secure)
   libclang-dev      # bindgen for rocksdb
   g++ make pkg-config

@@ -44,6 +44,14 @@ export BEAM_KAFKA_TEST_BOOTSTRAP="localhost:$PORT"
 log "integration tests (pytest itests)"
 pytest_rc=0; run pytest bash -c "cd '$REPO_ROOT' && '$PY' -m pytest itests -v -rs --ignore=itests/beam_suite" || pytest_rc=$?
 
+# Packaging: the wheel, installed into an empty venv, runs the hello example
+# with its own binary; `cargo install --path server` installs the binary.
+log "packaging: the wheel in an empty venv, and cargo install"
+package_rc=0
+run wheel "$REPO_ROOT/scripts/wheel.sh" --out "$results/wheel" --check "$BEAM_KAFKA_TEST_BOOTSTRAP" || package_rc=$?
+run cargo-install bash -c "cd '$REPO_ROOT' && cargo install --locked --debug --path server --root '$results/cargo-install' \
+  && '$results/cargo-install/bin/beam-kafka' --version" || package_rc=$?
+
 # Beam's own suite at internal parallelism 1 and 4: results must not depend on it.
 suite_rc=0
 for parallelism in 1 4; do
@@ -51,6 +59,11 @@ for parallelism in 1 4; do
   run "suite-$parallelism" env BEAM_KAFKA_SUITE_PARALLELISM=$parallelism "$REPO_ROOT/scripts/beam-suite.sh" -q >/dev/null || suite_rc=1
   grep -E '^(beam-suite|FAILED|ERROR) ' "$results/suite-$parallelism.log" || true
 done
+
+# And on the newest supported apache-beam release: same tests, same skips.
+log "Beam's PortableRunnerTest suite on apache-beam $BEAM_PYTHON_SDK_NEWEST"
+run "suite-newest" env BEAM_KAFKA_PYTHON_SDK="$BEAM_PYTHON_SDK_NEWEST" "$REPO_ROOT/scripts/beam-suite.sh" -q >/dev/null || suite_rc=1
+grep -E '^(beam-suite|FAILED|ERROR) ' "$results/suite-newest.log" || true
 
 # The benchmark harness still works (tiny: the real comparison is bench/run.sh).
 log "benchmark smoke run (bench/compare.py and bench/native.py, tiny)"
@@ -74,6 +87,7 @@ suite_lines | sed 's/^/  /'
 echo "all: $passed passed, $failed failed, $skipped skipped"
 if [[ $bench_rc -ne 0 ]]; then echo "the benchmark smoke run failed (see above)"; fi
 if [[ $lint_rc -ne 0 ]]; then echo "cargo fmt or clippy found problems (see above)"; fi
+if [[ $package_rc -ne 0 ]]; then echo "the wheel or cargo install failed (see above)"; fi
 if [[ $fuzz_rc -ne 0 ]]; then echo "a fuzz target found a crash (see above; its input is under $BEAM_KAFKA_CACHE/fuzz-ci/artifacts)"; fi
-if [[ $fuzz_rc -ne 0 || $lint_rc -ne 0 || $cargo_rc -ne 0 || $pytest_rc -ne 0 || $suite_rc -ne 0 || $bench_rc -ne 0 ]]; then exit 1; fi
+if [[ $fuzz_rc -ne 0 || $lint_rc -ne 0 || $package_rc -ne 0 || $cargo_rc -ne 0 || $pytest_rc -ne 0 || $suite_rc -ne 0 || $bench_rc -ne 0 ]]; then exit 1; fi
 exit 0

@@ -193,13 +193,14 @@ class _SuiteReport:
       start, end = _WALL.get(mode, (0.0, 0.0))
       terminalreporter.write_line(
           'beam-suite %s: %d passed, %d failed, %d skipped '
-          '(wall %.1f s, internal_parallelism=%d%s)' % (
+          '(wall %.1f s, internal_parallelism=%d, apache-beam %s%s)' % (
               mode,
               counts['passed'],
               counts['failed'],
               counts['skipped'],
               max(end - start, seconds[mode]),
               PARALLELISM,
+              beam.__version__,
               ', skip list ignored' if IGNORE_SKIPS else ''))
       if IGNORE_SKIPS:
         continue

@@ -21,6 +21,7 @@ import re
 import shutil
 import socket
 import subprocess
+import sysconfig
 import tempfile
 import threading
 import time
@@ -87,7 +88,15 @@ def binary_candidates() -> List[Tuple[str, str]]:
   option, ``$BEAM_KAFKA_BINARY`` nor PATH are included.
   """
   repo = _repo_root()
-  candidates = [('source checkout', str(repo / 'bin' / BINARY_NAME))]
+  candidates = []
+  # Installed from the wheel, the package's own binary comes first: a build
+  # lying around in the cache must not stand in for it.
+  installed = ('installed with the beam-kafka package',
+               os.path.join(sysconfig.get_path('scripts'), BINARY_NAME))
+  in_checkout = (repo / 'Cargo.toml').is_file()
+  if not in_checkout:
+    candidates.append(installed)
+  candidates.append(('source checkout', str(repo / 'bin' / BINARY_NAME)))
   cargo_target = os.environ.get('CARGO_TARGET_DIR')
   if cargo_target:
     for profile in ('release', 'debug'):
@@ -102,6 +111,8 @@ def binary_candidates() -> List[Tuple[str, str]]:
     candidates.append(
         ('$BEAM_KAFKA_CACHE', os.path.join(cache, 'target', profile,
                                            BINARY_NAME)))
+  if in_checkout:
+    candidates.append(installed)
   return candidates
 
 
@@ -121,8 +132,9 @@ def find_binary(explicit: Optional[str] = None) -> str:
   """Returns the path of the beam-kafka executable to run as job server.
 
   Order: ``explicit`` (the ``--beam_kafka_binary`` option), the environment
-  variable ``BEAM_KAFKA_BINARY``, the build of a source checkout
-  (``<repo>/bin/beam-kafka``, ``$CARGO_TARGET_DIR/{release,debug}``,
+  variable ``BEAM_KAFKA_BINARY``, the binary the wheel installed next to this
+  interpreter (a package not in a source checkout), the build of a source
+  checkout (``<repo>/bin/beam-kafka``, ``$CARGO_TARGET_DIR/{release,debug}``,
   ``<repo>/target/{release,debug}``,
   ``$BEAM_KAFKA_CACHE/target/{release,debug}``), then ``beam-kafka`` on PATH.
   An explicit path that is not an executable file is an error; it is never

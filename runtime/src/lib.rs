@@ -31,6 +31,7 @@ pub mod progress;
 pub mod prometheus;
 pub mod row;
 pub mod sdf;
+pub mod sdk_version;
 pub mod side_input;
 pub mod spec;
 pub mod state_api;

@@ -58,6 +58,9 @@ fn check(pipeline: &pb::Pipeline, environments: bool) -> Vec<Unsupported> {
             });
         }
     }
+    if environments {
+        problems.extend(sdk_release_problems(&graph));
+    }
     for id in &graph.leaves {
         let t = graph.transform(id);
         let urn = graph.urn(id);
@@ -181,6 +184,18 @@ fn group_by_key_problems(graph: &PipelineGraph, id: &str) -> Vec<String> {
         Err(e) => out.push(format!("GroupByKey: {e}")),
     }
     out
+}
+
+/// One problem per environment whose SDK release is outside the supported
+/// range (`sdk_version`), for the environments that execute transforms.
+fn sdk_release_problems(graph: &PipelineGraph) -> Vec<Unsupported> {
+    let used: std::collections::BTreeSet<&str> =
+        graph.leaves.iter().map(|id| graph.transform(id).environment_id.as_str()).filter(|e| !e.is_empty()).collect();
+    used.into_iter()
+        .filter_map(|id| graph.components().environments.get(id))
+        .filter_map(crate::sdk_version::release_problem)
+        .map(|reason| Unsupported { transform: String::new(), reason })
+        .collect()
 }
 
 fn describe_urn(urn: &str) -> String {
@@ -326,6 +341,20 @@ mod tests {
         p.components.as_mut().unwrap().environments.get_mut("py").unwrap().urn = ENV_EMBEDDED_PYTHON.into();
         let text = validate(&p)[0].to_string();
         assert!(text.contains("LOOPBACK"), "{text}");
+    }
+
+    #[test]
+    fn an_sdk_release_outside_the_range_is_refused_once_per_environment() {
+        let mut b = Builder::new();
+        b.leaf("impulse", IMPULSE, &[], &["a"], false).leaf("map", PAR_DO, &["a"], &["b"], true).leaf("map2", PAR_DO, &["b"], &["c"], true);
+        let mut p = b.build();
+        let env = p.components.as_mut().unwrap().environments.get_mut("py").unwrap();
+        env.capabilities.push("beam:version:sdk_base:apache/beam_python3.11_sdk:2.99.0".into());
+        let problems = validate(&p);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].to_string().contains("Python SDK 2.99.0, which is newer"), "{}", problems[0]);
+        // Planning a saved pipeline (describe) does not ask.
+        assert!(validate_topology(&p).is_empty());
     }
 
     #[test]
