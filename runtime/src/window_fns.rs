@@ -196,6 +196,10 @@ impl<'a> Helper<'a> {
             pcollections: HashMap::from([("in".to_string(), pcollection(input)), ("out".to_string(), pcollection(output))]),
             windowing_strategies: HashMap::from([(windowing.clone(), crate::expansion::global_windowing(&global))]),
             coders: self.coders,
+            // Never used by these bundles, but a Python harness opens a State
+            // stream for every descriptor; without an endpoint it dials ''
+            // and a thread of it dies with an error in the harness log.
+            state_api_service_descriptor: Some(pb::ApiServiceDescriptor { url: data_url.to_string(), ..Default::default() }),
             ..Default::default()
         }
     }

@@ -39,6 +39,8 @@ fn the_merge_descriptor_runs_the_pipelines_window_fn_between_a_data_source_and_s
     assert_eq!(apply.environment_id, "py");
     let port = fn_pb::RemoteGrpcPort::decode(d.transforms[HELPER_SOURCE].spec.as_ref().unwrap().payload.as_slice()).unwrap();
     assert_eq!(port.api_service_descriptor.unwrap().url, "localhost:7");
+    // A Python harness dials the state endpoint of every descriptor.
+    assert_eq!(d.state_api_service_descriptor.unwrap().url, "localhost:7");
     // Every coder referred to is in the descriptor.
     for c in d.coders.values() {
         for part in &c.component_coder_ids {
