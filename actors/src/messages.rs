@@ -77,6 +77,9 @@ pub struct Drain;
 #[rtype(result = "()")]
 pub struct Committed {
     pub id: u64,
+    /// Told once the bundles this commit covered are finalized (the task's
+    /// last cycle waits for it before the task reports itself finished).
+    pub finalized: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 /// What a bundle left of a splittable DoFn's restriction, for the task to

@@ -102,6 +102,9 @@ pub fn build(graph: &PipelineGraph, stage: &Stage, descriptor_id: &str, data_url
         };
         d.transforms.insert(id, t);
     };
+    // A stage without transforms (a TestStream recoder, a side-input relay)
+    // still names what its channels carry: Java's harness looks each up.
+    pcollections.extend(stage.inputs.iter().chain(&stage.outputs).cloned());
     for pc in &stage.inputs {
         channel(source_id(pc), urns::DATA_INPUT, pc, true);
     }
@@ -216,5 +219,28 @@ mod tests {
         assert!(d.windowing_strategies.contains_key("global"));
         assert!(d.environments.contains_key("py"));
         assert_eq!(d.state_api_service_descriptor.unwrap().url, "localhost:2");
+    }
+
+    #[test]
+    fn a_stage_without_transforms_still_describes_what_its_channels_carry() {
+        // A relay (TestStream recoder, side-input copy): source → sink of one
+        // PCollection. Java's harness looks the PCollection up by id.
+        let mut b = Builder::new();
+        b.leaf("impulse", IMPULSE, &[], &["a"], false);
+        let p = b.build();
+        let g = PipelineGraph::new(&p).unwrap();
+        let stage = Stage {
+            id: "relay-0".into(),
+            environment_id: "py".into(),
+            transforms: vec![],
+            inputs: vec!["a".into()],
+            outputs: vec!["a".into()],
+            side_inputs: vec![],
+            input_coders: vec![],
+        };
+        let d = build(&g, &stage, "pbd-2", "localhost:1", "localhost:2");
+        assert!(d.transforms.contains_key(&source_id("a")) && d.transforms.contains_key(&sink_id("a")));
+        let pc = &d.pcollections["a"];
+        assert!(d.coders.contains_key(&pc.coder_id) && d.windowing_strategies.contains_key(&pc.windowing_strategy_id));
     }
 }

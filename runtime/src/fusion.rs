@@ -142,11 +142,18 @@ pub fn fuse(graph: &PipelineGraph) -> Vec<Stage> {
         // input must arrive partitioned by key. So does a splittable DoFn's
         // process step: the restrictions its input was split into cross an
         // edge topic, spreading over the tasks.
-        if !graph.side_inputs_of(id).is_empty() || graph.is_stateful(id) || graph.urn(id) == urns::SDF_PROCESS {
+        // A splittable DoFn's split step reads the side inputs its pairing
+        // step read, for the same elements: the pairing step's stage
+        // already held them until their side windows were complete.
+        let gated = !graph.side_inputs_of(id).is_empty() && graph.urn(id) != urns::SDF_SPLIT_AND_SIZE;
+        if gated || graph.is_stateful(id) || graph.urn(id) == urns::SDF_PROCESS {
             continue;
         }
         for pc in graph.main_inputs_of(id) {
             let Some(prod) = graph.producer.get(&pc) else { continue };
+            if !graph.side_inputs_of(id).is_empty() && graph.urn(prod) != urns::SDF_PAIR_WITH_RESTRICTION {
+                continue;
+            }
             if is_sdk_executed(graph, prod) && env(index[prod.as_str()]) == env(i) {
                 // A refused merge leaves `pc` on an edge topic between stages.
                 groups.union(i, index[prod.as_str()]);

@@ -31,8 +31,15 @@ pub struct Row {
 }
 
 impl Row {
+    /// The field `name`, else the one spelled alike but for case and
+    /// underscores: Python sends `producer_config`, Go `ProducerConfig`.
     pub fn get(&self, name: &str) -> Option<&Value> {
-        self.fields.iter().find(|(n, _)| n == name).map(|(_, v)| v).filter(|v| **v != Value::Null)
+        let loose = |n: &str| n.chars().filter(|c| *c != '_').map(|c| c.to_ascii_lowercase()).collect::<String>();
+        let field = self.fields.iter().find(|(n, _)| n == name).or_else(|| {
+            let wanted = loose(name);
+            self.fields.iter().find(|(n, _)| loose(n) == wanted)
+        });
+        field.map(|(_, v)| v).filter(|v| **v != Value::Null)
     }
 }
 
@@ -412,5 +419,19 @@ mod tests {
         assert!(e.contains("claims 2147483647 entries"), "{e}");
         let list = new("l", vec![("topics", array(atomic(A::String, false), false))]);
         assert!(decode(&list, &buf).unwrap_err().contains("claims"));
+    }
+
+    #[test]
+    fn fields_are_found_whatever_the_sdk_calls_them() {
+        let row = Row {
+            fields: vec![
+                ("ProducerConfig".to_string(), Value::String("go".into())),
+                ("topic".to_string(), Value::String("exact".into())),
+                ("Topic".to_string(), Value::String("loose".into())),
+            ],
+        };
+        assert_eq!(row.get("producer_config"), Some(&Value::String("go".into())));
+        assert_eq!(row.get("topic"), Some(&Value::String("exact".into())), "an exact name wins");
+        assert_eq!(row.get("key_serializer"), None);
     }
 }

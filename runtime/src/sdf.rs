@@ -71,11 +71,11 @@ fn expand_one(c: &mut pb::Components, id: &str) -> Option<()> {
     let (paired_pc, sized_pc) = (format!("{id}/sdf/paired"), format!("{id}/sdf/sized"));
     c.pcollections.insert(paired_pc.clone(), pcoll("Paired", &paired));
     c.pcollections.insert(sized_pc.clone(), pcoll("Sized", &sized));
-    // Pairing and splitting call only the restriction provider: they get
-    // the main input alone (side inputs, state and finalization belong to
-    // the process step, where the user's DoFn runs).
+    // Pairing and splitting call only the restriction provider, whose
+    // methods may read side inputs (Java's @GetInitialRestriction can):
+    // they get the side inputs, not state or finalization, which belong to
+    // the process step, where the user's DoFn runs.
     let helper_payload = pb::ParDoPayload {
-        side_inputs: Default::default(),
         state_specs: Default::default(),
         timer_family_specs: Default::default(),
         requests_finalization: false,
@@ -90,11 +90,15 @@ fn expand_one(c: &mut pb::Components, id: &str) -> Option<()> {
         environment_id: t.environment_id.clone(),
         ..Default::default()
     };
-    let only = |pc: &str| [(main_tag.clone(), pc.to_string())].into();
-    let pair = step("PairWithRestriction", urns::SDF_PAIR_WITH_RESTRICTION, helper_payload.clone(), only(&main), &paired_pc);
-    let split = step("SplitAndSizeRestrictions", urns::SDF_SPLIT_AND_SIZE, helper_payload, only(&paired_pc), &sized_pc);
-    let mut process_inputs = t.inputs.clone();
-    process_inputs.insert(main_tag.clone(), sized_pc.clone());
+    // The ParDo's inputs with `pc` as the main one (side inputs stay).
+    let with_main = |pc: &str| {
+        let mut inputs = t.inputs.clone();
+        inputs.insert(main_tag.clone(), pc.to_string());
+        inputs
+    };
+    let pair = step("PairWithRestriction", urns::SDF_PAIR_WITH_RESTRICTION, helper_payload.clone(), with_main(&main), &paired_pc);
+    let split = step("SplitAndSizeRestrictions", urns::SDF_SPLIT_AND_SIZE, helper_payload, with_main(&paired_pc), &sized_pc);
+    let process_inputs = with_main(&sized_pc);
     let process = pb::PTransform {
         unique_name: format!("{}/Process", t.unique_name),
         spec: Some(pb::FunctionSpec { urn: urns::SDF_PROCESS.into(), payload: payload.encode_to_vec() }),
@@ -256,16 +260,20 @@ mod tests {
     }
 
     #[test]
-    fn side_inputs_go_to_the_process_step_only() {
+    fn every_step_reads_the_side_inputs_and_pairing_and_splitting_share_a_stage() {
         let mut p = sdf_pipeline(true);
         assert_eq!(expand_splittable(&mut p), 1);
         let c = p.components.as_ref().unwrap();
-        let pair = &c.transforms["read/sdf/PairWithRestriction"];
-        assert_eq!(pair.inputs.len(), 1);
-        let payload = pb::ParDoPayload::decode(pair.spec.as_ref().unwrap().payload.as_slice()).unwrap();
-        assert!(payload.side_inputs.is_empty());
-        let process = &c.transforms["read/sdf/Process"];
-        assert_eq!(process.inputs.len(), 2);
-        assert_eq!(process.inputs["side0"], "s");
+        for step in ["PairWithRestriction", "SplitAndSizeRestrictions", "Process"] {
+            let t = &c.transforms[&format!("read/sdf/{step}")];
+            assert_eq!((t.inputs.len(), t.inputs["side0"].as_str()), (2, "s"), "{step}");
+            let payload = pb::ParDoPayload::decode(t.spec.as_ref().unwrap().payload.as_slice()).unwrap();
+            assert!(payload.side_inputs.contains_key("side0"), "{step}");
+        }
+        let g = PipelineGraph::new(&p).unwrap();
+        let stages = crate::fusion::fuse(&g);
+        let pair = stages.iter().find(|s| s.transforms.iter().any(|t| t == "read/sdf/PairWithRestriction")).unwrap();
+        assert!(pair.transforms.iter().any(|t| t == "read/sdf/SplitAndSizeRestrictions"), "{:?}", pair.transforms);
+        assert_eq!(pair.side_inputs.len(), 2, "both steps' side inputs are served");
     }
 }

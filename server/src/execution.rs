@@ -347,7 +347,31 @@ async fn forward_logs(job: Arc<Job>, mut rx: mpsc::UnboundedReceiver<SdkLog>) {
             Severity::Warn => Importance::JobMessageWarning,
             _ => continue,
         };
+        if echoes_a_job_message(&log.message, &job.id) {
+            continue;
+        }
         let text = if log.trace.is_empty() { log.message } else { format!("{}\n{}", log.message, log.trace) };
         job.message(importance, text);
+    }
+}
+
+/// A LOOPBACK Go program prints each job message it receives with Beam's
+/// logger, `(time=…)(id=<message id>)<text>`, and in LOOPBACK that logger is
+/// the harness's: the line comes back as an SDK log. Forwarding it again
+/// would echo forever, each time one prefix deeper.
+fn echoes_a_job_message(line: &str, job_id: &str) -> bool {
+    line.contains(&format!("(id={job_id}-"))
+}
+
+#[cfg(test)]
+mod echo_tests {
+    use super::echoes_a_job_message;
+
+    #[test]
+    fn a_job_message_printed_back_by_the_harness_is_an_echo() {
+        let job = "go-testpardo-735-f58b";
+        assert!(echoes_a_job_message("(time=2026-12-03T06:40:00Z)(id=go-testpardo-735-f58b-17)SDK warning: slow", job));
+        assert!(!echoes_a_job_message("a user's warning about id=7", job));
+        assert!(!echoes_a_job_message("(id=other-job-3)text", job));
     }
 }

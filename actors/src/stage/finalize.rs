@@ -7,19 +7,27 @@
 //! resumes only after its finalization).
 use actix::prelude::*;
 use beam_kafka_fnapi::BundleError;
+use tokio::sync::oneshot;
 
 use super::StageActor;
 use crate::messages::StageEvent;
 
 impl StageActor {
-    pub(super) fn finalize_committed(&mut self, id: u64, ctx: &mut Context<Self>) {
-        let Some(&through) = self.flushed.get(&id) else { return };
+    /// `done` is told when the callbacks ran (dropped unfired if they
+    /// failed: the stage reports that failure itself).
+    pub(super) fn finalize_committed(&mut self, id: u64, done: Option<oneshot::Sender<()>>, ctx: &mut Context<Self>) {
+        let tell = |done: Option<oneshot::Sender<()>>| {
+            if let Some(d) = done {
+                let _ = d.send(());
+            }
+        };
+        let Some(&through) = self.flushed.get(&id) else { return tell(done) };
         // This flush and older ones are committed.
         self.flushed = self.flushed.split_off(&(id + 1));
         let (now, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.to_finalize).into_iter().partition(|(seq, _)| *seq <= through);
         self.to_finalize = later;
         if now.is_empty() {
-            return;
+            return tell(done);
         }
         self.finalizing += 1;
         let worker = self.worker.clone();
@@ -35,8 +43,11 @@ impl StageActor {
             }
             Ok(())
         };
-        ctx.spawn(run.into_actor(self).map(|result, act, ctx| {
+        ctx.spawn(run.into_actor(self).map(move |result, act, ctx| {
             act.finalizing -= 1;
+            if result.is_ok() {
+                tell(done);
+            }
             if act.stopping && act.finalizing == 0 {
                 return ctx.stop();
             }

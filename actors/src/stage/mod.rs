@@ -419,7 +419,7 @@ impl Handler<Committed> for StageActor {
     type Result = ();
 
     fn handle(&mut self, msg: Committed, ctx: &mut Context<Self>) {
-        self.finalize_committed(msg.id, ctx);
+        self.finalize_committed(msg.id, msg.finalized, ctx);
     }
 }
 

@@ -236,8 +236,15 @@ impl TaskSupervisor {
         };
         self.cycle_committed(&c);
         // Bundles the cycle covered may be finalized now, before the stage
-        // starts the next bundle.
-        self.stage.do_send(Committed { id: c.id });
+        // starts the next bundle. After the last cycle the task is finished
+        // only once they are: the job may stop the harness right after.
+        let (finalized, finalized_rx) = if c.is_final() {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            (Some(tx), Some(rx))
+        } else {
+            (None, None)
+        };
+        self.stage.do_send(Committed { id: c.id, finalized });
         if let Some(board) = &self.cfg.progress_board {
             board.insert(self.cfg.task, (c.epoch, self.busy_with()));
         }
@@ -273,18 +280,32 @@ impl TaskSupervisor {
         }
         // Deferred elements go to the stage before the next cycle opens.
         self.pump(ctx);
-        if c.is_final() {
-            let _ = self.lifecycle.transition(TaskState::Finished);
-            self.publish_status();
-            self.report_dropped();
-            self.report_sources();
-            self.report_flow("finished");
-            let _ = self.events.send(TaskEvent::Finished(self.cfg.task));
+        if let Some(rx) = finalized_rx {
+            // A stage that failed or stopped drops the sender: nothing to wait for.
+            ctx.spawn(
+                async move {
+                    let _ = rx.await;
+                }
+                .into_actor(self)
+                .map(|_, act, _| act.finished()),
+            );
         } else if self.flush_wanted || self.output_watermark() > self.reported || self.timers_due() {
             // Asked for while this cycle ran, the watermark moved on, or
             // timers are due.
             self.request_flush();
         }
+    }
+}
+
+impl TaskSupervisor {
+    /// The last cycle committed and its bundles were finalized.
+    fn finished(&mut self) {
+        let _ = self.lifecycle.transition(TaskState::Finished);
+        self.publish_status();
+        self.report_dropped();
+        self.report_sources();
+        self.report_flow("finished");
+        let _ = self.events.send(TaskEvent::Finished(self.cfg.task));
     }
 }
 
