@@ -44,6 +44,18 @@ export BEAM_KAFKA_TEST_BOOTSTRAP="localhost:$PORT"
 log "integration tests (pytest itests)"
 pytest_rc=0; run pytest bash -c "cd '$REPO_ROOT' && '$PY' -m pytest itests -v -rs --ignore=itests/beam_suite" || pytest_rc=$?
 
+# Beam's Go integration suite, a representative part (scripts/go-integration.sh
+# runs all of it): Go pipelines through plain universal-runner flags.
+log "Beam's Go integration suite (--short)"
+go_rc=0; run go-integration "$REPO_ROOT/scripts/go-integration.sh" --short || go_rc=$?
+grep -E '^(go-integration|FAIL) ' "$results/go-integration.log" || true
+
+# Beam's Java @ValidatesRunner tests, two of its classes (scripts/java-validates-runner.sh
+# with no arguments runs all 34, ~20 min): Java pipelines through TestBeamKafkaRunner.
+log "Beam's Java ValidatesRunner tests (GroupByKeyTest, SplittableDoFnTest)"
+java_rc=0; run java-validates-runner "$REPO_ROOT/scripts/java-validates-runner.sh" -Dtest='GroupByKeyTest*,SplittableDoFnTest*' || java_rc=$?
+grep -E '^java-validates-runner' "$results/java-validates-runner.log" || true
+
 # Packaging: the wheel, installed into an empty venv, runs the hello example
 # with its own binary; `cargo install --path server` installs the binary.
 log "packaging: the wheel in an empty venv, and cargo install"
@@ -79,7 +91,7 @@ if [[ -n "$started" ]]; then "$REPO_ROOT/scripts/kafka.sh" stop "$started"; star
 
 # One closing line over every runner.
 sum() { { grep -oE "[0-9]+ $1" "$2" || true; } | awk '{s+=$1} END {print s+0}'; }
-suite_lines() { grep -hE '^beam-suite ' "$results"/suite-*.log || true; }
+suite_lines() { grep -hE '^(beam-suite|go-integration|java-validates-runner)[ :]' "$results"/suite-*.log "$results/go-integration.log" "$results/java-validates-runner.log" 2>/dev/null || true; }
 passed=$(( $(sum passed "$results/cargo.log") + $(sum passed <(tail -n 1 "$results/pytest.log")) + $(sum passed <(suite_lines)) ))
 failed=$(( $(sum failed "$results/cargo.log") + $(sum failed <(tail -n 1 "$results/pytest.log")) + $(sum failed <(suite_lines)) ))
 skipped=$(( $(sum ignored "$results/cargo.log") + $(sum skipped <(tail -n 1 "$results/pytest.log")) + $(sum skipped <(suite_lines)) ))
@@ -88,6 +100,8 @@ echo "all: $passed passed, $failed failed, $skipped skipped"
 if [[ $bench_rc -ne 0 ]]; then echo "the benchmark smoke run failed (see above)"; fi
 if [[ $lint_rc -ne 0 ]]; then echo "cargo fmt or clippy found problems (see above)"; fi
 if [[ $package_rc -ne 0 ]]; then echo "the wheel or cargo install failed (see above)"; fi
+if [[ $go_rc -ne 0 ]]; then echo "Beam's Go integration tests failed (see above)"; fi
+if [[ $java_rc -ne 0 ]]; then echo "Beam's Java ValidatesRunner tests failed (see above)"; fi
 if [[ $fuzz_rc -ne 0 ]]; then echo "a fuzz target found a crash (see above; its input is under $BEAM_KAFKA_CACHE/fuzz-ci/artifacts)"; fi
-if [[ $fuzz_rc -ne 0 || $lint_rc -ne 0 || $package_rc -ne 0 || $cargo_rc -ne 0 || $pytest_rc -ne 0 || $suite_rc -ne 0 || $bench_rc -ne 0 ]]; then exit 1; fi
+if [[ $fuzz_rc -ne 0 || $lint_rc -ne 0 || $package_rc -ne 0 || $go_rc -ne 0 || $java_rc -ne 0 || $cargo_rc -ne 0 || $pytest_rc -ne 0 || $suite_rc -ne 0 || $bench_rc -ne 0 ]]; then exit 1; fi
 exit 0

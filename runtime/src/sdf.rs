@@ -71,11 +71,14 @@ fn expand_one(c: &mut pb::Components, id: &str) -> Option<()> {
     let (paired_pc, sized_pc) = (format!("{id}/sdf/paired"), format!("{id}/sdf/sized"));
     c.pcollections.insert(paired_pc.clone(), pcoll("Paired", &paired));
     c.pcollections.insert(sized_pc.clone(), pcoll("Sized", &sized));
-    // Pairing and splitting call only the restriction provider, whose
-    // methods may read side inputs (Java's @GetInitialRestriction can):
-    // they get the side inputs, not state or finalization, which belong to
-    // the process step, where the user's DoFn runs.
+    // Pairing and splitting call only the restriction provider. Java's may
+    // read side inputs (@GetInitialRestriction can take them), so there the
+    // steps get them too; Python's and Go's never do, and a side input
+    // would only gate their stage. State and finalization belong to the
+    // process step, where the user's DoFn runs.
+    let helpers_read_sides = restriction_methods_read_side_inputs(c, &t.environment_id);
     let helper_payload = pb::ParDoPayload {
+        side_inputs: if helpers_read_sides { payload.side_inputs.clone() } else { Default::default() },
         state_specs: Default::default(),
         timer_family_specs: Default::default(),
         requests_finalization: false,
@@ -90,15 +93,18 @@ fn expand_one(c: &mut pb::Components, id: &str) -> Option<()> {
         environment_id: t.environment_id.clone(),
         ..Default::default()
     };
-    // The ParDo's inputs with `pc` as the main one (side inputs stay).
-    let with_main = |pc: &str| {
-        let mut inputs = t.inputs.clone();
+    // The ParDo's inputs with `pc` as the main one, with or without the
+    // side inputs.
+    let with_main = |pc: &str, sides: bool| {
+        let mut inputs = if sides { t.inputs.clone() } else { Default::default() };
         inputs.insert(main_tag.clone(), pc.to_string());
         inputs
     };
-    let pair = step("PairWithRestriction", urns::SDF_PAIR_WITH_RESTRICTION, helper_payload.clone(), with_main(&main), &paired_pc);
-    let split = step("SplitAndSizeRestrictions", urns::SDF_SPLIT_AND_SIZE, helper_payload, with_main(&paired_pc), &sized_pc);
-    let process_inputs = with_main(&sized_pc);
+    let pair_inputs = with_main(&main, helpers_read_sides);
+    let pair = step("PairWithRestriction", urns::SDF_PAIR_WITH_RESTRICTION, helper_payload.clone(), pair_inputs, &paired_pc);
+    let split_inputs = with_main(&paired_pc, helpers_read_sides);
+    let split = step("SplitAndSizeRestrictions", urns::SDF_SPLIT_AND_SIZE, helper_payload, split_inputs, &sized_pc);
+    let process_inputs = with_main(&sized_pc, true);
     let process = pb::PTransform {
         unique_name: format!("{}/Process", t.unique_name),
         spec: Some(pb::FunctionSpec { urn: urns::SDF_PROCESS.into(), payload: payload.encode_to_vec() }),
@@ -116,6 +122,13 @@ fn expand_one(c: &mut pb::Components, id: &str) -> Option<()> {
     }
     c.transforms.get_mut(id)?.subtransforms = sub_ids;
     Some(())
+}
+
+/// Whether the SDK of `environment` lets restriction methods read side
+/// inputs (Java's does).
+fn restriction_methods_read_side_inputs(c: &pb::Components, environment: &str) -> bool {
+    let Some(env) = c.environments.get(environment) else { return false };
+    env.capabilities.iter().filter_map(|cap| crate::sdk_version::parse_capability(cap)).any(|sdk| sdk.sdk == "Java")
 }
 
 /// The descriptor a stage runs with while its job drains: each splittable
@@ -260,8 +273,38 @@ mod tests {
     }
 
     #[test]
-    fn every_step_reads_the_side_inputs_and_pairing_and_splitting_share_a_stage() {
+    fn pythons_restriction_steps_get_no_side_inputs() {
         let mut p = sdf_pipeline(true);
+        assert_eq!(expand_splittable(&mut p), 1);
+        let c = p.components.as_ref().unwrap();
+        let pair = &c.transforms["read/sdf/PairWithRestriction"];
+        assert_eq!(pair.inputs.len(), 1);
+        let payload = pb::ParDoPayload::decode(pair.spec.as_ref().unwrap().payload.as_slice()).unwrap();
+        assert!(payload.side_inputs.is_empty());
+        assert_eq!(c.transforms["read/sdf/Process"].inputs["side0"], "s");
+        let g = PipelineGraph::new(&p).unwrap();
+        assert!(crate::topology::TopologyPlan::plan(&g, "app", 2).is_ok());
+    }
+
+    #[test]
+    fn javas_restriction_steps_read_the_side_inputs_and_pairing_and_splitting_share_a_stage() {
+        let mut p = sdf_pipeline(true);
+        let c = p.components.as_mut().unwrap();
+        c.environments.get_mut("py").unwrap().capabilities.push("beam:version:sdk_base:apache/beam_java17_sdk:2.73.0".into());
+        // The side input comes from elsewhere than the main input (else the
+        // two would share a stage: a side input the stage itself produces).
+        c.transforms.get_mut("side").unwrap().inputs = [("in".to_string(), "a2".to_string())].into();
+        c.pcollections.insert("a2".into(), c.pcollections["a"].clone());
+        c.transforms.insert(
+            "impulse2".into(),
+            pb::PTransform {
+                unique_name: "impulse2".into(),
+                spec: Some(pb::FunctionSpec { urn: IMPULSE.into(), payload: vec![] }),
+                outputs: [("out".to_string(), "a2".to_string())].into(),
+                ..Default::default()
+            },
+        );
+        p.root_transform_ids.push("impulse2".into());
         assert_eq!(expand_splittable(&mut p), 1);
         let c = p.components.as_ref().unwrap();
         for step in ["PairWithRestriction", "SplitAndSizeRestrictions", "Process"] {
@@ -275,5 +318,7 @@ mod tests {
         let pair = stages.iter().find(|s| s.transforms.iter().any(|t| t == "read/sdf/PairWithRestriction")).unwrap();
         assert!(pair.transforms.iter().any(|t| t == "read/sdf/SplitAndSizeRestrictions"), "{:?}", pair.transforms);
         assert_eq!(pair.side_inputs.len(), 2, "both steps' side inputs are served");
+        let plan = crate::topology::TopologyPlan::plan(&g, "app", 2);
+        assert!(plan.is_ok(), "{:?}", plan.err());
     }
 }

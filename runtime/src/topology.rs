@@ -351,7 +351,10 @@ impl TopologyPlan {
                 let produced_here = graph.producer.get(&si.pcollection).is_some_and(|p| stage.transforms.contains(p));
                 let main_here =
                     graph.main_inputs_of(&si.transform).iter().any(|m| graph.producer.get(m).is_some_and(|p| stage.transforms.contains(p)));
-                if member.is_some() && (produced_here || main_here) {
+                // A splittable DoFn's split step reads what its pairing step
+                // read, which the stage held at its entry (`fusion`).
+                let gated_at_entry = graph.urn(&si.transform) == urns::SDF_SPLIT_AND_SIZE;
+                if member.is_some() && (produced_here || (main_here && !gated_at_entry)) {
                     return Err(format!(
                         "'{}' reads a side input in the middle of a fused stage ({}), which this runner cannot plan yet",
                         name_of(graph, &si.transform),

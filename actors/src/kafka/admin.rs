@@ -167,10 +167,12 @@ impl Admin {
         if missing.is_empty() {
             return Ok(Vec::new());
         }
+        let max_message_bytes = super::config::RUNNER_RECORD_MAX_BYTES.to_string();
         let new: Vec<NewTopic> = missing
             .iter()
             .map(|t| {
-                let topic = NewTopic::new(&t.name, t.partitions as i32, TopicReplication::Fixed(replication as i32));
+                let topic = NewTopic::new(&t.name, t.partitions as i32, TopicReplication::Fixed(replication as i32))
+                    .set("max.message.bytes", &max_message_bytes);
                 let topic = if t.compacted { topic.set("cleanup.policy", "compact") } else { topic };
                 if t.keep_forever {
                     topic.set("retention.ms", "-1")

@@ -71,11 +71,20 @@ pub fn consumer(opts: &RunnerOptions) -> ClientConfig {
     c
 }
 
+/// The largest record the runner writes to its own topics (their
+/// `max.message.bytes`, and its producers' `message.max.bytes`): a
+/// GroupByKey key, a side input element or a state entry may exceed Kafka's
+/// 1 MB default. Consumers take a larger record whole (librdkafka returns
+/// a first batch over `fetch.max.bytes` anyway).
+pub const RUNNER_RECORD_MAX_BYTES: usize = 64 << 20;
+
 /// The idempotent producer of bootstrap records (and, with a transactional
 /// id, of a task).
 pub fn producer(opts: &RunnerOptions) -> ClientConfig {
     let mut c = base(opts, "producer");
     c.set("enable.idempotence", "true");
+    // Room for one record of RUNNER_RECORD_MAX_BYTES and its batch header.
+    default(&mut c, opts, "message.max.bytes", (RUNNER_RECORD_MAX_BYTES + (64 << 10)).to_string());
     default(&mut c, opts, "message.timeout.ms", "30000");
     // An idempotent or transactional producer gets its producer id only from
     // a broker it learned from metadata; with sparse connections librdkafka

@@ -1,0 +1,79 @@
+package dev.beamkafka.runner;
+
+import java.util.List;
+import org.apache.beam.sdk.options.Description;
+import org.apache.beam.sdk.options.PortablePipelineOptions;
+
+/**
+ * Options of {@link BeamKafkaRunner}. The runner's own options reach the job server as {@code
+ * beam:option:<snake_case>:v1}, so each getter here is named after the server's option (see the
+ * README's "Options"). None has a default here: an option left unset is not sent and the server's
+ * default applies.
+ */
+public interface BeamKafkaPipelineOptions extends PortablePipelineOptions {
+  // jobEndpoint comes from PortablePipelineOptions; BeamKafkaRunner uses localhost:8099 when unset
+  // (a second @Default on the same property would clash with PortablePipelineOptions).
+
+  @Description("Kafka brokers the application connects to (host:port, comma separated).")
+  String getBootstrapServers();
+
+  void setBootstrapServers(String value);
+
+  @Description(
+      "Identity of the pipeline on Kafka (consumer group, topic prefix). Required; letters, "
+          + "digits, '.', '_' and '-'.")
+  String getApplicationId();
+
+  void setApplicationId(String value);
+
+  @Description("Partitions of the runner's shuffle topics: the parallelism after a shuffle.")
+  Integer getInternalParallelism();
+
+  void setInternalParallelism(Integer value);
+
+  @Description("Replication factor of the topics the runner creates.")
+  Integer getTopicReplicationFactor();
+
+  void setTopicReplicationFactor(Integer value);
+
+  @Description("Elements per bundle sent to the SDK harness.")
+  Integer getMaxBundleSize();
+
+  void setMaxBundleSize(Integer value);
+
+  @Description("Longest time a bundle stays open, in milliseconds.")
+  Integer getMaxBundleTimeMs();
+
+  void setMaxBundleTimeMs(Integer value);
+
+  @Description("Where the job keeps local state (inside the job server's --state-root).")
+  String getStateDir();
+
+  void setStateDir(String value);
+
+  @Description("exactly_once (default) or at_least_once.")
+  String getProcessingGuarantee();
+
+  void setProcessingGuarantee(String value);
+
+  @Description("How often a task commits its progress, in milliseconds.")
+  Integer getCommitIntervalMs();
+
+  void setCommitIntervalMs(Integer value);
+
+  // Named kafkaProperty (not kafkaProperties): the server reads beam:option:kafka_property:v1.
+  @Description("Extra Kafka client property key=value for the runner's clients; repeatable.")
+  List<String> getKafkaProperty();
+
+  void setKafkaProperty(List<String> value);
+
+  @Description("Keep the topics of a finished bounded job instead of deleting them.")
+  Boolean getKeepRunnerTopics();
+
+  void setKeepRunnerTopics(Boolean value);
+
+  @Description("The job server's token, for a server started with --auth-token-file.")
+  String getJobServerToken();
+
+  void setJobServerToken(String value);
+}

@@ -1,0 +1,142 @@
+package dev.beamkafka.runner;
+
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import org.apache.beam.fn.harness.ExternalWorkerService;
+import org.apache.beam.model.jobmanagement.v1.JobApi.PrepareJobRequest;
+import org.apache.beam.model.jobmanagement.v1.JobApi.PrepareJobResponse;
+import org.apache.beam.model.jobmanagement.v1.JobApi.RunJobRequest;
+import org.apache.beam.model.jobmanagement.v1.JobServiceGrpc;
+import org.apache.beam.model.jobmanagement.v1.JobServiceGrpc.JobServiceBlockingStub;
+import org.apache.beam.model.pipeline.v1.Endpoints.ApiServiceDescriptor;
+import org.apache.beam.model.pipeline.v1.RunnerApi;
+import org.apache.beam.sdk.Pipeline;
+import org.apache.beam.sdk.PipelineResult;
+import org.apache.beam.sdk.PipelineRunner;
+import org.apache.beam.sdk.fn.channel.ManagedChannelFactory;
+import org.apache.beam.sdk.fn.server.GrpcFnServer;
+import org.apache.beam.sdk.fn.server.ServerFactory;
+import org.apache.beam.sdk.options.PipelineOptions;
+import org.apache.beam.sdk.util.construction.Environments;
+import org.apache.beam.sdk.util.construction.PipelineOptionsTranslation;
+import org.apache.beam.sdk.util.construction.PipelineTranslation;
+import org.apache.beam.sdk.util.construction.SdkComponents;
+import org.apache.beam.vendor.grpc.v1p69p0.io.grpc.ManagedChannel;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Runs a Java pipeline on a beam-kafka job server through Beam's Job API.
+ *
+ * <p>By default (environment type unset or LOOPBACK) the SDK harnesses are threads of this JVM: an
+ * {@link ExternalWorkerService} listens on a free local port and the pipeline's environment is
+ * {@code beam:env:external:v1} pointing at it, so the job needs no Docker and no artifacts (the
+ * harnesses share this JVM's classpath). An EXTERNAL environment the user configured is kept; one
+ * that would need the client's jars staged (PROCESS, DOCKER) is refused, since this runner stages
+ * nothing.
+ */
+public class BeamKafkaRunner extends PipelineRunner<PipelineResult> {
+  private static final Logger LOG = LoggerFactory.getLogger(BeamKafkaRunner.class);
+  static final String DEFAULT_JOB_ENDPOINT = "localhost:8099";
+
+  private final BeamKafkaPipelineOptions options;
+
+  protected BeamKafkaRunner(BeamKafkaPipelineOptions options) {
+    this.options = options;
+  }
+
+  public static BeamKafkaRunner fromOptions(PipelineOptions options) {
+    return new BeamKafkaRunner(options.as(BeamKafkaPipelineOptions.class));
+  }
+
+  @Override
+  public BeamKafkaPipelineResult run(Pipeline pipeline) {
+    AutoCloseable workerPool = startWorkerPoolIfLoopback();
+    try {
+      // The environment's dependencies come from filesToStage: none, as nothing is staged.
+      options.setFilesToStage(List.of());
+      RunnerApi.Pipeline proto = PipelineTranslation.toProto(pipeline, SdkComponents.create(options));
+      String endpoint = options.getJobEndpoint();
+      if (endpoint == null || endpoint.isEmpty()) {
+        endpoint = DEFAULT_JOB_ENDPOINT;
+      }
+      ManagedChannel channel =
+          ManagedChannelFactory.createDefault()
+              .forDescriptor(ApiServiceDescriptor.newBuilder().setUrl(endpoint).build());
+      try {
+        JobServiceBlockingStub jobService = JobServiceGrpc.newBlockingStub(channel);
+        int timeout = options.getJobServerTimeout();
+        PrepareJobResponse prepared =
+            jobService
+                .withDeadlineAfter(timeout, TimeUnit.SECONDS)
+                .withWaitForReady()
+                .prepare(
+                    PrepareJobRequest.newBuilder()
+                        .setJobName(options.getJobName())
+                        .setPipeline(proto)
+                        .setPipelineOptions(PipelineOptionsTranslation.toProto(options))
+                        .build());
+        // No artifact staging: the server runs a prepared job without it, and harnesses of an
+        // EXTERNAL environment bring their own classpath.
+        String jobId =
+            jobService
+                .withDeadlineAfter(timeout, TimeUnit.SECONDS)
+                .run(
+                    RunJobRequest.newBuilder()
+                        .setPreparationId(prepared.getPreparationId())
+                        .build())
+                .getJobId();
+        LOG.info("Submitted job {} to the beam-kafka job server at {}", jobId, endpoint);
+        return new BeamKafkaPipelineResult(jobId, channel, workerPool, timeout);
+      } catch (RuntimeException e) {
+        channel.shutdownNow();
+        throw e;
+      }
+    } catch (RuntimeException e) {
+      closeQuietly(workerPool);
+      throw e;
+    }
+  }
+
+  /** Starts this JVM's worker pool for a LOOPBACK (or unset) environment; null otherwise. */
+  private AutoCloseable startWorkerPoolIfLoopback() {
+    String type = options.getDefaultEnvironmentType();
+    if (type == null || type.isEmpty() || Environments.ENVIRONMENT_LOOPBACK.equals(type)) {
+      GrpcFnServer<ExternalWorkerService> pool;
+      try {
+        pool =
+            GrpcFnServer.allocatePortAndCreateFor(
+                new ExternalWorkerService(options), ServerFactory.createDefault());
+      } catch (Exception e) {
+        throw new RuntimeException("Cannot start the SDK worker pool of this JVM", e);
+      }
+      options.setDefaultEnvironmentType(Environments.ENVIRONMENT_EXTERNAL);
+      options.setDefaultEnvironmentConfig(pool.getApiServiceDescriptor().getUrl());
+      LOG.info("SDK harnesses run in this JVM, pool at {}", pool.getApiServiceDescriptor().getUrl());
+      return pool;
+    }
+    if (!Environments.ENVIRONMENT_EXTERNAL.equals(type)) {
+      throw new IllegalArgumentException(
+          "BeamKafkaRunner supports the LOOPBACK and EXTERNAL environments only (it stages no "
+              + "artifacts), not "
+              + type);
+    }
+    return null;
+  }
+
+  static void closeQuietly(AutoCloseable c) {
+    if (c == null) {
+      return;
+    }
+    try {
+      c.close();
+    } catch (Exception e) {
+      LOG.warn("Error closing {}", c, e);
+    }
+  }
+
+  @Override
+  public String toString() {
+    return "BeamKafkaRunner#" + hashCode();
+  }
+}

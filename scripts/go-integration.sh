@@ -1,0 +1,231 @@
+#!/usr/bin/env bash
+# Runs Beam's Go SDK integration suite (sdks/go/test/integration/... of
+# github.com/apache/beam/sdks/v2 at the version itests/go/go.mod pins, from the
+# Go module proxy) against a beam-kafka job server, and prints
+#   go-integration: N passed, M failed, K skipped (wall S s)
+#
+#   scripts/go-integration.sh [--short] [--endpoint HOST:PORT] [--expansion-addr HOST:PORT]
+#                             [--bootstrap-servers HOST:PORT] [--runner NAME] [--run REGEXP]
+#
+# --short             a representative subset (core primitives, state, timers,
+#                     windows, side inputs, wordcount, synthetic): a few minutes
+# --endpoint          use that job server (with --expansion-addr, its expansion
+#                     service); else one is started on free ports for the run
+# --bootstrap-servers the Kafka broker (default BEAM_KAFKA_TEST_BOOTSTRAP, else
+#                     localhost:19092; a local one is started when none answers)
+# --runner            the Go runner name: `beamkafka` (default) is Beam's portable
+#                     runner that gives each job a unique --application_id (see
+#                     itests/go/integration/beamkafka_runner.go.overlay); `universal`
+#                     needs a job server that derives one itself
+# --run               only tests whose names match (as go test -run)
+#
+# Tests listed in itests/go/integration-skips.txt are skipped (go test -skip),
+# each for a feature this setup lacks; a package whose tests are all skipped
+# is not built. Every package runs alone (-p 1). A test that brings its test
+# binary down (a panic in the LOOPBACK SDK harness, which runs inside it, or
+# a timeout) counts as failed, and the package's remaining tests run again
+# without it. Logs (go test -json, each failure, the job server's) go to
+# $BEAM_KAFKA_CACHE/go-integration/logs/<time>/ (the last five runs). Exit status 1
+# when a test failed.
+#   BEAM_KAFKA_GO_TIMEOUT=15m   go test -timeout of one run of a package
+#   BEAM_KAFKA_BINARY=...       the beam-kafka binary (else bin/beam-kafka, built when missing)
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+GO_TOOLCHAIN="1.26.1"
+MODULE="github.com/apache/beam/sdks/v2"
+SUITE="go/test/integration"
+ITESTS="$REPO_ROOT/itests/go"
+SKIPS="$ITESTS/integration-skips.txt"
+RESULTS=(python3 "$ITESTS/integration/results.py")
+
+short=0 endpoint="" expansion="" runner="beamkafka" run_filter=""
+bootstrap="${BEAM_KAFKA_TEST_BOOTSTRAP:-localhost:19092}"
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --short) short=1 ;;
+    --endpoint) endpoint="$2"; shift ;;
+    --endpoint=*) endpoint="${1#*=}" ;;
+    --expansion-addr) expansion="$2"; shift ;;
+    --expansion-addr=*) expansion="${1#*=}" ;;
+    --bootstrap-servers) bootstrap="$2"; shift ;;
+    --bootstrap-servers=*) bootstrap="${1#*=}" ;;
+    --runner) runner="$2"; shift ;;
+    --runner=*) runner="${1#*=}" ;;
+    --run) run_filter="$2"; shift ;;
+    --run=*) run_filter="${1#*=}" ;;
+    -h|--help) sed -n '2,/^source/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown argument $1 (see --help)" ;;
+  esac
+  shift
+done
+
+# The short mode: packages and, where not all, the tests to run. Not in it:
+# tests that fail or flake on beam-kafka today (TestTimers_EventTime_Bounded
+# fires a timer twice after a split bundle; TestParDoBundleFinalizer may end
+# before its callbacks ran).
+SHORT_PACKAGES=(primitives wordcount synthetic)
+SHORT_PRIMITIVES='^(TestParDoMultiOutput|TestParDoSideInput|TestParDoKVSideInput|TestParDoMultiMapSideInput|TestReshuffle|TestGBKShortRead|TestCheckpointing|TestValueState|TestBagState|TestCombiningState|TestMapState|TestSetState|TestOrderedListState|TestTimers_EventTime_WithOutputTimestamp|TestTimers_ProcessingTime_Bounded|TestWindowSums_GBK|TestValidateWindowedSideInputs|TestParDoBundleFinalizer|TestPanes|TestTestStreamTimersEventTime)$'
+
+go_command() {
+  if command -v go >/dev/null && go version | grep -qE 'go1\.(2[1-9]|[3-9][0-9])'; then
+    echo go
+    return
+  fi
+  local dir="$BEAM_KAFKA_CACHE/go-toolchain/go$GO_TOOLCHAIN"
+  if [[ ! -x "$dir/bin/go" ]]; then
+    local arch
+    case "$(uname -m)" in x86_64) arch=amd64 ;; aarch64|arm64) arch=arm64 ;; *) die "no Go toolchain for $(uname -m)" ;; esac
+    log "fetching the Go toolchain $GO_TOOLCHAIN from the Go module proxy"
+    local tmp; tmp="$(mktemp -d)"
+    curl -fsSL -o "$tmp/go.zip" "https://proxy.golang.org/golang.org/toolchain/@v/v0.0.1-go$GO_TOOLCHAIN.linux-$arch.zip" \
+      || die "cannot fetch the Go toolchain from proxy.golang.org"
+    unzip -q "$tmp/go.zip" -d "$tmp"
+    mkdir -p "$(dirname "$dir")"
+    rm -rf "$dir" && mv "$tmp/golang.org/toolchain@v0.0.1-go$GO_TOOLCHAIN.linux-$arch" "$dir" && rm -rf "$tmp"
+    chmod +x "$dir/bin/"* "$dir/pkg/tool/"*/* 2>/dev/null || true
+  fi
+  echo "$dir/bin/go"
+}
+
+command -v python3 >/dev/null || die "python3 is needed (it reads go test -json)"
+GO="$(go_command)"
+started_at=$(date +%s)
+
+# Beam's module, verified against go.sum by the module proxy client. Go refuses
+# overlays inside its module cache, so the suite builds from a copy of the
+# module's Go tree (a `replace` of a work module with itests/go's requirements).
+version="$(cd "$ITESTS" && "$GO" list -mod=readonly -m -f '{{.Version}}' "$MODULE")"
+moddir="$(cd "$ITESTS" && "$GO" mod download -json "$MODULE@$version" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+[[ -d "$moddir/$SUITE" ]] || die "cannot fetch $MODULE@$version from the Go module proxy"
+work="$BEAM_KAFKA_CACHE/go-integration"
+beam="$work/beam-sdks-$version"
+if [[ ! -f "$beam/.complete" ]]; then
+  log "copying $MODULE@$version's Go tree to $beam"
+  rm -rf "$beam" && mkdir -p "$beam"
+  cp -r "$moddir/go" "$moddir/go.mod" "$moddir/go.sum" "$moddir/LICENSE" "$beam/"
+  chmod -R u+w "$beam"
+  touch "$beam/.complete"
+fi
+mkdir -p "$work/run"
+cp "$ITESTS/go.sum" "$work/run/go.sum"
+{ cat "$ITESTS/go.mod"; echo; echo "replace $MODULE $version => ../beam-sdks-$version"; } > "$work/run/go.mod"
+overlay="$work/overlay.json"
+printf '{"Replace":{"%s/%s/zz_beamkafka_runner.go":"%s"}}\n' "$beam" "$SUITE" "$ITESTS/integration/beamkafka_runner.go.overlay" > "$overlay"
+
+logs="$work/logs/$(date +%Y%m%d-%H%M%S)"
+mkdir -p "$logs"
+# The last five runs' logs are kept (a job server's log can reach 100s of MB).
+find "$work/logs" -mindepth 1 -maxdepth 1 -type d | sort | head -n -5 | xargs -r rm -rf
+
+# The broker, and the job server unless one was given.
+cleanup=()
+on_exit() { local c; for c in "${cleanup[@]}"; do eval "$c" || true; done; }
+trap on_exit EXIT
+if ! "$REPO_ROOT/scripts/kafka.sh" status "${bootstrap##*:}" 2>/dev/null; then
+  case "${bootstrap%%:*}" in localhost|127.0.0.1) ;; *) die "no Kafka broker answers at $bootstrap" ;; esac
+  "$REPO_ROOT/scripts/kafka.sh" start "${bootstrap##*:}"
+  cleanup+=("\"$REPO_ROOT/scripts/kafka.sh\" stop ${bootstrap##*:}")
+fi
+if [[ -z "$endpoint" ]]; then
+  binary="${BEAM_KAFKA_BINARY:-$REPO_ROOT/bin/beam-kafka}"
+  [[ -x "$binary" ]] || binary="$("$REPO_ROOT/scripts/build.sh")"
+  # Free ports picked here: with --job-port 0 the server logs the port asked for.
+  read -r job_port artifact_port expansion_port < <(python3 -c '
+import socket
+socks = [socket.socket() for _ in range(3)]
+for s in socks: s.bind(("127.0.0.1", 0))
+print(*[s.getsockname()[1] for s in socks])')
+  "$binary" job-server --job-port "$job_port" --artifact-port "$artifact_port" --expansion-port "$expansion_port" \
+    --trust-clients --artifacts-dir "$logs/artifacts" --state-root "$logs/state" > "$logs/job-server.log" 2>&1 &
+  server_pid=$!
+  cleanup=("kill $server_pid; wait $server_pid 2>/dev/null" "${cleanup[@]}")
+  endpoint="localhost:$job_port" expansion="localhost:$expansion_port"
+  log "job server (pid $server_pid) at $endpoint, expansion service at $expansion; log $logs/job-server.log"
+fi
+# The SDK waits for an endpoint that does not answer without end.
+for _ in $(seq 1 300); do
+  (exec 3<>"/dev/tcp/${endpoint%:*}/${endpoint##*:}") 2>/dev/null && break
+  [[ -z "${server_pid:-}" ]] || kill -0 "$server_pid" 2>/dev/null || { cat "$logs/job-server.log" >&2; die "the job server did not start"; }
+  sleep 0.1
+done
+(exec 3<>"/dev/tcp/${endpoint%:*}/${endpoint##*:}") 2>/dev/null || die "no job server answers at $endpoint"
+
+pipeline_flags=(-runner="$runner" -endpoint="$endpoint" -environment_type=LOOPBACK -bootstrap_servers="$bootstrap")
+# Beam's Kafka IO test expands ReadFromKafka/WriteToKafka at the "io" service: ours.
+if [[ -n "$expansion" ]]; then
+  pipeline_flags+=(-expansion_addr="io:$expansion")
+else
+  { cat "$SKIPS"; echo "TestKafkaIO_.* # needs the job server's expansion service (--expansion-addr)"; } > "$logs/skips.txt"
+  SKIPS="$logs/skips.txt"
+fi
+skip_regex="$("${RESULTS[@]}" skip-regex "$SKIPS")"
+
+if [[ $short == 1 ]]; then
+  packages=("${SHORT_PACKAGES[@]}")
+else
+  mapfile -t packages < <(cd "$beam/$SUITE" && find . -name '*_test.go' -printf '%h\n' | sed 's|^\./\{0,1\}||' | sort -u)
+fi
+
+passed=0 failed=0 skipped=0
+failures=()
+for pkg in "${packages[@]}"; do
+  dir="$beam/$SUITE${pkg:+/$pkg}"
+  import="$MODULE/$SUITE${pkg:+/$pkg}"
+  name="${pkg:-integration}"
+  select="$run_filter"
+  [[ $short == 1 && "$pkg" == primitives && -z "$select" ]] && select="$SHORT_PRIMITIVES"
+  to_run=0
+  while read -r what test rest; do
+    case "$what" in
+      skip) skipped=$((skipped + 1)); echo "SKIP $test ($name) $rest" >> "$logs/skipped.txt" ;;
+      run) to_run=$((to_run + 1)) ;;
+    esac
+  done < <("${RESULTS[@]}" plan "$dir" "$SKIPS" "$select")
+  if [[ $to_run == 0 ]]; then
+    continue
+  fi
+  # Rounds: after a test brought the binary down, the rest of the package runs again.
+  done_tests=()
+  for round in $(seq 1 50); do
+    skip="$skip_regex"
+    if [[ ${#done_tests[@]} -gt 0 ]]; then
+      skip="^($(IFS='|'; echo "${done_tests[*]}"))\$|$skip_regex"
+    fi
+    out="$logs/${name//\//.}.$round.json"
+    log "go test $import (round $round)"
+    (cd "$work/run" && "$GO" test -mod=readonly -overlay="$overlay" -json -count=1 -p 1 -parallel 1 \
+        -timeout "${BEAM_KAFKA_GO_TIMEOUT:-15m}" ${select:+-run "$select"} -skip "$skip" "$import" \
+        -args "${pipeline_flags[@]}") > "$out" 2> "$out.stderr" || true
+    end=""
+    while read -r what test; do
+      case "$what" in
+        pass) passed=$((passed + 1)); done_tests+=("$test"); echo "ok   $test ($name)" ;;
+        skip) skipped=$((skipped + 1)); done_tests+=("$test"); echo "skip $test ($name)" ;;
+        fail|crash)
+          failed=$((failed + 1)); done_tests+=("$test")
+          [[ $what == crash ]] && what="fail (the test binary ended: panic or timeout)"
+          echo "FAIL $test ($name): $what"
+          failures+=("$test|$name")
+          ;;
+        end) end="$test" ;;
+      esac
+    done < <("${RESULTS[@]}" parse "$out" "$logs")
+    case "$end" in
+      clean) break ;;
+      crashed|timeout) continue ;;
+      build-failed)
+        failed=$((failed + to_run)); failures+=("build|$name")
+        echo "FAIL $import does not build: see $logs/build.log"; break ;;
+      *) cat "$out.stderr" >&2; die "go test of $import ended unexpectedly (see $out)" ;;
+    esac
+  done
+done
+
+for f in "${failures[@]}"; do
+  test="${f%%|*}" pkg="${f#*|}"
+  [[ $test == build ]] && continue
+  echo "--- $test ($pkg):"
+  "${RESULTS[@]}" why "$logs/$test.log"
+done
+echo "logs: $logs"
+echo "go-integration: $passed passed, $failed failed, $skipped skipped (wall $(( $(date +%s) - started_at )) s)"
+[[ $failed == 0 ]]

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Runs Beam's Java @ValidatesRunner tests (the beam-sdks-java-core tests jar, JUnit category
+# org.apache.beam.sdk.testing.ValidatesRunner) through itests/java's TestBeamKafkaRunner against a
+# job server this script starts, and prints
+#
+#   java-validates-runner: N passed, N failed, N skipped
+#
+#   scripts/java-validates-runner.sh [extra Maven args, e.g. -Dtest='ParDoTest*']
+#
+# Uses the broker at BEAM_KAFKA_TEST_BOOTSTRAP (default localhost:19092; started here when none
+# answers) and the binary at BEAM_KAFKA_BINARY, else bin/beam-kafka (built when missing). A test
+# pipeline still running after BEAM_KAFKA_JAVA_TEST_TIMEOUT seconds (default 120) is cancelled.
+# Logs land in $BEAM_KAFKA_CACHE/java/validates-runner, with failures.txt listing the failed tests;
+# JUnit reports in $BEAM_KAFKA_CACHE/java/build-vr/surefire-reports. Exits non-zero when a test failed.
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+command -v mvn >/dev/null || die "Maven (mvn) is not installed: apt-get install maven"
+
+# Categories of tests skipped, each for a feature beam-kafka or this client lacks.
+excluded=(
+  # Cross-language transforms: need Beam's Java and Python expansion services, not started here.
+  UsesJavaExpansionService
+  UsesPythonExpansionService
+  # They check the Java SDK container's JVM (jamm agent, TLS settings, log4j); here the harness is
+  # the test JVM itself.
+  UsesSdkHarnessEnvironment
+  # Merging WindowFns of Java code (beam:window_fn:serialized_java:v1): the runner merges windows
+  # only through Python's SDK.
+  UsesCustomWindowMerging
+  # OnWindowExpiration (beam:requirement:pardo:on_window_expiration:v1): refused at Prepare.
+  UsesOnWindowExpiration
+  # MultimapState.entries(): the runner serves no MultimapEntriesUserState requests.
+  UsesMultimapState
+  # @RequiresTimeSortedInput (beam:requirement:pardo:time_sorted_input:v1): refused at Prepare.
+  UsesRequiresTimeSortedInput
+  # Bounded-trie metrics: the job server keeps the newest report instead of merging them, and
+  # this client does not decode them.
+  UsesBoundedTrieMetrics
+  # Strict timer ordering (timers set by a timer callback firing in timestamp order among those
+  # already due) is not guaranteed: ParDoTest's two such tests fail or hang.
+  UsesStrictTimerOrdering
+  # Records over 64 MiB: the runner's topics take records up to 64 MiB (max.message.bytes).
+  'LargeKeys$Above100MB'
+)
+
+out="$BEAM_KAFKA_CACHE/java/validates-runner"
+mkdir -p "$out"
+bootstrap="${BEAM_KAFKA_TEST_BOOTSTRAP:-localhost:19092}"
+binary="${BEAM_KAFKA_BINARY:-$REPO_ROOT/bin/beam-kafka}"
+[[ -x "$binary" ]] || binary="$("$REPO_ROOT/scripts/build.sh")"
+
+cleanup=()
+on_exit() { for c in "${cleanup[@]}"; do eval "$c" || true; done; }
+trap on_exit EXIT
+
+port="${bootstrap##*:}"
+if ! "$REPO_ROOT/scripts/kafka.sh" status "$port" 2>/dev/null; then
+  [[ "${bootstrap%%:*}" == localhost || "${bootstrap%%:*}" == 127.0.0.1 ]] \
+    || die "no Kafka broker answers at $bootstrap"
+  "$REPO_ROOT/scripts/kafka.sh" start "$port"
+  cleanup+=("\"$REPO_ROOT/scripts/kafka.sh\" stop $port")
+fi
+
+# The job server, on free ports chosen here (its log shows --job-port as given, 0 included).
+read -r job_port artifact_port expansion_port < <(python3 -c '
+import socket
+socks = [socket.socket() for _ in range(3)]
+for s in socks: s.bind(("127.0.0.1", 0))
+print(*[s.getsockname()[1] for s in socks])')
+endpoint="localhost:$job_port"
+log_file="$out/job-server.log"
+reports="$BEAM_KAFKA_CACHE/java/build-vr/surefire-reports"
+rm -rf "$out/state" "$out/artifacts" "$reports"
+NO_COLOR=1 "$binary" job-server --job-port "$job_port" --artifact-port "$artifact_port" \
+  --expansion-port "$expansion_port" --trust-clients --state-root "$out/state" \
+  --artifacts-dir "$out/artifacts" >"$log_file" 2>&1 &
+server_pid=$!
+cleanup+=("kill $server_pid; wait $server_pid 2>/dev/null")
+for _ in $(seq 1 120); do
+  grep -q "job server listening" "$log_file" && break
+  kill -0 "$server_pid" 2>/dev/null || die "the job server exited: see $log_file"
+  sleep 0.5
+done
+grep -q "job server listening" "$log_file" || die "the job server did not start within 60 s: see $log_file"
+log "job server at $endpoint, broker at $bootstrap"
+
+test_timeout="${BEAM_KAFKA_JAVA_TEST_TIMEOUT:-120}"  # seconds per test pipeline (TestPipeline's 900 is long)
+options="[\"--runner=dev.beamkafka.runner.TestBeamKafkaRunner\",\"--jobEndpoint=$endpoint\",\
+\"--bootstrapServers=$bootstrap\",\"--sdkWorkerParallelism=1\",\"--testTimeoutSeconds=$test_timeout\"]"
+categories="$(printf 'org.apache.beam.sdk.testing.%s,' "${excluded[@]}")"
+mvn_args=(-B -f "$REPO_ROOT/itests/java/pom.xml" -Pvalidates-runner -Dbeam.version="$BEAM_VERSION"
+  -Dbeamkafka.build="$BEAM_KAFKA_CACHE/java/build-vr" -Dvr.excluded="${categories%,}")
+# Fetch what is missing once (Beam's tests jar, Surefire's JUnit provider) by running no test,
+# then run offline.
+prepare=(test -Dtest=NoSuchTest -Dsurefire.failIfNoSpecifiedTests=false)
+if ! mvn -q -o "${mvn_args[@]}" "${prepare[@]}" >"$out/offline.log" 2>&1; then
+  log "fetching the Maven dependencies of the ValidatesRunner tests"
+  mvn -q "${mvn_args[@]}" "${prepare[@]}" >&2 || die "the Maven build failed (see above)"
+fi
+log "running the tests (log: $out/maven.log)"
+mvn -o "${mvn_args[@]}" test -DbeamTestPipelineOptions="$options" -Dmaven.test.failure.ignore=true \
+  -Dsurefire.failIfNoSpecifiedTests=false "$@" \
+  >"$out/maven.log" 2>&1 || { tail -50 "$out/maven.log" >&2; die "Maven failed: see $out/maven.log"; }
+
+# Counts from the JUnit reports; failed tests, with the start of why, to failures.txt.
+python3 - "$reports" "$out/failures.txt" <<'EOF'
+import glob, sys, xml.etree.ElementTree as ET
+passed = failed = skipped = 0
+lines = []
+for path in sorted(glob.glob(sys.argv[1] + '/TEST-*.xml')):
+  for case in ET.parse(path).getroot().iter('testcase'):
+    bad = case.find('failure') if case.find('failure') is not None else case.find('error')
+    if bad is not None:
+      failed += 1
+      why = ' | '.join((bad.get('message') or bad.get('type') or '').strip().splitlines()[:3])
+      lines.append('%s.%s: %s' % (case.get('classname'), case.get('name'), why[:400]))
+    elif case.find('skipped') is not None:
+      skipped += 1
+    else:
+      passed += 1
+open(sys.argv[2], 'w').write(''.join(l + '\n' for l in lines))
+print('java-validates-runner: %d passed, %d failed, %d skipped' % (passed, failed, skipped))
+sys.exit(1 if failed else 0)
+EOF
