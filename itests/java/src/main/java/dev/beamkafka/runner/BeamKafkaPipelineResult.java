@@ -92,8 +92,22 @@ public class BeamKafkaPipelineResult implements PipelineResult {
     if (duration == null || duration.getMillis() < 1) {
       return waitUntilFinish();
     }
+    return awaitTerminal(duration.getMillis());
+  }
+
+  @Override
+  public State waitUntilFinish() {
+    return awaitTerminal(0);
+  }
+
+  /** Waits for the job to end, at most {@code millis} (0: no limit); null while it still runs. */
+  private State awaitTerminal(long millis) {
     try {
-      terminal.get(duration.getMillis(), TimeUnit.MILLISECONDS);
+      if (millis > 0) {
+        terminal.get(millis, TimeUnit.MILLISECONDS);
+      } else {
+        terminal.get();
+      }
     } catch (TimeoutException e) {
       return null; // Beam's convention for "still running".
     } catch (InterruptedException e) {
@@ -101,19 +115,6 @@ public class BeamKafkaPipelineResult implements PipelineResult {
       throw new RuntimeException(e);
     } catch (ExecutionException e) {
       // The job server was lost; finish below rethrows.
-    }
-    return finish();
-  }
-
-  @Override
-  public State waitUntilFinish() {
-    try {
-      terminal.get();
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      throw new RuntimeException(e);
-    } catch (ExecutionException e) {
-      // finish rethrows.
     }
     return finish();
   }
