@@ -107,6 +107,14 @@ impl Groups {
     }
 }
 
+/// A splittable DoFn's split step reads the side inputs its pairing step
+/// read, for the same elements: the pairing step's stage already held them
+/// until their side windows were complete, so the two may share a stage.
+pub(crate) fn reads_sides_its_producer_held(graph: &PipelineGraph, id: &str) -> bool {
+    graph.urn(id) == urns::SDF_SPLIT_AND_SIZE
+        && graph.main_inputs_of(id).iter().all(|pc| graph.producer.get(pc).is_some_and(|p| graph.urn(p) == urns::SDF_PAIR_WITH_RESTRICTION))
+}
+
 /// Fuses the graph's SDK-executed leaves into stages, in topological order.
 /// No stage reaches itself through another stage or a runner transform.
 pub fn fuse(graph: &PipelineGraph) -> Vec<Stage> {
@@ -142,18 +150,12 @@ pub fn fuse(graph: &PipelineGraph) -> Vec<Stage> {
         // input must arrive partitioned by key. So does a splittable DoFn's
         // process step: the restrictions its input was split into cross an
         // edge topic, spreading over the tasks.
-        // A splittable DoFn's split step reads the side inputs its pairing
-        // step read, for the same elements: the pairing step's stage
-        // already held them until their side windows were complete.
-        let gated = !graph.side_inputs_of(id).is_empty() && graph.urn(id) != urns::SDF_SPLIT_AND_SIZE;
+        let gated = !graph.side_inputs_of(id).is_empty() && !reads_sides_its_producer_held(graph, id);
         if gated || graph.is_stateful(id) || graph.urn(id) == urns::SDF_PROCESS {
             continue;
         }
         for pc in graph.main_inputs_of(id) {
             let Some(prod) = graph.producer.get(&pc) else { continue };
-            if !graph.side_inputs_of(id).is_empty() && graph.urn(prod) != urns::SDF_PAIR_WITH_RESTRICTION {
-                continue;
-            }
             if is_sdk_executed(graph, prod) && env(index[prod.as_str()]) == env(i) {
                 // A refused merge leaves `pc` on an edge topic between stages.
                 groups.union(i, index[prod.as_str()]);

@@ -351,9 +351,7 @@ impl TopologyPlan {
                 let produced_here = graph.producer.get(&si.pcollection).is_some_and(|p| stage.transforms.contains(p));
                 let main_here =
                     graph.main_inputs_of(&si.transform).iter().any(|m| graph.producer.get(m).is_some_and(|p| stage.transforms.contains(p)));
-                // A splittable DoFn's split step reads what its pairing step
-                // read, which the stage held at its entry (`fusion`).
-                let gated_at_entry = graph.urn(&si.transform) == urns::SDF_SPLIT_AND_SIZE;
+                let gated_at_entry = crate::fusion::reads_sides_its_producer_held(graph, &si.transform);
                 if member.is_some() && (produced_here || (main_here && !gated_at_entry)) {
                     return Err(format!(
                         "'{}' reads a side input in the middle of a fused stage ({}), which this runner cannot plan yet",
