@@ -1,4 +1,5 @@
-"""Bundles close on max_bundle_time_ms even when nothing else closes them."""
+"""Bundles: they close on max_bundle_time_ms even when nothing else closes
+them, and none runs without work."""
 
 import threading
 import time
@@ -7,6 +8,9 @@ import apache_beam as beam
 from apache_beam.io.kafka import ReadFromKafka
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.runner import PipelineState
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.timestamp import MIN_TIMESTAMP
+from apache_beam.utils.windowed_value import WindowedValue
 
 from conftest import kafka_args
 from conftest import make_app_id
@@ -84,3 +88,46 @@ def test_a_slow_trickle_is_bundled_by_time_without_duplicates(
   # Without the time bound the records after the first would share one
   # bundle, closed only when the read ends.
   assert len(bundles) >= TRICKLE // 2, bundles
+
+
+class _EmitPerBundle(beam.DoFn):
+  """Emits, in finish_bundle, how many elements its bundle held (a legal
+  Beam pattern), and records every finish_bundle call in a file."""
+  def __init__(self, path):
+    self._path = path
+    self._n = 0
+
+  def start_bundle(self):
+    self._n = 0
+
+  def process(self, element):
+    self._n += 1
+
+  def finish_bundle(self):
+    with open(self._path, 'a') as f:
+      f.write('%d\n' % self._n)
+    yield WindowedValue(self._n, MIN_TIMESTAMP, [GlobalWindow()])
+
+
+def test_no_bundle_runs_without_elements(job_server, broker, tmp_path, collector):
+  """A DoFn that emits in finish_bundle emits once per bundle of elements:
+  the runner runs no bundle without elements, timers or residuals (earlier
+  it warmed each harness up with an empty one, running user code with no
+  input, and the emitted counts came out with extra zeros)."""
+  calls = tmp_path / 'finish_bundle.txt'
+  args = portable_args(job_server) + kafka_args(
+      broker, make_app_id('no-empty'), tmp_path / 'state') + [
+          '--sdk_worker_parallelism=2']
+  p = beam.Pipeline(options=PipelineOptions(args))
+  _ = (
+      p
+      | beam.Create(list(range(40)))
+      | beam.Reshuffle()
+      | beam.ParDo(_EmitPerBundle(str(calls)))
+      | beam.Map(collector.recorder()))
+  assert p.run().wait_until_finish() == PipelineState.DONE
+  emitted = [int(n) for n in collector.lines()]
+  finished = [int(n) for n in calls.read_text().split()]
+  assert sum(emitted) == 40, emitted
+  assert 0 not in finished, 'a bundle ran with no element: %s' % finished
+  assert sorted(emitted) == sorted(finished), (emitted, finished)

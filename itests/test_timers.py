@@ -135,3 +135,47 @@ def test_pending_timers_fire_once_after_a_sigkill(job_server, binary, broker, tm
   # Every key's timer fired exactly once, with all its values.
   assert sorted((k, v) for _, k, v in out) == sorted(
       (k, b','.join(sorted(vs))) for k, vs in want.items())
+
+
+class _CountThenFire(beam.DoFn):
+  """Counts a key's values slowly and sets its one event-time timer again
+  with every value; the timer emits the count. Slow elements make a commit's
+  flush split the running bundle, so the rest of it comes back deferred and
+  sets the timer again after the split."""
+  COUNT = userstate.CombiningValueStateSpec('count', sum)
+  DONE = userstate.TimerSpec('done', TimeDomain.WATERMARK)
+
+  def process(self, kv, count=beam.DoFn.StateParam(COUNT),
+              done=beam.DoFn.TimerParam(DONE)):
+    time.sleep(0.02)
+    count.add(1)
+    done.set(Timestamp(1000 + kv[1]))
+
+  @userstate.on_timer(DONE)
+  def on_done(self, key=beam.DoFn.KeyParam, count=beam.DoFn.StateParam(COUNT),
+              fired=beam.DoFn.TimestampParam):
+    yield '%s:%d:%d' % (key, count.read(), fired.micros // 1000000)
+
+
+def test_a_timer_set_again_after_a_split_fires_once(job_server, broker, tmp_path, collector):
+  """Go's TestTimers_EventTime_Bounded, made deterministic: every bundle of
+  slow elements is split by the commits (1 ms bundle time bound, 20 ms
+  cycles), and the input watermark is at its end before the deferred rest
+  runs. Each key's timer fires once, at its last setting, after every value."""
+  keys, per_key = 3, 15
+  args = portable_args(job_server) + kafka_args(
+      broker, make_app_id('timer-split'), tmp_path / 'state') + [
+          '--max_bundle_time_ms=1', '--commit_interval_ms=20']
+  p = beam.Pipeline(options=PipelineOptions(args))
+  _ = (
+      p
+      | beam.Create([('k%d' % k, v) for k in range(keys) for v in range(per_key)])
+      | beam.ParDo(_CountThenFire())
+      | beam.Map(collector.recorder()))
+  assert p.run().wait_until_finish() == 'DONE'
+  # The timer's last setting is one value's; which one depends on the order
+  # the values arrived in, so only the count is exact.
+  fired = collections.Counter(line.split(':')[0] for line in collector.lines())
+  assert fired == {'k%d' % k: 1 for k in range(keys)}, collector.lines()
+  counts = sorted(int(line.split(':')[1]) for line in collector.lines())
+  assert counts == [per_key] * keys, collector.lines()

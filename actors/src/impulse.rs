@@ -30,7 +30,7 @@ pub struct Begun {
 /// one) and, if any, begins their transaction.
 pub async fn begin(admin: &Admin, input: &JobInput) -> Result<Begun, String> {
     let mut fresh = Vec::new();
-    for topic in input.plan.topics.iter().filter(|t| t.kind == TopicKind::Impulse) {
+    for topic in input.plan.topics.iter().filter(|t| matches!(t.kind, TopicKind::Impulse | TopicKind::Empty)) {
         let written = match admin.partitions(&topic.name)? {
             Some(_) => admin.end_offset(&topic.name, 0).await? > 0,
             None => false,
@@ -60,7 +60,9 @@ pub async fn write(begun: Begun) -> Result<(), String> {
     let Some(producer) = begun.producer else { return Ok(()) };
     let writes = Writes::new();
     for topic in &begun.topics {
-        let records = [envelope::data(impulse_element()), envelope::watermark(Watermark::PosInf, &topic.upstream, 0, 1)];
+        let end = envelope::watermark(Watermark::PosInf, &topic.upstream, 0, 1);
+        // An empty Flatten's topic holds the end of event time alone.
+        let records = if topic.kind == TopicKind::Empty { vec![end] } else { vec![envelope::data(impulse_element()), end] };
         for payload in records {
             writes.send(&producer, &topic.name, 0, None, Some(&payload)).await?;
         }

@@ -124,16 +124,6 @@ async fn drive(
     let mut impulses = actix_rt::spawn(impulse::write(begun));
     let mut impulses_written = false;
     tracing::debug!("start-up: topics ready after {:?}", began.elapsed());
-    let stages = input
-        .sub_topologies
-        .iter()
-        .map(|s| {
-            let sources: BTreeSet<String> = s.inputs.iter().map(|i| i.source_transform.clone()).collect();
-            let families = s.timers.iter().map(|t| (t.transform.clone(), t.family.clone())).collect();
-            (s.descriptor_id.clone(), sources.into_iter().collect(), s.sinks.clone(), families)
-        })
-        .collect();
-    actix_rt::spawn(crate::stage::warm_up(input.harnesses.all().to_vec(), stages));
     let mut consumer_config = config::job_consumer(opts);
     for (k, v) in &io.consumer_properties {
         consumer_config.set(k, v);
@@ -362,6 +352,11 @@ async fn drive(
             ));
         }
         cleanup(&admin, &input, &events, draining).await;
+    } else if outcome == JobOutcome::Done {
+        // A later run would find every input consumed: it is refused instead.
+        if let Err(e) = crate::identity::record_finished(opts).await {
+            let _ = events.send(JobEvent::Info(format!("could not record that the application finished: {e}")));
+        }
     }
     tracing::debug!("job ended after {:?}", began.elapsed());
     // Everything the job said is sent: the caller's forwarding may end.
@@ -529,6 +524,7 @@ async fn cleanup(admin: &Admin, input: &JobInput, events: &mpsc::UnboundedSender
     let mut names: Vec<String> = input.plan.runner_topics().map(|t| t.name.clone()).collect();
     names.extend(input.plan.sub_topologies.iter().map(|s| changelog_topic(&input.options.application_id, s.id)));
     names.push(control::control_topic(&input.options.application_id));
+    names.push(crate::identity::plan_topic(&input.options.application_id));
     // A drained job ended where its sources stopped: a restart reads on from
     // there, so their positions outlive the group.
     let sources: Vec<(String, u32)> =

@@ -9,6 +9,7 @@ mod bundle_state;
 pub mod control;
 mod group_by_key;
 pub mod harnesses;
+pub mod identity;
 mod impulse;
 pub mod job;
 mod job_input;

@@ -48,7 +48,8 @@ fn find(parent: &mut [usize], i: usize) -> usize {
 }
 
 pub fn is_sdk_executed(graph: &PipelineGraph, id: &str) -> bool {
-    urns::SDK_EXECUTED.contains(&graph.urn(id)) && !graph.transform(id).environment_id.is_empty()
+    let empty_flatten = graph.urn(id) == urns::FLATTEN && graph.inputs_of(id).is_empty();
+    urns::SDK_EXECUTED.contains(&graph.urn(id)) && !graph.transform(id).environment_id.is_empty() && !empty_flatten
 }
 
 /// The fusion groups being built, over every leaf (runner-executed leaves

@@ -199,12 +199,20 @@ impl GroupByKey {
 
     /// Lists the pane's processing-time deadline if it has a new one.
     pub(crate) fn note_deadline(&mut self, key: &[u8], window: &Window) {
+        self.note_deadline_after(key, window, None);
+    }
+
+    /// The same, but a deadline at or before `offered` is only remembered,
+    /// not listed: the pane's trigger was offered that time already (or, for
+    /// a pane queued for the watermark's firing, will be asked when it
+    /// fires), and listing it again would have it taken again at once.
+    fn note_deadline_after(&mut self, key: &[u8], window: &Window, offered: Option<Millis>) {
         let trigger = &self.spec.trigger;
         let Some(pane) = self.panes.get_mut(key, window) else { return };
         let next = if pane.closed { None } else { trigger.next_deadline(&pane.trigger) };
         if next != pane.deadline {
             pane.deadline = next;
-            if let Some(d) = next {
+            if let Some(d) = next.filter(|d| offered.is_none_or(|o| *d > o)) {
                 self.deadlines.insert((d, key.to_vec(), window.clone()));
             }
         }
@@ -431,7 +439,10 @@ impl GroupByKey {
             if !pane.queued {
                 self.evaluate(&key, window.clone(), false, false, out);
             }
-            self.note_deadline(&key, &window);
+            // A trigger that did not fire keeps the deadline it passed (a
+            // queued pane, or AfterAll waiting for a count too): taking it
+            // again would loop forever on the task's thread.
+            self.note_deadline_after(&key, &window, Some(self.processing_time));
         }
     }
 

@@ -539,3 +539,40 @@ fn a_window_born_behind_the_watermark_fires_late() {
     assert_eq!(got, vec![(vec![3], LATE, 0, 0), (vec![4], LATE, 1, 1)]);
     assert_eq!(g.closed_pending(), 0, "nothing waits for an on-time firing");
 }
+
+/// A processing-time deadline that passes while its pane waits in the
+/// watermark's queue (the stage had no room yet), or while its trigger
+/// waits for more (AfterAll with a count), is offered once: taking it again
+/// at once looped forever on the task's thread, which hung the job and its
+/// cancel (Java's testAfterProcessingTimeContinuationTriggerUsingState).
+#[test]
+fn a_passed_deadline_of_a_pane_that_does_not_fire_is_taken_once() {
+    use crate::pb::trigger::{AfterAll, Trigger as T};
+    let wc = Coder::IntervalWindow;
+    // Queued for the watermark's firing when its early deadline passes.
+    let mut g = GroupByKey::new(spec(after_watermark(Some(processing(1000)), None), wc.clone()), &kv_coder()).unwrap();
+    let mut out = Vec::new();
+    g.set_processing_time(10_000, &mut out);
+    g.add(&fixed(1, "k"), &mut out).unwrap();
+    g.set_watermark(Watermark::At(100), &mut out);
+    assert_eq!(g.closed_pending(), 1);
+    g.set_processing_time(12_000, &mut out);
+    assert!(out.is_empty(), "a queued pane fires with the queue");
+    assert_eq!(g.next_deadline(), None, "its passed deadline is not listed again");
+    assert_eq!(g.fire_closed(usize::MAX, &mut out), 1);
+    assert_eq!(fired(&out[0], &wc).values, vec![1]);
+
+    // AfterAll(AfterProcessingTime, AfterCount(2)) with one element: the
+    // deadline passes, the count does not; the second element fires it.
+    let wrap = |t: T| crate::pb::Trigger { trigger: Some(t) };
+    let all = trigger(T::AfterAll(AfterAll { subtriggers: vec![wrap(processing(1000)), wrap(count(2))] }));
+    let mut g = GroupByKey::new(spec(all, wc.clone()), &kv_coder()).unwrap();
+    let mut out = Vec::new();
+    g.set_processing_time(10_000, &mut out);
+    g.add(&fixed(1, "k"), &mut out).unwrap();
+    g.set_processing_time(12_000, &mut out);
+    assert!(out.is_empty());
+    assert_eq!(g.next_deadline(), None);
+    g.add(&fixed(2, "k"), &mut out).unwrap();
+    assert_eq!(out.iter().map(|o| fired(o, &wc).values).collect::<Vec<_>>(), vec![vec![1, 2]]);
+}

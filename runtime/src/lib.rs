@@ -18,6 +18,7 @@ pub mod gbk_state;
 pub mod graph;
 pub mod harnesses;
 pub mod held;
+pub mod identity;
 pub mod kafka_io;
 pub mod kafka_sink;
 pub mod kafka_source;

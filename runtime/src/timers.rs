@@ -281,6 +281,16 @@ impl Timers {
     }
 }
 
+/// The watermark a stage's timers fire at: its input watermark held back by
+/// every input the stage has not processed yet (elements a split bundle
+/// handed back, elements waiting for side inputs, closed windows not yet
+/// handed over). Such an element may still set a timer again; had the timer
+/// fired before it, it would fire a second time, which Beam's model does not
+/// allow for an element before the watermark.
+pub fn firing_watermark(input: Watermark, unprocessed: impl IntoIterator<Item = Watermark>) -> Watermark {
+    unprocessed.into_iter().fold(input, Watermark::min)
+}
+
 fn decrement(counts: &mut BTreeMap<Millis, usize>, at: &Millis) {
     if let Some(n) = counts.get_mut(at) {
         *n -= 1;
@@ -355,6 +365,42 @@ mod tests {
         t.apply("p", "ev", TimeDomain::EventTime, vec![TimerSetting { set: None, ..set(b"c", 5) }]);
         assert!(t.is_empty());
         assert_eq!(t.take_changes().len(), 1);
+    }
+
+    /// Go's TestTimers_EventTime_Bounded under load: a bundle setting a key's
+    /// timer is split, the rest of its elements (which set the same timer
+    /// again) deferred, and the input watermark is already at the end.
+    #[test]
+    fn a_timer_fires_once_when_a_split_bundle_sets_it_again_after_the_split() {
+        use crate::deferred::{Deferred, DeferredWork};
+        let set = |fire| TimerSetting {
+            key: b"k".to_vec(),
+            tag: String::new(),
+            window: vec![],
+            set: Some(TimerTimes { fire, hold: fire, pane: vec![0x0f] }),
+        };
+        let mut timers = Timers::default();
+        let mut deferred = DeferredWork::default();
+        // The split bundle's first half set the timer; its second half
+        // (elements at the impulse's timestamp) came back deferred.
+        timers.apply("p", "ev", TimeDomain::EventTime, vec![set(5)]);
+        deferred.defer(Deferred { source: "src".into(), element: b"e2".to_vec(), hold: Millis::MIN, not_before: 0 });
+        let input = Watermark::PosInf;
+        let at = firing_watermark(input, [deferred.hold_watermark()]);
+        assert_eq!(at, Watermark::At(Millis::MIN));
+        assert!(timers.take_due(at, i64::MAX).is_empty(), "unprocessed input before the timer holds its firing");
+        // The cycle commits the deferred element; it runs after the commit
+        // and sets the timer again.
+        deferred.take_changes();
+        deferred.saved();
+        assert_eq!(deferred.release(0, 10).len(), 1);
+        timers.apply("p", "ev", TimeDomain::EventTime, vec![set(7)]);
+        assert_eq!(timers.len(), 1, "a timer set again replaces the one pending");
+        let at = firing_watermark(input, [deferred.hold_watermark()]);
+        let fired = timers.take_due(at, i64::MAX);
+        assert_eq!(fired.iter().map(|(_, t)| t.times.fire).collect::<Vec<_>>(), [7], "fires once, at its last setting");
+        assert!(timers.take_due(at, i64::MAX).is_empty());
+        assert_eq!(timers.take_changes().len(), 1, "its removal is durable with the cycle that fired it");
     }
 
     #[test]

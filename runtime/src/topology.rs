@@ -21,6 +21,9 @@ pub enum TopicKind {
     /// Carries one Impulse element and a final watermark; always 1 partition
     /// (more would fire the impulse once per partition).
     Impulse,
+    /// The output of a Flatten of no inputs: no element, only a final
+    /// watermark, written at the start like an impulse; 1 partition.
+    Empty,
     /// The input of a GroupByKey, partitioned by key.
     Shuffle,
     /// A user's topic read by ReadFromKafka: never created or deleted by the
@@ -158,7 +161,7 @@ impl TopologyPlan {
         let mut topics: Vec<TopicPlan> = Vec::new();
         // Output PCollection of a runner transform → the topics feeding it.
         let mut fed_by: HashMap<String, Vec<(usize, InputKind)>> = HashMap::new();
-        let (mut impulses, mut shuffles, mut test_streams) = (0, 0, 0);
+        let (mut impulses, mut shuffles, mut test_streams, mut empties) = (0, 0, 0, 0);
         for id in &graph.leaves {
             let t = graph.transform(id);
             match graph.urn(id) {
@@ -174,6 +177,22 @@ impl TopologyPlan {
                         upstream_partitions: 1,
                     });
                     impulses += 1;
+                }
+                // Nothing flows into a Flatten of no inputs: it is a topic
+                // holding only the end of event time (else no task would
+                // run it, and its readers would wait forever).
+                urns::FLATTEN if graph.inputs_of(id).is_empty() => {
+                    let out = t.outputs.values().next().ok_or_else(|| format!("Flatten '{}' has no output", name_of(graph, id)))?;
+                    fed_by.entry(out.clone()).or_default().push((topics.len(), InputKind::Direct));
+                    topics.push(TopicPlan {
+                        name: format!("{prefix}empty_{empties}"),
+                        kind: TopicKind::Empty,
+                        partitions: 1,
+                        pcollection: out.clone(),
+                        upstream: id.clone(),
+                        upstream_partitions: 1,
+                    });
+                    empties += 1;
                 }
                 urns::TEST_STREAM => {
                     let mut outs: Vec<(&String, &String)> = t.outputs.iter().collect();
@@ -333,10 +352,10 @@ impl TopologyPlan {
             // its input must arrive partitioned by key (a shuffle or an edge).
             if let Some(t) = stage.transforms.iter().find(|t| graph.is_stateful(t)) {
                 let own = graph.main_inputs_of(t);
-                if let Some(i) = inputs
-                    .iter()
-                    .find(|i| own.contains(&i.pcollection) && matches!(topics[i.topic].kind, TopicKind::Source | TopicKind::Impulse))
-                {
+                if let Some(i) = inputs.iter().find(|i| {
+                    own.contains(&i.pcollection)
+                        && matches!(topics[i.topic].kind, TopicKind::Source | TopicKind::Impulse | TopicKind::Empty)
+                }) {
                     return Err(format!(
                         "stateful '{}' reads '{}' straight from {}, which is not partitioned by key; \
                          put a step between them, e.g. beam.Map(lambda kv: kv)",
@@ -396,7 +415,7 @@ impl TopologyPlan {
                     let fed = match t.kind {
                         TopicKind::Shuffle | TopicKind::Edge => !sub.stage.transforms.is_empty() || !sub.stage.input_coders.is_empty(),
                         TopicKind::Side => true,
-                        TopicKind::Impulse | TopicKind::Source | TopicKind::TestStream => false,
+                        TopicKind::Impulse | TopicKind::Empty | TopicKind::Source | TopicKind::TestStream => false,
                     };
                     if fed && &t.pcollection == pc {
                         outputs.push(SubOutput { pcollection: pc.clone(), topic: i });

@@ -11,6 +11,7 @@ use beam_kafka_proto::fn_execution as fn_pb;
 use beam_kafka_proto::job_management as jm;
 use beam_kafka_runtime::graph::PipelineGraph;
 use beam_kafka_runtime::harnesses;
+use beam_kafka_runtime::identity::{self, Verdict};
 use beam_kafka_runtime::lower;
 use beam_kafka_runtime::topology::TopologyPlan;
 use dashmap::DashMap;
@@ -34,6 +35,14 @@ pub struct Services {
     pub artifacts_dir: Option<std::path::PathBuf>,
 }
 
+/// How long a cancelled job may take to stop before it is reported
+/// CANCELLED regardless.
+const CANCEL_GRACE: Duration = Duration::from_secs(8);
+
+/// How long an ended job's thread may take to delete its topics and close
+/// its clients before the execution stops waiting for it.
+const THREAD_END_WAIT: Duration = Duration::from_secs(90);
+
 /// How long a started harness may take to connect its control stream.
 const WORKER_CONNECT_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -45,12 +54,34 @@ pub async fn execute(job: Arc<Job>, services: Services) {
     // A panic is a bug of ours; it still ends the job, with what it said,
     // instead of leaving its client waiting.
     let run = std::panic::AssertUnwindSafe(prepare_and_run(&job, &services, &mut harnesses, &mut job_thread));
-    let outcome = match futures::FutureExt::catch_unwind(run).await {
-        Ok(Ok(o)) => o,
-        Ok(Err(e)) => JobOutcome::Failed(e),
-        Err(panic) => {
-            let what = panic.downcast_ref::<String>().cloned().or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()));
-            JobOutcome::Failed(format!("internal error of the runner (please report it): {}", what.unwrap_or_default()))
+    // A cancel ends the job within CANCEL_GRACE whatever its tasks are
+    // doing: past it the job is reported CANCELLED and its thread, if
+    // still busy, is left to stop on its own (it commits nothing the next
+    // run would not fence: every task's transaction is its own).
+    let mut cancel = job.cancel.subscribe();
+    let cancel_overdue = async move {
+        let _ = cancel.wait_for(|asked| *asked).await;
+        tokio::time::sleep(CANCEL_GRACE).await;
+    };
+    let outcome = tokio::select! {
+        ran = futures::FutureExt::catch_unwind(run) => match ran {
+            Ok(Ok(o)) => o,
+            Ok(Err(e)) => JobOutcome::Failed(e),
+            Err(panic) => {
+                let what = panic.downcast_ref::<String>().cloned().or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()));
+                JobOutcome::Failed(format!("internal error of the runner (please report it): {}", what.unwrap_or_default()))
+            }
+        },
+        _ = cancel_overdue => {
+            job.message(
+                Importance::JobMessageWarning,
+                format!(
+                    "the job did not stop within {} s of its cancel: it is reported CANCELLED and its harnesses are stopped; \
+                     a new run under this application id resumes from the last commit",
+                    CANCEL_GRACE.as_secs()
+                ),
+            );
+            JobOutcome::Cancelled
         }
     };
     // Listed before the state is final: a client that reruns the
@@ -74,7 +105,9 @@ pub async fn execute(job: Arc<Job>, services: Services) {
     // execution (`beam-kafka run` before it exits) waits for that too.
     let thread_ended = async {
         if let Some(ended) = job_thread {
-            let _ = ended.await;
+            if tokio::time::timeout(THREAD_END_WAIT, ended).await.is_err() {
+                tracing::warn!(job = %job.id, "the job's thread did not end within {} s of its outcome; left to end on its own", THREAD_END_WAIT.as_secs());
+            }
         }
         ENDING.remove(&job.id);
         drop(ending);
@@ -149,6 +182,30 @@ fn report(job: &Job, outcome: JobOutcome) {
     }
 }
 
+/// Whether this run may use what an earlier run under its application id
+/// left (`runtime::identity`): a first run records its plan, the same plan
+/// resumes (and says so), another is refused before anything starts.
+async fn check_earlier_run(job: &Arc<Job>, graph: &PipelineGraph<'_>, plan: &TopologyPlan) -> Result<(), String> {
+    let opts = &job.runner_options;
+    let manifest = identity::manifest(graph, plan);
+    let earlier = beam_kafka_actors::identity::earlier_run(opts).await?;
+    match identity::judge(&opts.application_id, &earlier, &manifest) {
+        Verdict::Fresh => beam_kafka_actors::identity::record_plan(opts, &manifest).await,
+        Verdict::Resume => {
+            job.message(
+                Importance::JobMessageBasic,
+                format!(
+                    "application '{}' already has the topics and state of a run of this same pipeline (an earlier run, or \
+                     another copy running now): this run resumes from their last commits",
+                    opts.application_id
+                ),
+            );
+            Ok(())
+        }
+        Verdict::Refuse(why) => Err(why),
+    }
+}
+
 /// Runs the job; leaves its started harnesses (and worker ids) in `started`
 /// for the caller to stop, and what says its thread ended in `job_thread`.
 async fn prepare_and_run(
@@ -162,6 +219,7 @@ async fn prepare_and_run(
     let graph = PipelineGraph::new(&pipeline)?;
     let plan = TopologyPlan::plan(&graph, &job.runner_options.application_id, job.runner_options.internal_parallelism)?;
     tracing::info!(job = %job.id, "plan:\n{}", plan.describe(&graph));
+    check_earlier_run(job, &graph, &plan).await?;
     let board = StatusBoard::new(&job.id, &job.runner_options.application_id);
     let _ = job.topology_svg.set(plan.to_svg(&graph));
     board.set_state(State::try_from(job.state().state).unwrap_or(State::Unspecified).as_str_name());
@@ -200,6 +258,9 @@ async fn prepare_and_run(
         sub_topologies.push(sub);
     }
 
+    if *job.cancel.borrow() {
+        return Ok(JobOutcome::Cancelled);
+    }
     job.set_state(State::Running);
     let harnesses = Harnesses::new(workers);
     let test_stream = lower::test_stream_run(&graph, &plan)?.map(TestStreamJob::new);

@@ -122,7 +122,8 @@ impl jm::job_service_server::JobService for JobService {
         let job = self.jobs.get(&request.into_inner().job_id)?;
         if !is_terminal(job.state().state) {
             job.set_state(State::Cancelling);
-            let _ = job.cancel.send(true);
+            // Kept even before the job listens (it may still be starting).
+            job.cancel.send_replace(true);
         }
         Ok(Response::new(jm::CancelJobResponse { state: job.state().state }))
     }

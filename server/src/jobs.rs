@@ -103,7 +103,10 @@ impl Job {
     pub fn set_state(&self, s: State) {
         let ev = jm::JobStateEvent { state: s as i32, timestamp: Some(now()) };
         let changed = self.state.send_if_modified(|cur| {
-            if is_terminal(cur.state) || cur.state == s as i32 {
+            // A job being cancelled ends CANCELLED (or FAILED, DONE if it
+            // got there first), never RUNNING again.
+            let cancelling = cur.state == State::Cancelling as i32 && !is_terminal(s as i32);
+            if is_terminal(cur.state) || cur.state == s as i32 || cancelling {
                 false
             } else {
                 *cur = ev;
@@ -193,7 +196,7 @@ impl Jobs {
         let waits = running.iter().map(|job| {
             let mut state = job.subscribe_state();
             job.set_state(State::Cancelling);
-            let _ = job.cancel.send(true);
+            job.cancel.send_replace(true);
             async move {
                 while !is_terminal(state.borrow_and_update().state) {
                     if state.changed().await.is_err() {

@@ -13,6 +13,7 @@ mod options;
 mod otel;
 mod policy;
 mod prometheus;
+mod reset;
 mod run;
 mod status_api;
 mod status_server;
@@ -41,6 +42,9 @@ enum Command {
     /// Drain a running application: its sources stop, every window fires,
     /// and it ends DONE (all its copies, through Kafka).
     Drain(drain::DrainArgs),
+    /// Delete what runs of an application left (its runner topics, consumer
+    /// group and local task stores), so the next run under its id starts afresh.
+    Reset(reset::ResetArgs),
 }
 
 fn main() {
@@ -64,6 +68,7 @@ fn run() -> anyhow::Result<()> {
         Command::JobServer(args) => runtime.block_on(job_server::serve(args)),
         Command::Run(args) => runtime.block_on(run::run(args)),
         Command::Drain(args) => runtime.block_on(drain::drain(args)),
+        Command::Reset(args) => runtime.block_on(reset::reset(args)),
         Command::Describe(_) => unreachable!("handled above"),
     }
 }

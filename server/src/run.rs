@@ -156,8 +156,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
                     }
                 }
             }
-            _ = tokio::signal::ctrl_c(), if !stop_requested => { stop_requested = true; let _ = job.cancel.send(true); }
-            _ = term.recv(), if !stop_requested => { stop_requested = true; let _ = job.cancel.send(true); }
+            _ = tokio::signal::ctrl_c(), if !stop_requested => { stop_requested = true; job.cancel.send_replace(true); }
+            _ = term.recv(), if !stop_requested => { stop_requested = true; job.cancel.send_replace(true); }
         }
     }
     // The state is final before the job's tasks closed their stores and

@@ -148,6 +148,18 @@ impl Admin {
         Ok(md.topics().iter().find(|t| t.name() == topic && t.error().is_none()).map(|t| t.partitions().len() as u32))
     }
 
+    /// The names of every topic of the cluster the runner may see.
+    pub fn topic_names(&self) -> Result<Vec<String>, String> {
+        let md = self.client.inner().fetch_metadata(None, METADATA_TIMEOUT).map_err(|e| format!("cannot list the topics: {e}"))?;
+        Ok(md.topics().iter().filter(|t| t.error().is_none()).map(|t| t.name().to_string()).collect())
+    }
+
+    /// How many members the consumer group `group` has now (copies running).
+    pub fn group_members(&self, group: &str) -> Result<usize, String> {
+        let list = self.probe.fetch_group_list(Some(group), METADATA_TIMEOUT).map_err(|e| format!("cannot describe group {group}: {e}"))?;
+        Ok(list.groups().iter().filter(|g| g.name() == group).map(|g| g.members().len()).sum())
+    }
+
     /// Creates the topics that do not exist; an existing one must have the
     /// planned partition count. Returns the names that were created now.
     pub async fn ensure_topics(&self, topics: &[TopicSpec], replication: u32) -> Result<Vec<String>, String> {

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use beam_kafka_fnapi::{BundleError, BundleInput, SdkWorker, StateHandler, TimerFamily};
+use beam_kafka_runtime::task::bundle::{OpenBundle, SealedBundle};
 use tokio::sync::{oneshot, watch};
 
 use crate::harnesses::HarnessLease;
@@ -85,24 +86,14 @@ struct Done {
     residuals: Vec<beam_kafka_fnapi::Residual>,
 }
 
-/// A stage to warm up: descriptor, data sources, sinks, timer families.
-pub type WarmUpStage = (String, Vec<String>, Vec<String>, Vec<TimerFamily>);
-
 pub struct StageActor {
     spec: StageSpec,
     worker: Arc<SdkWorker>,
     /// Holds this stage's place on its harness while it lives.
     _harness: HarnessLease,
     supervisor: Recipient<StageEvent>,
-    open: BTreeMap<String, Vec<u8>>,
-    /// Where each element of `open` ends, per data source.
-    open_ends: BTreeMap<String, Vec<usize>>,
-    open_timers: HashMap<TimerFamily, Vec<u8>>,
-    open_count: u64,
-    /// Data elements of the open bundle (`open_count` also counts timers).
-    open_elements: u64,
-    /// Changes whenever the open bundle is sealed, so a stale timer is ignored.
-    open_generation: u64,
+    /// What the next bundle collects (never sealed empty).
+    open: OpenBundle,
     queue: VecDeque<Sealed>,
     next_seq: u64,
     completed_through: u64,
@@ -133,12 +124,7 @@ impl StageActor {
             worker: harness.worker().clone(),
             _harness: harness,
             supervisor,
-            open: BTreeMap::new(),
-            open_ends: BTreeMap::new(),
-            open_timers: HashMap::new(),
-            open_count: 0,
-            open_elements: 0,
-            open_generation: 0,
+            open: OpenBundle::default(),
             queue: VecDeque::new(),
             next_seq: 1,
             completed_through: 0,
@@ -156,27 +142,23 @@ impl StageActor {
     }
 
     fn seal(&mut self, ctx: &mut Context<Self>) {
-        if self.open_count > 0 {
-            let mut open = std::mem::take(&mut self.open);
-            let mut ends = std::mem::take(&mut self.open_ends);
-            let inputs = self
-                .spec
-                .sources
-                .iter()
-                .map(|s| BundleInput {
-                    transform_id: s.clone(),
-                    data: open.remove(s).unwrap_or_default(),
-                    ends: ends.remove(s).unwrap_or_default(),
-                })
-                .collect();
-            let timers = std::mem::take(&mut self.open_timers);
-            let elements = std::mem::take(&mut self.open_elements);
+        if let Some(SealedBundle { inputs, timers, elements }) = self.open.seal(&self.spec.sources) {
+            let inputs = inputs.into_iter().map(|(transform_id, data, ends)| BundleInput { transform_id, data, ends }).collect();
             self.queue.push_back(Sealed { seq: self.next_seq, inputs, timers, elements });
             self.next_seq += 1;
-            self.open_count = 0;
-            self.open_generation += 1;
         }
         self.start_next(ctx);
+    }
+
+    /// Closes the bundle now opening after `max_bundle_time_ms`, unless it
+    /// was sealed before.
+    fn bound_open_bundle(&mut self, ctx: &mut Context<Self>) {
+        let generation = self.open.generation();
+        ctx.run_later(self.spec.max_bundle_time, move |act, ctx| {
+            if act.open.generation() == generation {
+                act.seal(ctx);
+            }
+        });
     }
 
     fn start_next(&mut self, ctx: &mut Context<Self>) {
@@ -321,21 +303,11 @@ impl Handler<Elements> for StageActor {
             return;
         }
         for element in msg.elements {
-            if self.open_count == 0 {
-                let generation = self.open_generation;
-                ctx.run_later(self.spec.max_bundle_time, move |act, ctx| {
-                    if act.open_generation == generation {
-                        act.seal(ctx);
-                    }
-                });
+            if self.open.is_empty() {
+                self.bound_open_bundle(ctx);
             }
-            let data = self.open.entry(msg.source_transform.clone()).or_default();
-            data.extend_from_slice(&element);
-            let end = data.len();
-            self.open_ends.entry(msg.source_transform.clone()).or_default().push(end);
-            self.open_count += 1;
-            self.open_elements += 1;
-            if self.open_count >= self.spec.max_bundle_size {
+            self.open.add_element(&msg.source_transform, &element);
+            if self.open.items() >= self.spec.max_bundle_size {
                 self.seal(ctx);
             }
         }
@@ -349,17 +321,11 @@ impl Handler<FireTimers> for StageActor {
         if self.failed || msg.timers.is_empty() {
             return;
         }
-        if self.open_count == 0 {
-            let generation = self.open_generation;
-            ctx.run_later(self.spec.max_bundle_time, move |act, ctx| {
-                if act.open_generation == generation {
-                    act.seal(ctx);
-                }
-            });
+        if self.open.is_empty() {
+            self.bound_open_bundle(ctx);
         }
         for (family, bytes) in msg.timers {
-            self.open_timers.entry(family).or_default().extend_from_slice(&bytes);
-            self.open_count += 1;
+            self.open.add_timers(family, &bytes);
         }
     }
 }
@@ -433,21 +399,4 @@ impl Handler<Shutdown> for StageActor {
             ctx.stop();
         }
     }
-}
-
-/// Runs one empty bundle of each stage on each harness so they build (and
-/// cache) their bundle processors now: a task that later moves to this copy
-/// then runs its first bundle without paying for DoFn set-up. Results are
-/// discarded; a failure here is left for the real bundles to report.
-pub async fn warm_up(workers: Vec<Arc<SdkWorker>>, stages: Vec<WarmUpStage>) {
-    let pairs = workers.iter().flat_map(|w| stages.iter().map(move |s| (w.clone(), s.clone())));
-    let runs = pairs.map(|(worker, (descriptor, sources, sinks, families))| async move {
-        let inputs: Vec<BundleInput> =
-            sources.into_iter().map(|transform_id| BundleInput { transform_id, data: Vec::new(), ends: Vec::new() }).collect();
-        let id = worker.next_instruction_id("bundle");
-        if let Err(e) = worker.process_bundle(&id, &descriptor, &inputs, HashMap::new(), &families, &sinks, None).await {
-            tracing::debug!("warming up {descriptor}: {e}");
-        }
-    });
-    futures::future::join_all(runs).await;
 }

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use beam_kafka_fnapi::TimerFamily;
-use beam_kafka_runtime::timers::TimerCodec;
+use beam_kafka_runtime::timers::{firing_watermark, TimerCodec};
 use beam_kafka_runtime::timestamp::Watermark;
 use beam_kafka_runtime::windowed::Window;
 
@@ -12,13 +12,16 @@ use super::TaskSupervisor;
 use crate::messages::FireTimers;
 
 impl TaskSupervisor {
-    /// The watermark the stage's timers see: the input watermark, held back
-    /// by closed GroupByKey windows not yet handed to the stage (their panes
-    /// would arrive behind it) and by watermark steps a GroupByKey has not
-    /// reported taking in.
+    /// The watermark the stage's timers see (`timers::firing_watermark`):
+    /// the input watermark, held back by closed GroupByKey windows not yet
+    /// handed to the stage (their panes would arrive behind it), by
+    /// watermark steps a GroupByKey has not reported taking in, and by
+    /// elements the stage has yet to process: deferred by a split bundle or
+    /// waiting for side inputs.
     pub(super) fn stage_watermark(&self) -> Watermark {
-        let closed = self.gbk_views.values().map(|g| g.stage_hold()).min().unwrap_or(Watermark::PosInf);
-        self.input_watermark.min(closed)
+        let closed = self.gbk_views.values().map(|g| g.stage_hold());
+        let unprocessed = closed.chain([self.deferred.hold_watermark(), self.held.hold_watermark()]);
+        firing_watermark(self.input_watermark, unprocessed)
     }
 
     /// Sends the stage every timer now due (in fire-time order). Called when

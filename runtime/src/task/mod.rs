@@ -1,8 +1,9 @@
 //! The decisions of one task, without I/O: its lifecycle, its commit cycle,
 //! how much work it may have in flight, what it knows of its GroupByKey
-//! actors, when its stage splits a bundle, and the durations it reports. The
+//! actors, when its stage has a bundle to run and when it splits one, and the durations it reports. The
 //! task supervisor actor (`actors::task`) feeds these events and carries out
 //! what they decide.
+pub mod bundle;
 pub mod cycle;
 pub mod flow;
 pub mod gbk_view;

@@ -53,6 +53,7 @@ impl Picture {
         let mut p = Picture::default();
         let kind_text = |k: TopicKind| match k {
             TopicKind::Impulse => "impulse",
+            TopicKind::Empty => "empty (Flatten of nothing)",
             TopicKind::Shuffle => "shuffle",
             TopicKind::Source => "source (user topic)",
             TopicKind::Edge => "edge",

@@ -431,3 +431,27 @@ fn a_test_stream_is_recoded_by_a_stage_of_its_own_and_awaits_the_terminal_tasks_
     assert_eq!(awaited, (0..out.partitions).map(|p| TaskId { sub_topology: out.id, partition: p }).collect::<Vec<_>>());
     assert!(plan.terminal_tasks().len() > awaited.len(), "the impulse's branch is not awaited");
 }
+
+/// A Flatten of no inputs (Java's `Flatten.pCollections()` of an empty
+/// list, Python's `() | beam.Flatten(pipeline=p)`) used as a side input:
+/// its output is a topic that holds only the end of event time, copied to
+/// the side topic by a relay, so every sub-topology has an input and a
+/// task that runs it (before, its stage had none and its readers hung).
+#[test]
+fn an_empty_flatten_is_a_topic_holding_only_the_end_of_event_time() {
+    let mut b = Builder::new();
+    b.leaf("impulse", IMPULSE, &[], &["a"], false)
+        .leaf("empty", FLATTEN, &[], &["e"], true)
+        .leaf("use", PAR_DO, &["a"], &["c"], true)
+        .side_input("use", "side0", "e");
+    let p = b.build();
+    let g = PipelineGraph::new(&p).unwrap();
+    let plan = TopologyPlan::plan(&g, "x", 2).unwrap();
+    let empty = plan.topics.iter().find(|t| t.kind == TopicKind::Empty).expect("an empty topic");
+    assert_eq!((empty.name.as_str(), empty.partitions, empty.upstream.as_str()), ("__beam_x_empty_0", 1, "empty"));
+    assert!(plan.topics.iter().any(|t| t.kind == TopicKind::Side && t.pcollection == "e"), "{:#?}", plan.topics);
+    for s in &plan.sub_topologies {
+        assert!(!s.inputs.is_empty(), "sub-topology {} has no input: no task would run it", s.id);
+        assert!(!s.stage.transforms.contains(&"empty".to_string()), "the Flatten runs in no stage");
+    }
+}

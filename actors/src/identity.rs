@@ -1,0 +1,162 @@
+//! The application's plan record (`__beam_<app>_plan`, one compacted
+//! partition): what the run that created its topics planned, so a later
+//! run under the same id resumes only the same plan (`runtime::identity`
+//! decides), and whether a run ended DONE keeping its topics. Also
+//! `reset`: deleting everything a run left under an application id.
+use std::path::Path;
+use std::time::Duration;
+
+use beam_kafka_config::RunnerOptions;
+use beam_kafka_runtime::identity::{self, Earlier};
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::{Message, Offset, TopicPartitionList};
+
+use crate::kafka::admin::{Admin, TopicSpec};
+use crate::kafka::config;
+
+const PLAN_KEY: &[u8] = b"plan";
+const STATUS_KEY: &[u8] = b"status";
+const FINISHED: &[u8] = b"finished";
+const READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub fn plan_topic(application_id: &str) -> String {
+    format!("{}plan", beam_kafka_runtime::topology::topic_prefix(application_id))
+}
+
+fn topic_spec(application_id: &str) -> TopicSpec {
+    TopicSpec { name: plan_topic(application_id), partitions: 1, compacted: true, keep_forever: true }
+}
+
+/// What an earlier run left under the application id.
+pub async fn earlier_run(opts: &RunnerOptions) -> Result<Earlier, String> {
+    let opts = opts.clone();
+    tokio::task::spawn_blocking(move || {
+        let admin = Admin::connect(&opts)?;
+        let app = &opts.application_id;
+        let mut left: Vec<String> = admin.topic_names()?.into_iter().filter(|t| identity::is_runner_topic(app, t)).collect();
+        left.sort();
+        let plan = plan_topic(app);
+        if left.contains(&plan) {
+            let records = read_all(&opts, &plan)?;
+            let last = |key: &[u8]| records.iter().rev().find(|(k, _)| k.as_slice() == key).map(|(_, v)| v.clone());
+            if last(STATUS_KEY).as_deref() == Some(FINISHED) {
+                return Ok(Earlier::Finished);
+            }
+            if let Some(m) = last(PLAN_KEY) {
+                return Ok(Earlier::Plan(identity::decode(&m)));
+            }
+        }
+        // A control topic alone is a drain asked before any run.
+        let control = crate::control::control_topic(app);
+        left.retain(|t| *t != control && *t != plan);
+        Ok(if left.is_empty() { Earlier::Nothing } else { Earlier::Unrecorded(left) })
+    })
+    .await
+    .map_err(|e| format!("reading the plan record: {e}"))?
+}
+
+/// Records this run's plan (a first run, before it creates its topics).
+pub async fn record_plan(opts: &RunnerOptions, manifest: &[String]) -> Result<(), String> {
+    write(opts, PLAN_KEY, &identity::encode(manifest)).await
+}
+
+/// Records that the application ran to the end and kept its topics.
+pub async fn record_finished(opts: &RunnerOptions) -> Result<(), String> {
+    write(opts, STATUS_KEY, FINISHED).await
+}
+
+async fn write(opts: &RunnerOptions, key: &[u8], value: &[u8]) -> Result<(), String> {
+    let admin = Admin::connect(opts)?;
+    admin.ensure_topics(&[topic_spec(&opts.application_id)], opts.topic_replication_factor).await?;
+    let producer: FutureProducer = config::producer(opts).create().map_err(|e| format!("cannot create a Kafka producer: {e}"))?;
+    let topic = plan_topic(&opts.application_id);
+    producer
+        .send(FutureRecord::to(&topic).partition(0).key(key).payload(value), READ_TIMEOUT)
+        .await
+        .map_err(|(e, _)| format!("cannot write to {topic}: {e}"))?;
+    Ok(())
+}
+
+/// A record's key and value.
+type KeyValue = (Vec<u8>, Vec<u8>);
+
+/// Every record of the one-partition `topic`, in order.
+fn read_all(opts: &RunnerOptions, topic: &str) -> Result<Vec<KeyValue>, String> {
+    let mut c = config::base(opts, "plan");
+    c.set("group.id", format!("{}-plan", opts.application_id)).set("enable.auto.commit", "false");
+    let consumer: BaseConsumer = c.create().map_err(|e| format!("cannot create a consumer of {topic}: {e}"))?;
+    let (low, high) = consumer.fetch_watermarks(topic, 0, READ_TIMEOUT).map_err(|e| format!("cannot read the end of {topic}: {e}"))?;
+    let mut out = Vec::new();
+    if high <= low {
+        return Ok(out);
+    }
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, 0, Offset::Beginning).map_err(|e| e.to_string())?;
+    consumer.assign(&tpl).map_err(|e| format!("cannot read {topic}: {e}"))?;
+    let deadline = std::time::Instant::now() + READ_TIMEOUT;
+    while std::time::Instant::now() < deadline {
+        match consumer.poll(Duration::from_millis(200)) {
+            Some(Ok(m)) => {
+                out.push((m.key().unwrap_or_default().to_vec(), m.payload().unwrap_or_default().to_vec()));
+                if m.offset() + 1 >= high {
+                    return Ok(out);
+                }
+            }
+            None => {}
+            Some(Err(e)) => return Err(format!("cannot read {topic}: {e}")),
+        }
+    }
+    Err(format!("{topic} could not be read to its end within {READ_TIMEOUT:?}"))
+}
+
+/// What `reset` deleted.
+#[derive(Debug, Default)]
+pub struct ResetReport {
+    pub topics: Vec<String>,
+    pub group_deleted: bool,
+    pub stores: usize,
+}
+
+/// Deletes every runner topic of the application, its consumer group (so
+/// the next run starts its sources as a first run does) and its task
+/// stores under `state_dir` on this machine. Refuses while copies run.
+/// `dry_run` only says what it would delete.
+pub async fn reset(opts: &RunnerOptions, state_dir: &Path, dry_run: bool) -> Result<ResetReport, String> {
+    let app = opts.application_id.clone();
+    let admin = Admin::connect(opts)?;
+    let members = admin.group_members(&app)?;
+    if members > 0 {
+        return Err(format!(
+            "application '{app}' has {members} member(s) in its consumer group: copies are still running. Stop them \
+             (or `beam-kafka drain` them) first, then reset"
+        ));
+    }
+    let mut topics: Vec<String> = admin.topic_names()?.into_iter().filter(|t| identity::is_runner_topic(&app, t)).collect();
+    topics.sort();
+    // The plan record goes last: a reset cut short still refuses a new run.
+    let plan = plan_topic(&app);
+    topics.retain(|t| *t != plan);
+    let had_plan = admin.partitions(&plan)?.is_some();
+    let app_dir = state_dir.join(&app);
+    let stores: Vec<std::path::PathBuf> = match std::fs::read_dir(&app_dir) {
+        Ok(entries) => entries.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.join("beam-kafka.lock").exists()).collect(),
+        Err(_) => Vec::new(),
+    };
+    let mut report = ResetReport { topics: topics.clone(), group_deleted: false, stores: stores.len() };
+    if had_plan {
+        report.topics.push(plan.clone());
+    }
+    if dry_run {
+        return Ok(report);
+    }
+    admin.delete_topics(&topics).await?;
+    admin.delete_group(&app).await?;
+    report.group_deleted = true;
+    for dir in &stores {
+        crate::store::remove_store_dir(dir).map_err(|e| format!("cannot delete the local state {}: {e}", dir.display()))?;
+    }
+    let _ = std::fs::remove_dir(&app_dir);
+    admin.delete_topics(&[plan]).await?;
+    Ok(report)
+}
