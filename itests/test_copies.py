@@ -349,3 +349,28 @@ def test_copies_killed_with_sigkill_resume_splittable_dofn_checkpoints_exactly(
   missing = sorted(want - set(keys))
   assert not missing, '%d missing, e.g. %s' % (len(missing), missing[:20])
   assert set(keys) == want
+
+
+def test_two_copies_drained_both_end_done(job_server, binary, broker, tmp_path):
+  """A drained (or bounded) job run as several copies is DONE in every copy:
+  a copy hears on the control topic of the terminal tasks that finished in
+  the others (before, each waited for every terminal task and heard only of
+  its own, so neither ever ended)."""
+  from test_drain import _drain
+  source, sink, pipeline = _setup(job_server, broker, tmp_path, 'drain2')
+  app_id = make_app_id('drain2')
+  _produce_words(broker, source, 0, 60)
+  a = Copy(binary, pipeline, broker, app_id, tmp_path / 'a')
+  b = Copy(binary, pipeline, broker, app_id, tmp_path / 'b')
+  try:
+    _wait(lambda: a.tasks_running() > 0 and b.tasks_running() > 0, 90, 'both copies to run tasks')
+    out, sums = _totals(broker, sink, 60, timeout=90)
+    _drain(binary, broker, app_id)
+    codes = [c.proc.wait(120) for c in (a, b)]
+  finally:
+    for c in (a, b):
+      c.stop(signal.SIGKILL)
+  assert codes == [0, 0], (a.log(), b.log())
+  for c in (a, b):
+    assert any('DONE' in line for line in c.lines), c.log()
+  _check(out, sums, 60)

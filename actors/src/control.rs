@@ -1,10 +1,12 @@
 //! The application's control topic (`__beam_<app>_control`, one partition):
-//! how an operator asks every copy of a running application to drain
-//! (`beam-kafka drain`). Its last record is what is asked: `drain` (stop
-//! the sources where they are, truncate splittable DoFns' restrictions, let
-//! event time reach the end so every window fires, end DONE). Kafka
-//! carries it, so every copy sees it, including copies started after the
-//! request; the drained job deletes the topic with its other topics.
+//! what every copy of a running application must hear. Two kinds of
+//! record: a request (`beam-kafka drain`: stop the sources where they are,
+//! truncate splittable DoFns' restrictions, let event time reach the end so
+//! every window fires, end DONE), and a terminal task's end (key
+//! `finished`, the task id): a bounded or drained job run as several copies
+//! is DONE in each copy once every terminal task finished in any of them.
+//! Kafka carries both, so every copy sees them, including copies started
+//! later; the finished job deletes the topic with its other topics.
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,10 +17,30 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{Message, Offset, TopicPartitionList};
 use tokio::sync::mpsc;
 
+use beam_kafka_runtime::topology::TaskId;
+
 use crate::kafka::admin::{Admin, TopicSpec};
 use crate::kafka::config;
 
 pub const DRAIN: &[u8] = b"drain";
+const FINISHED_KEY: &[u8] = b"finished";
+
+/// What a copy hears on the control topic.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Control {
+    Drain,
+    /// A terminal task finished (in this copy or another).
+    Finished(TaskId),
+}
+
+/// What one record of the control topic says (`None`: nothing known).
+fn read_record(key: Option<&[u8]>, value: &[u8]) -> Option<Control> {
+    match key {
+        Some(FINISHED_KEY) => std::str::from_utf8(value).ok()?.parse().ok().map(Control::Finished),
+        None if value == DRAIN => Some(Control::Drain),
+        _ => None,
+    }
+}
 
 /// How often a running job looks for a request.
 const WATCH_EVERY: Duration = Duration::from_millis(500);
@@ -45,12 +67,24 @@ pub async fn request(opts: &RunnerOptions, what: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
-/// Reads the control topic's last record (`None`: nothing was ever asked).
+/// Says on the control topic that a terminal task finished here.
+pub async fn announce_finished(opts: &RunnerOptions, task: TaskId) -> Result<(), String> {
+    let producer: FutureProducer = config::producer(opts).create().map_err(|e| format!("cannot create a Kafka producer: {e}"))?;
+    let topic = control_topic(&opts.application_id);
+    let value = task.to_string();
+    producer
+        .send(FutureRecord::to(&topic).partition(0).key(FINISHED_KEY).payload(value.as_bytes()), READ_TIMEOUT)
+        .await
+        .map_err(|(e, _)| format!("cannot write to {topic}: {e}"))?;
+    Ok(())
+}
+
+/// Reads the control topic's records as they come.
 struct Reader {
     consumer: BaseConsumer,
     topic: String,
-    /// The end offset when last read.
-    seen: i64,
+    /// The offset of the next record to read.
+    next: i64,
 }
 
 impl Reader {
@@ -58,34 +92,39 @@ impl Reader {
         let mut c = config::base(opts, "control");
         c.set("group.id", format!("{}-control", opts.application_id)).set("enable.auto.commit", "false");
         let consumer: BaseConsumer = c.create().map_err(|e| format!("cannot create the control topic's consumer: {e}"))?;
-        Ok(Reader { consumer, topic: control_topic(&opts.application_id), seen: -1 })
+        Ok(Reader { consumer, topic: control_topic(&opts.application_id), next: 0 })
     }
 
-    /// The last record, if the topic grew since the last call.
-    fn changed(&mut self) -> Result<Option<Vec<u8>>, String> {
-        let (_, high) = self
+    /// What the records written since the last call say.
+    fn changed(&mut self) -> Result<Vec<Control>, String> {
+        let (low, high) = self
             .consumer
             .fetch_watermarks(&self.topic, 0, READ_TIMEOUT)
             .map_err(|e| format!("cannot read the end of {}: {e}", self.topic))?;
-        if high == self.seen || high == 0 {
-            return Ok(None);
+        let from = self.next.max(low);
+        if high <= from {
+            return Ok(Vec::new());
         }
         let mut tpl = TopicPartitionList::new();
-        tpl.add_partition_offset(&self.topic, 0, Offset::Offset(high - 1)).map_err(|e| e.to_string())?;
+        tpl.add_partition_offset(&self.topic, 0, Offset::Offset(from)).map_err(|e| e.to_string())?;
         self.consumer.assign(&tpl).map_err(|e| format!("cannot read {}: {e}", self.topic))?;
+        let mut out = Vec::new();
         let deadline = std::time::Instant::now() + READ_TIMEOUT;
         while std::time::Instant::now() < deadline {
             match self.consumer.poll(Duration::from_millis(200)) {
-                Some(Ok(m)) if m.offset() == high - 1 => {
-                    // Only a record read counts as seen: a failed read is tried again.
-                    self.seen = high;
-                    return Ok(Some(m.payload().unwrap_or_default().to_vec()));
+                Some(Ok(m)) => {
+                    out.extend(read_record(m.key(), m.payload().unwrap_or_default()));
+                    if m.offset() + 1 >= high {
+                        // Only records read count as seen: a failed read is tried again.
+                        self.next = high;
+                        return Ok(out);
+                    }
                 }
-                Some(Ok(_)) | None => {}
+                None => {}
                 Some(Err(e)) => return Err(format!("cannot read {}: {e}", self.topic)),
             }
         }
-        Err(format!("the last record of {} did not arrive within {READ_TIMEOUT:?}", self.topic))
+        Err(format!("the records of {} up to {high} did not arrive within {READ_TIMEOUT:?}", self.topic))
     }
 }
 
@@ -95,28 +134,35 @@ impl Reader {
 pub async fn drain_requested(opts: &RunnerOptions) -> bool {
     let opts = opts.clone();
     let read = tokio::task::spawn_blocking(move || Reader::new(&opts).and_then(|mut r| r.changed()));
-    matches!(read.await, Ok(Ok(Some(v))) if v == DRAIN)
+    matches!(read.await, Ok(Ok(said)) if said.contains(&Control::Drain))
 }
 
-/// Watches the control topic until `stop`; sends once when a drain is
-/// asked (at once if it already was). A topic that cannot be read is
-/// retried: a drain is never the reason a job fails.
-pub fn watch(opts: &RunnerOptions, stop: Arc<AtomicBool>) -> mpsc::UnboundedReceiver<()> {
+/// Watches the control topic until `stop`, sending what it says: a drain
+/// once (at once if it was already asked), and every terminal task that
+/// finished (those of earlier copies first). A topic that cannot be read
+/// is retried: the control topic is never the reason a job fails.
+pub fn watch(opts: &RunnerOptions, stop: Arc<AtomicBool>) -> mpsc::UnboundedReceiver<Control> {
     let (tx, rx) = mpsc::unbounded_channel();
     let opts = opts.clone();
     std::thread::spawn(move || {
         let mut reader = None;
+        let mut drain_sent = false;
         while !stop.load(Ordering::Acquire) {
             if reader.is_none() {
                 reader = Reader::new(&opts).map_err(|e| tracing::warn!("{e}")).ok();
             }
             if let Some(r) = reader.as_mut() {
                 match r.changed() {
-                    Ok(Some(v)) if v == DRAIN => {
-                        let _ = tx.send(());
-                        return;
+                    Ok(said) => {
+                        for c in said {
+                            if c == Control::Drain && std::mem::replace(&mut drain_sent, true) {
+                                continue;
+                            }
+                            if tx.send(c).is_err() {
+                                return;
+                            }
+                        }
                     }
-                    Ok(_) => {}
                     Err(e) => tracing::debug!("control topic: {e}"),
                 }
             }
@@ -124,4 +170,18 @@ pub fn watch(opts: &RunnerOptions, stop: Arc<AtomicBool>) -> mpsc::UnboundedRece
         }
     });
     rx
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_say_a_drain_or_a_finished_task_and_nothing_else() {
+        assert_eq!(read_record(None, DRAIN), Some(Control::Drain));
+        assert_eq!(read_record(Some(FINISHED_KEY), b"3_1"), Some(Control::Finished(TaskId { sub_topology: 3, partition: 1 })));
+        assert_eq!(read_record(Some(FINISHED_KEY), b"junk"), None);
+        assert_eq!(read_record(None, b"resume"), None, "an unknown request is not a drain");
+        assert_eq!(read_record(Some(b"other"), DRAIN), None);
+    }
 }

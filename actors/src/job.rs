@@ -16,7 +16,7 @@ use rdkafka::consumer::Consumer;
 use rdkafka::producer::Producer;
 use tokio::sync::{mpsc, watch};
 
-use crate::control;
+use crate::control::{self, Control};
 use crate::impulse;
 use crate::kafka::admin::{Admin, TopicSpec};
 use crate::kafka::config;
@@ -159,7 +159,7 @@ async fn drive(
     });
     // A drain asked on the control topic (before the start, or while it runs).
     let watch_stop = Arc::new(AtomicBool::new(false));
-    let mut drain_rx = control::watch(opts, watch_stop.clone());
+    let mut control_rx = control::watch(opts, watch_stop.clone());
     // Tasks come and go with the partitions the group gives this process.
     let mut live: HashMap<TaskId, LiveTask> = HashMap::new();
     let mut draining = control::drain_requested(opts).await;
@@ -220,7 +220,15 @@ async fn drive(
             },
             ev = task_rx.recv() => match ev {
                 Some(TaskEvent::Finished(task)) => {
-                    waiting.remove(&task);
+                    if waiting.remove(&task) {
+                        // The other copies wait for it too.
+                        let opts = opts.clone();
+                        actix_rt::spawn(async move {
+                            if let Err(e) = control::announce_finished(&opts, task).await {
+                                tracing::warn!("other copies will not hear that task {task} finished: {e}");
+                            }
+                        });
+                    }
                     if waiting.is_empty() {
                         tracing::debug!("every terminal task finished after {:?}", began.elapsed());
                         break JobOutcome::Done;
@@ -307,10 +315,19 @@ async fn drive(
                     tracing::debug!("tasks assigned here are not running; starting them in {delay:?}");
                 }
             }
-            Some(()) = drain_rx.recv(), if !draining => {
-                draining = true;
-                start_drain(&io, &live, &events);
-            }
+            Some(said) = control_rx.recv() => match said {
+                Control::Drain => if !draining {
+                    draining = true;
+                    start_drain(&io, &live, &events);
+                },
+                // A terminal task that finished in another copy.
+                Control::Finished(task) => {
+                    if waiting.remove(&task) && waiting.is_empty() {
+                        tracing::debug!("every terminal task finished (the last in another copy) after {:?}", began.elapsed());
+                        break JobOutcome::Done;
+                    }
+                }
+            },
             written = &mut impulses, if !impulses_written => {
                 impulses_written = true;
                 match written {
@@ -559,14 +576,11 @@ async fn cleanup(admin: &Admin, input: &JobInput, events: &mpsc::UnboundedSender
         }
         let _ = std::fs::remove_dir(state_dir.join(app));
     };
-    let topics = async {
-        if let Err(e) = admin.delete_topics(&names).await {
-            let _ = events.send(JobEvent::Info(format!("could not delete the job's topics: {e}")));
-        }
-    };
-    // The group empties once the consumer has left; retry briefly.
-    let group = async {
-        for attempt in 0..30 {
+    // The group empties once every copy has left it: a copy whose last
+    // terminal task finished elsewhere leaves once the control topic told
+    // it, so the topics (the control topic among them) go only after that.
+    let group_then_topics = async {
+        for attempt in 0..GROUP_EMPTY_TRIES {
             match admin.delete_group(&input.options.application_id).await {
                 Ok(()) => {
                     if let Some(p) = &positions {
@@ -575,14 +589,25 @@ async fn cleanup(admin: &Admin, input: &JobInput, events: &mpsc::UnboundedSender
                                 events.send(JobEvent::Info(format!("a restart will not resume the sources where the drain stopped: {e}")));
                         }
                     }
+                    if let Err(e) = admin.delete_topics(&names).await {
+                        let _ = events.send(JobEvent::Info(format!("could not delete the job's topics: {e}")));
+                    }
                     return;
                 }
-                Err(e) if attempt == 29 => {
-                    let _ = events.send(JobEvent::Info(format!("could not delete the consumer group: {e}")));
+                Err(e) if attempt + 1 == GROUP_EMPTY_TRIES => {
+                    let _ = events.send(JobEvent::Info(format!(
+                        "could not delete the consumer group (another copy still runs?): {e}; the topics are kept, and a \
+                         later run under this id is refused until `beam-kafka reset`"
+                    )));
+                    let _ = crate::identity::record_finished(&input.options).await;
                 }
                 Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
             }
         }
     };
-    tokio::join!(local, topics, group);
+    tokio::join!(local, group_then_topics);
 }
+
+/// How often (every 100 ms) the clean-up tries to delete the group before
+/// it gives up: other copies leave it within a second of the last end.
+const GROUP_EMPTY_TRIES: u32 = 300;

@@ -107,6 +107,8 @@ impl StateHandler for SideInputs {
 pub struct SideRecord {
     pub topic: String,
     pub payload: Vec<u8>,
+    /// The reader stopped on an error no wait cures: the task fails with it.
+    pub failed: Option<String>,
 }
 
 /// Reads `topic` (one partition) from its start, committed records only,
@@ -130,11 +132,16 @@ pub fn read_side_topic(opts: &RunnerOptions, topic: &str, to: Recipient<SideReco
             match tokio::time::timeout(Duration::from_millis(500), consumer.recv()).await {
                 Err(_) => continue,
                 Ok(Err(e)) => {
+                    let e = e.to_string();
+                    if beam_kafka_runtime::failure::reader_must_stop(&e) {
+                        let _ = to.send(SideRecord { topic: topic.clone(), payload: Vec::new(), failed: Some(e) }).await;
+                        return;
+                    }
                     tracing::warn!("side input reader of {topic}: {e}");
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
                 Ok(Ok(m)) => {
-                    let record = SideRecord { topic: topic.clone(), payload: m.payload().unwrap_or_default().to_vec() };
+                    let record = SideRecord { topic: topic.clone(), payload: m.payload().unwrap_or_default().to_vec(), failed: None };
                     // Waits until the task took it: a side topic is read no
                     // faster than its task handles it (bounded memory).
                     if to.send(record).await.is_err() {

@@ -140,6 +140,14 @@ pub fn classify(error: &str) -> Verdict {
     Verdict::Fatal { fix: None }
 }
 
+/// Whether a reader that otherwise retries on its own (a side input's
+/// consumer) must stop and fail its task: the error names a cause no wait
+/// cures (an ACL revoked, a topic deleted). Other errors, even ones not
+/// recognised, are left to the client's own retries.
+pub fn reader_must_stop(error: &str) -> bool {
+    matches!(classify(error), Verdict::Fatal { fix: Some(_) })
+}
+
 /// Whether the error is the cluster refusing the runner's credentials or
 /// permissions: what a client that otherwise retries on its own (the
 /// group consumer) must not wait through forever.
@@ -188,6 +196,13 @@ impl Backoff {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reader_stops_only_for_a_cause_no_wait_cures() {
+        assert!(reader_must_stop("KafkaError (Message consumption error: TopicAuthorizationFailed (Broker: Topic authorization failed))"));
+        assert!(!reader_must_stop("KafkaError (Message consumption error: BrokerTransportFailure (Local: Broker transport failure))"));
+        assert!(!reader_must_stop("something nobody has seen"), "an unknown error is retried by the client");
+    }
 
     #[test]
     fn a_broker_outage_is_transient_and_names_what_it_waits_for() {

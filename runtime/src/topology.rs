@@ -130,6 +130,17 @@ impl std::fmt::Display for TaskId {
     }
 }
 
+impl std::str::FromStr for TaskId {
+    type Err = String;
+
+    /// Reads `<sub-topology>_<partition>`, as `Display` writes it.
+    fn from_str(s: &str) -> Result<TaskId, String> {
+        let (sub, partition) = s.split_once('_').ok_or_else(|| format!("'{s}' is not a task id"))?;
+        let number = |n: &str| n.parse::<u32>().map_err(|_| format!("'{s}' is not a task id"));
+        Ok(TaskId { sub_topology: number(sub)?, partition: number(partition)? })
+    }
+}
+
 pub fn topic_prefix(application_id: &str) -> String {
     format!("__beam_{application_id}_")
 }

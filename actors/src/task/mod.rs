@@ -498,6 +498,9 @@ impl Handler<SideRecord> for TaskSupervisor {
         if !self.lifecycle.is_running() {
             return;
         }
+        if let Some(e) = r.failed {
+            return self.kafka_failed(ctx, format!("task {}: reading side input topic {}: {e}", self.cfg.task, r.topic));
+        }
         if self.gated {
             return self.gated_side.push_back(r);
         }

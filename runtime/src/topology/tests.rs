@@ -455,3 +455,12 @@ fn an_empty_flatten_is_a_topic_holding_only_the_end_of_event_time() {
         assert!(!s.stage.transforms.contains(&"empty".to_string()), "the Flatten runs in no stage");
     }
 }
+
+#[test]
+fn a_task_id_reads_back_as_it_is_written() {
+    let t = TaskId { sub_topology: 12, partition: 3 };
+    assert_eq!(t.to_string().parse::<TaskId>(), Ok(t));
+    for bad in ["12", "a_1", "1_", "1_2_3", "-1_2"] {
+        assert!(bad.parse::<TaskId>().is_err(), "{bad}");
+    }
+}
