@@ -57,11 +57,12 @@ while [[ $# -gt 0 ]]; do
   shift
 done
 
-# The short mode: packages and, where not all, the tests to run. Not in it:
-# tests that fail or flake on beam-kafka today (TestTimers_EventTime_Bounded
-# fires a timer twice after a split bundle, under load).
+# The short mode: packages and, where not all, the tests to run (the event-
+# time timer tests among them: they fired a key's timer twice after a split
+# bundle, under load, until timers fired at a watermark held by the split's
+# deferred rest).
 SHORT_PACKAGES=(primitives wordcount synthetic)
-SHORT_PRIMITIVES='^(TestParDoMultiOutput|TestParDoSideInput|TestParDoKVSideInput|TestParDoMultiMapSideInput|TestReshuffle|TestGBKShortRead|TestCheckpointing|TestValueState|TestBagState|TestCombiningState|TestMapState|TestSetState|TestOrderedListState|TestTimers_EventTime_WithOutputTimestamp|TestTimers_ProcessingTime_Bounded|TestWindowSums_GBK|TestValidateWindowedSideInputs|TestParDoBundleFinalizer|TestPanes|TestTestStreamTimersEventTime)$'
+SHORT_PRIMITIVES='^(TestParDoMultiOutput|TestParDoSideInput|TestParDoKVSideInput|TestParDoMultiMapSideInput|TestReshuffle|TestGBKShortRead|TestCheckpointing|TestValueState|TestBagState|TestCombiningState|TestMapState|TestSetState|TestOrderedListState|TestTimers_EventTime_Bounded|TestTimers_EventTime_Unbounded|TestTimers_EventTime_WithOutputTimestamp|TestTimers_ProcessingTime_Bounded|TestWindowSums_GBK|TestValidateWindowedSideInputs|TestParDoBundleFinalizer|TestPanes|TestTestStreamTimersEventTime)$'
 
 
 command -v python3 >/dev/null || die "python3 is needed (it reads go test -json)"

@@ -14,6 +14,7 @@ use rdkafka::{Message, Offset, TopicPartitionList};
 
 use crate::kafka::admin::{Admin, TopicSpec};
 use crate::kafka::config;
+use crate::kafka::producer::{KafkaProducer, Writes};
 
 const PLAN_KEY: &[u8] = b"plan";
 const STATUS_KEY: &[u8] = b"status";
@@ -24,21 +25,31 @@ pub fn plan_topic(application_id: &str) -> String {
     format!("{}plan", beam_kafka_runtime::topology::topic_prefix(application_id))
 }
 
-fn topic_spec(application_id: &str) -> TopicSpec {
-    TopicSpec { name: plan_topic(application_id), partitions: 1, compacted: true, keep_forever: true }
-}
-
-/// What an earlier run left under the application id.
+/// What an earlier run left under the application id. One client, no
+/// admin: this runs before every job, so it costs one metadata request
+/// (and, when a plan record exists, reading it).
 pub async fn earlier_run(opts: &RunnerOptions) -> Result<Earlier, String> {
     let opts = opts.clone();
     tokio::task::spawn_blocking(move || {
-        let admin = Admin::connect(&opts)?;
         let app = &opts.application_id;
-        let mut left: Vec<String> = admin.topic_names()?.into_iter().filter(|t| identity::is_runner_topic(app, t)).collect();
+        let consumer = plan_reader(&opts)?;
+        let md = consumer.fetch_metadata(None, READ_TIMEOUT).map_err(|e| {
+            format!(
+                "cannot reach Kafka at {} to read what earlier runs of application '{app}' left ({e}); check \
+                 --bootstrap_servers and that the brokers are running",
+                opts.bootstrap_servers
+            )
+        })?;
+        let mut left: Vec<String> = md
+            .topics()
+            .iter()
+            .filter(|t| t.error().is_none() && identity::is_runner_topic(app, t.name()))
+            .map(|t| t.name().to_string())
+            .collect();
         left.sort();
         let plan = plan_topic(app);
         if left.contains(&plan) {
-            let records = read_all(&opts, &plan)?;
+            let records = read_all(&consumer, &plan)?;
             let last = |key: &[u8]| records.iter().rev().find(|(k, _)| k.as_slice() == key).map(|(_, v)| v.clone());
             if last(STATUS_KEY).as_deref() == Some(FINISHED) {
                 return Ok(Earlier::Finished);
@@ -56,9 +67,18 @@ pub async fn earlier_run(opts: &RunnerOptions) -> Result<Earlier, String> {
     .map_err(|e| format!("reading the plan record: {e}"))?
 }
 
-/// Records this run's plan (a first run, before it creates its topics).
-pub async fn record_plan(opts: &RunnerOptions, manifest: &[String]) -> Result<(), String> {
-    write(opts, PLAN_KEY, &identity::encode(manifest)).await
+/// The plan topic's spec: created with the job's other topics.
+pub(crate) fn topic_spec(application_id: &str) -> TopicSpec {
+    TopicSpec { name: plan_topic(application_id), partitions: 1, compacted: true, keep_forever: true }
+}
+
+/// Records this run's plan (a first run; its topics exist by now) with the
+/// job's producer, before any task starts.
+pub(crate) async fn record_plan(producer: &KafkaProducer, application_id: &str, manifest: &[String]) -> Result<(), String> {
+    let writes = Writes::new();
+    let topic = plan_topic(application_id);
+    writes.send(producer, &topic, 0, Some(PLAN_KEY), Some(&identity::encode(manifest))).await?;
+    writes.wait().await.map(|_| ()).map_err(|e| format!("cannot record the plan on {topic}: {e}"))
 }
 
 /// Records that the application ran to the end and kept its topics.
@@ -81,11 +101,14 @@ async fn write(opts: &RunnerOptions, key: &[u8], value: &[u8]) -> Result<(), Str
 /// A record's key and value.
 type KeyValue = (Vec<u8>, Vec<u8>);
 
-/// Every record of the one-partition `topic`, in order.
-fn read_all(opts: &RunnerOptions, topic: &str) -> Result<Vec<KeyValue>, String> {
+fn plan_reader(opts: &RunnerOptions) -> Result<BaseConsumer, String> {
     let mut c = config::base(opts, "plan");
     c.set("group.id", format!("{}-plan", opts.application_id)).set("enable.auto.commit", "false");
-    let consumer: BaseConsumer = c.create().map_err(|e| format!("cannot create a consumer of {topic}: {e}"))?;
+    c.create().map_err(|e| format!("cannot create a Kafka consumer: {e}"))
+}
+
+/// Every record of the one-partition `topic`, in order.
+fn read_all(consumer: &BaseConsumer, topic: &str) -> Result<Vec<KeyValue>, String> {
     let (low, high) = consumer.fetch_watermarks(topic, 0, READ_TIMEOUT).map_err(|e| format!("cannot read the end of {topic}: {e}"))?;
     let mut out = Vec::new();
     if high <= low {

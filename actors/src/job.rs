@@ -144,6 +144,11 @@ async fn drive(
         Ok(p) => Arc::new(p),
         Err(e) => return JobOutcome::Failed(format!("cannot create the Kafka producer: {e}")),
     };
+    if let Some(manifest) = &input.plan_record {
+        if let Err(e) = crate::identity::record_plan(&producer, &opts.application_id, manifest).await {
+            return JobOutcome::Failed(e);
+        }
+    }
     let (task_tx, mut task_rx) = mpsc::unbounded_channel();
     if let Err(e) = crate::test_stream::start(&admin, &input, task_tx.clone()).await {
         return JobOutcome::Failed(e);
@@ -414,6 +419,7 @@ async fn create_topics(admin: &Admin, input: &JobInput) -> Result<(), String> {
             keep_forever: false,
         }))
         .chain(std::iter::once(control::topic_spec(&opts.application_id)))
+        .chain(input.plan_record.as_ref().map(|_| crate::identity::topic_spec(&opts.application_id)))
         .collect();
     admin.ensure_topics(&specs, opts.topic_replication_factor).await.map(|_| ())
 }

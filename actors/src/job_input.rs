@@ -23,4 +23,7 @@ pub struct JobInput {
     /// What this copy knows of the job's tasks, for the status page and
     /// the exported metrics.
     pub board: Arc<crate::status_board::StatusBoard>,
+    /// The application's first run: its plan's manifest, recorded with its
+    /// topics before any task starts (`runtime::identity`).
+    pub plan_record: Option<Vec<String>>,
 }

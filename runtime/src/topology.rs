@@ -57,6 +57,21 @@ pub struct TopicPlan {
     pub upstream_partitions: u32,
 }
 
+impl TopicPlan {
+    /// A one-partition topic the job writes at its start for transform
+    /// `upstream` (an impulse, or the end of event time of an empty Flatten).
+    fn written_at_start(name: String, kind: TopicKind, pcollection: &str, upstream: &str) -> TopicPlan {
+        TopicPlan {
+            name,
+            kind,
+            partitions: 1,
+            pcollection: pcollection.to_string(),
+            upstream: upstream.to_string(),
+            upstream_partitions: 1,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum InputKind {
     /// Records go to the stage as they are.
@@ -178,15 +193,9 @@ impl TopologyPlan {
             match graph.urn(id) {
                 urns::IMPULSE => {
                     let out = t.outputs.values().next().ok_or_else(|| format!("Impulse '{}' has no output", name_of(graph, id)))?;
+                    let name = format!("{prefix}impulse_{impulses}");
                     fed_by.entry(out.clone()).or_default().push((topics.len(), InputKind::Direct));
-                    topics.push(TopicPlan {
-                        name: format!("{prefix}impulse_{impulses}"),
-                        kind: TopicKind::Impulse,
-                        partitions: 1,
-                        pcollection: out.clone(),
-                        upstream: id.clone(),
-                        upstream_partitions: 1,
-                    });
+                    topics.push(TopicPlan::written_at_start(name, TopicKind::Impulse, out, id));
                     impulses += 1;
                 }
                 // Nothing flows into a Flatten of no inputs: it is a topic
@@ -194,15 +203,9 @@ impl TopologyPlan {
                 // run it, and its readers would wait forever).
                 urns::FLATTEN if graph.inputs_of(id).is_empty() => {
                     let out = t.outputs.values().next().ok_or_else(|| format!("Flatten '{}' has no output", name_of(graph, id)))?;
+                    let name = format!("{prefix}empty_{empties}");
                     fed_by.entry(out.clone()).or_default().push((topics.len(), InputKind::Direct));
-                    topics.push(TopicPlan {
-                        name: format!("{prefix}empty_{empties}"),
-                        kind: TopicKind::Empty,
-                        partitions: 1,
-                        pcollection: out.clone(),
-                        upstream: id.clone(),
-                        upstream_partitions: 1,
-                    });
+                    topics.push(TopicPlan::written_at_start(name, TopicKind::Empty, out, id));
                     empties += 1;
                 }
                 urns::TEST_STREAM => {

@@ -183,14 +183,15 @@ fn report(job: &Job, outcome: JobOutcome) {
 }
 
 /// Whether this run may use what an earlier run under its application id
-/// left (`runtime::identity`): a first run records its plan, the same plan
-/// resumes (and says so), another is refused before anything starts.
-async fn check_earlier_run(job: &Arc<Job>, graph: &PipelineGraph<'_>, plan: &TopologyPlan) -> Result<(), String> {
+/// left (`runtime::identity`): a first run gets its plan's manifest back,
+/// to record with its topics; the same plan resumes (and says so); another
+/// is refused before anything starts.
+async fn check_earlier_run(job: &Arc<Job>, graph: &PipelineGraph<'_>, plan: &TopologyPlan) -> Result<Option<Vec<String>>, String> {
     let opts = &job.runner_options;
     let manifest = identity::manifest(graph, plan);
     let earlier = beam_kafka_actors::identity::earlier_run(opts).await?;
     match identity::judge(&opts.application_id, &earlier, &manifest) {
-        Verdict::Fresh => beam_kafka_actors::identity::record_plan(opts, &manifest).await,
+        Verdict::Fresh => Ok(Some(manifest)),
         Verdict::Resume => {
             job.message(
                 Importance::JobMessageBasic,
@@ -200,7 +201,7 @@ async fn check_earlier_run(job: &Arc<Job>, graph: &PipelineGraph<'_>, plan: &Top
                     opts.application_id
                 ),
             );
-            Ok(())
+            Ok(None)
         }
         Verdict::Refuse(why) => Err(why),
     }
@@ -219,7 +220,7 @@ async fn prepare_and_run(
     let graph = PipelineGraph::new(&pipeline)?;
     let plan = TopologyPlan::plan(&graph, &job.runner_options.application_id, job.runner_options.internal_parallelism)?;
     tracing::info!(job = %job.id, "plan:\n{}", plan.describe(&graph));
-    check_earlier_run(job, &graph, &plan).await?;
+    let plan_record = check_earlier_run(job, &graph, &plan).await?;
     let board = StatusBoard::new(&job.id, &job.runner_options.application_id);
     let _ = job.topology_svg.set(plan.to_svg(&graph));
     board.set_state(State::try_from(job.state().state).unwrap_or(State::Unspecified).as_str_name());
@@ -264,8 +265,16 @@ async fn prepare_and_run(
     job.set_state(State::Running);
     let harnesses = Harnesses::new(workers);
     let test_stream = lower::test_stream_run(&graph, &plan)?.map(TestStreamJob::new);
-    let input =
-        JobInput { job_id: job.id.clone(), options: job.runner_options.clone(), plan, sub_topologies, harnesses, test_stream, board };
+    let input = JobInput {
+        job_id: job.id.clone(),
+        options: job.runner_options.clone(),
+        plan,
+        sub_topologies,
+        harnesses,
+        test_stream,
+        board,
+        plan_record,
+    };
     let (events_tx, events_rx) = mpsc::unbounded_channel();
     let (done_tx, done_rx) = oneshot::channel();
     let (ended_tx, ended_rx) = oneshot::channel();
