@@ -25,31 +25,19 @@ pub fn plan_topic(application_id: &str) -> String {
     format!("{}plan", beam_kafka_runtime::topology::topic_prefix(application_id))
 }
 
-/// What an earlier run left under the application id. One client, no
-/// admin: this runs before every job, so it costs one metadata request
-/// (and, when a plan record exists, reading it).
+/// What an earlier run left under the application id: one metadata
+/// request (the admin's connection check, which also turns a refused
+/// login into a clear error) and, when a plan record exists, reading it.
 pub async fn earlier_run(opts: &RunnerOptions) -> Result<Earlier, String> {
     let opts = opts.clone();
     tokio::task::spawn_blocking(move || {
         let app = &opts.application_id;
-        let consumer = plan_reader(&opts)?;
-        let md = consumer.fetch_metadata(None, READ_TIMEOUT).map_err(|e| {
-            format!(
-                "cannot reach Kafka at {} to read what earlier runs of application '{app}' left ({e}); check \
-                 --bootstrap_servers and that the brokers are running",
-                opts.bootstrap_servers
-            )
-        })?;
-        let mut left: Vec<String> = md
-            .topics()
-            .iter()
-            .filter(|t| t.error().is_none() && identity::is_runner_topic(app, t.name()))
-            .map(|t| t.name().to_string())
-            .collect();
+        let admin = Admin::connect(&opts)?;
+        let mut left: Vec<String> = admin.topic_names()?.into_iter().filter(|t| identity::is_runner_topic(app, t)).collect();
         left.sort();
         let plan = plan_topic(app);
         if left.contains(&plan) {
-            let records = read_all(&consumer, &plan)?;
+            let records = read_all(&plan_reader(&opts)?, &plan)?;
             let last = |key: &[u8]| records.iter().rev().find(|(k, _)| k.as_slice() == key).map(|(_, v)| v.clone());
             if last(STATUS_KEY).as_deref() == Some(FINISHED) {
                 return Ok(Earlier::Finished);
