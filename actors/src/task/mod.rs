@@ -580,6 +580,15 @@ impl Handler<Shutdown> for TaskSupervisor {
         if self.lifecycle.is_running() {
             self.refund_sources();
             self.report_flow("shut down");
+            if self.cfg.transactional && self.cycles.abort_on_stop() {
+                // What this incarnation wrote since its last commit will
+                // never commit: readers need not wait for it to time out.
+                let producer = self.producer.clone();
+                tokio::task::spawn_blocking(move || {
+                    use rdkafka::producer::Producer;
+                    let _ = producer.abort_transaction(Duration::from_secs(10));
+                });
+            }
         }
         let _ = self.lifecycle.transition(TaskState::Closed);
         self.publish_status();
