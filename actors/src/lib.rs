@@ -6,6 +6,7 @@
 //! owns them; supervisors feed stage actors, which run bundles on the SDK
 //! harness over the Fn API.
 mod bundle_state;
+mod cleanup;
 pub mod control;
 mod group_by_key;
 pub mod harnesses;
