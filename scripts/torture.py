@@ -36,7 +36,9 @@ JAVA_CLASSES = [
 def collect(py, paths):
   out = subprocess.run([py, '-m', 'pytest', '--collect-only', '-q', '-p', 'no:cacheprovider'] + paths,
                        cwd=ROOT, capture_output=True, text=True, check=False).stdout
-  return [l.strip() for l in out.splitlines() if '::' in l and not l.startswith(' ')]
+  ids = [l.strip() for l in out.splitlines() if '::' in l and not l.startswith(' ')]
+  # pytest names tests relative to its rootdir (itests/, where pytest.ini is).
+  return [i if (ROOT / i.split('::')[0]).exists() else 'itests/' + i for i in ids]
 
 
 def counts(text, name):
