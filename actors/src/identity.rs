@@ -71,16 +71,12 @@ pub(crate) async fn record_plan(producer: &KafkaProducer, application_id: &str, 
 
 /// Records that the application ran to the end and kept its topics.
 pub async fn record_finished(opts: &RunnerOptions) -> Result<(), String> {
-    write(opts, STATUS_KEY, FINISHED).await
-}
-
-async fn write(opts: &RunnerOptions, key: &[u8], value: &[u8]) -> Result<(), String> {
     let admin = Admin::connect(opts)?;
     admin.ensure_topics(&[topic_spec(&opts.application_id)], opts.topic_replication_factor).await?;
     let producer: FutureProducer = config::producer(opts).create().map_err(|e| format!("cannot create a Kafka producer: {e}"))?;
     let topic = plan_topic(&opts.application_id);
     producer
-        .send(FutureRecord::to(&topic).partition(0).key(key).payload(value), READ_TIMEOUT)
+        .send(FutureRecord::to(&topic).partition(0).key(STATUS_KEY).payload(FINISHED), READ_TIMEOUT)
         .await
         .map_err(|(e, _)| format!("cannot write to {topic}: {e}"))?;
     Ok(())
@@ -125,7 +121,6 @@ fn read_all(consumer: &BaseConsumer, topic: &str) -> Result<Vec<KeyValue>, Strin
 #[derive(Debug, Default)]
 pub struct ResetReport {
     pub topics: Vec<String>,
-    pub group_deleted: bool,
     pub stores: usize,
 }
 
@@ -154,7 +149,7 @@ pub async fn reset(opts: &RunnerOptions, state_dir: &Path, dry_run: bool) -> Res
         Ok(entries) => entries.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.join("beam-kafka.lock").exists()).collect(),
         Err(_) => Vec::new(),
     };
-    let mut report = ResetReport { topics: topics.clone(), group_deleted: false, stores: stores.len() };
+    let mut report = ResetReport { topics: topics.clone(), stores: stores.len() };
     if had_plan {
         report.topics.push(plan.clone());
     }
@@ -163,7 +158,6 @@ pub async fn reset(opts: &RunnerOptions, state_dir: &Path, dry_run: bool) -> Res
     }
     admin.delete_topics(&topics).await?;
     admin.delete_group(&app).await?;
-    report.group_deleted = true;
     for dir in &stores {
         crate::store::remove_store_dir(dir).map_err(|e| format!("cannot delete the local state {}: {e}", dir.display()))?;
     }
