@@ -1,6 +1,6 @@
 //! Running one job: topics, bootstrap records, the actor topology, and the
 //! end of a bounded job (every terminal task at +∞).
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,8 +8,10 @@ use std::time::Duration;
 use actix::prelude::*;
 use beam_kafka_config::{ProcessingGuarantee, RunnerOptions};
 use beam_kafka_proto::pipeline::MonitoringInfo;
-use beam_kafka_runtime::failure::{self, Backoff, Verdict};
+use beam_kafka_runtime::failure::{self, Verdict};
 use beam_kafka_runtime::kafka_io::same_cluster;
+use beam_kafka_runtime::task::roster::Roster;
+use beam_kafka_runtime::task::stall::StallWatch;
 use beam_kafka_runtime::topology::{changelog_topic, TaskId, TopicKind};
 use dashmap::DashMap;
 use rdkafka::consumer::Consumer;
@@ -24,11 +26,11 @@ use crate::kafka::producer::{self as kafka_producer, KafkaProducer};
 use crate::kafka::rebalance::{JobConsumer, JobContext, Membership};
 use crate::messages::{Drain, Shutdown};
 use crate::poller::{poll_loop, PollSettings};
-use crate::status_board::StatusBoard;
+use crate::status_board::{now_ms, StatusBoard};
 
 pub use crate::job_input::JobInput;
 use crate::task::TaskEvent;
-use crate::task_start::{start_assigned, startable, LiveTask};
+use crate::task_start::{start_assigned, LiveTask};
 use crate::user_io::{consumer_properties, resolve_sources, start_kafka_io, KafkaIo};
 
 /// What a running job reports as it goes.
@@ -165,60 +167,78 @@ async fn drive(
     let watch_stop = Arc::new(AtomicBool::new(false));
     let mut control_rx = control::watch(opts, watch_stop.clone());
     // Tasks come and go with the partitions the group gives this process.
-    let mut live: HashMap<TaskId, LiveTask> = HashMap::new();
+    let mut roster = crate::task_start::roster(&input);
     let mut draining = control::drain_requested(opts).await;
     if draining {
-        start_drain(&io, &live, &events);
+        start_drain(&io, &roster, &events);
     }
-    let mut assigned: BTreeSet<(String, i32)> = BTreeSet::new();
-    let mut restarts = Restarts::default();
+    let mut stalls = StallWatch::new(opts.stall_warning_ms);
+    let clock = Clock(tokio::time::Instant::now());
     let mut waiting: BTreeSet<TaskId> = input.plan.terminal_tasks().into_iter().collect();
     let mut reconcile = tokio::time::interval(RECONCILE_EVERY);
     reconcile.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let outcome = loop {
-        tokio::select! {
-            // A bug of ours: the job fails with what it said, never hangs.
-            Some(panic) = panics.recv() => break JobOutcome::Failed(format!("internal error of the runner (please report it): {panic}")),
-            m = membership_rx.recv() => match m {
-                Some(Membership::Revoked(parts)) => {
-                    if revoke(&parts, &mut assigned, &mut live, &routes, &input.board) {
-                        let _ = events.send(JobEvent::Info(running_message(opts, &live)));
-                    }
-                }
-                Some(Membership::RevokedAll) => {
-                    let parts: Vec<(String, i32)> = assigned.iter().cloned().collect();
-                    if revoke(&parts, &mut assigned, &mut live, &routes, &input.board) {
-                        let _ = events.send(JobEvent::Info(running_message(opts, &live)));
-                    }
-                }
-                Some(Membership::Assigned(parts)) => {
-                    tracing::debug!("start-up: {} partition(s) assigned after {:?}", parts.len(), began.elapsed());
-                    assigned.extend(parts);
-                    if restarts.is_waiting() {
-                        continue; // the pending restart starts these too
-                    }
-                    let started = tokio::select! {
-                        s = start_assigned(&input, &io, &assigned, &live, &consumer, &producer, &task_tx, &generation, &watch_stop) => s,
-                        _ = cancel.changed() => break JobOutcome::Cancelled,
-                    };
-                    match register(started, &mut live, &routes, draining) {
-                        Ok(0) => {}
-                        Ok(n) => {
-                            tracing::debug!("start-up: tasks started after {:?}", began.elapsed());
+    // Starts what the roster says may start now (after an assignment, a
+    // backoff, or a start skipped because the assignment moved).
+    macro_rules! start_startable {
+        () => {{
+            let held = real_assignment(&consumer).unwrap_or_default();
+            let to_start = roster.startable(clock.now_ms(), |p| held.contains(p));
+            if !to_start.is_empty() {
+                let started = tokio::select! {
+                    s = start_assigned(&input, &io, to_start.clone(), &consumer, &producer, &task_tx, &generation, &watch_stop) => s,
+                    _ = cancel.changed() => break JobOutcome::Cancelled,
+                };
+                match started {
+                    Ok(started) => {
+                        let n = register(started, &mut roster, &routes, draining);
+                        if n > 0 {
+                            tracing::debug!("start-up: {n} task(s) started after {:?}", began.elapsed());
                             if !start_traced {
                                 start_traced = true;
                                 let mut a = input.board.attributes.clone();
                                 a.push(opentelemetry::KeyValue::new("beam_kafka.tasks", n as i64));
                                 crate::telemetry::past_span("beam_kafka.job.start", began_at, std::time::SystemTime::now(), a);
                             }
-                            let _ = events.send(JobEvent::Info(running_message(opts, &live)));
-                        }
-                        Err(e) => {
-                            if let Err(fatal) = restarts.after_failed_start(&e, &events) {
-                                break JobOutcome::Failed(fatal);
-                            }
+                            let _ = events.send(JobEvent::Info(running_message(opts, &roster)));
                         }
                     }
+                    Err(e) => match failure::classify(&e) {
+                        Verdict::Transient { waiting_for } => {
+                            let wait = roster.start_failed(&to_start, clock.now_ms(), jitter());
+                            let text = format!(
+                                "cannot start tasks yet ({e}); waiting for {waiting_for}, next try in {:.1} s",
+                                wait as f64 / 1000.0
+                            );
+                            tracing::warn!("{text}");
+                            let _ = events.send(JobEvent::Info(text));
+                        }
+                        Verdict::Fatal { .. } => break JobOutcome::Failed(failure::explain(&e)),
+                    },
+                }
+            }
+        }};
+    }
+    let outcome = loop {
+        let next_restart = roster.next_due().map(|ms| clock.at(ms));
+        tokio::select! {
+            // A bug of ours: the job fails with what it said, never hangs.
+            Some(panic) = panics.recv() => break JobOutcome::Failed(format!("internal error of the runner (please report it): {panic}")),
+            m = membership_rx.recv() => match m {
+                Some(Membership::Revoked(parts)) => {
+                    if revoke(&parts, &mut roster, &routes, &input.board) {
+                        let _ = events.send(JobEvent::Info(running_message(opts, &roster)));
+                    }
+                }
+                Some(Membership::RevokedAll) => {
+                    let parts: Vec<(String, i32)> = roster.assigned().iter().cloned().collect();
+                    if revoke(&parts, &mut roster, &routes, &input.board) {
+                        let _ = events.send(JobEvent::Info(running_message(opts, &roster)));
+                    }
+                }
+                Some(Membership::Assigned(parts)) => {
+                    tracing::debug!("start-up: {} partition(s) assigned after {:?}", parts.len(), began.elapsed());
+                    roster.assign(parts);
+                    start_startable!();
                 }
                 None => break JobOutcome::Failed("the consumer stopped reporting its group membership".into()),
             },
@@ -240,31 +260,23 @@ async fn drive(
                 }
                 Some(TaskEvent::Failed(error)) => break JobOutcome::Failed(error),
                 Some(TaskEvent::Stopped { task, incarnation, reason }) => {
-                    // An earlier incarnation (already replaced) is old news.
-                    if live.get(&task).is_none_or(|t| t.incarnation != incarnation) {
-                        continue;
-                    }
-                    let gone = live.remove(&task).expect("checked above");
+                    // An incarnation already replaced or revoked is old news.
+                    let Some((gone, wait)) = roster.stopped(task, incarnation, clock.now_ms(), jitter()) else { continue };
                     for p in &gone.partitions {
                         routes.remove(p);
                     }
-                    if !gone.partitions.iter().all(|p| assigned.contains(p)) {
-                        input.board.forget(task);
-                        continue;
-                    }
-                    let delay = restarts.schedule();
                     let _ = events.send(JobEvent::Info(format!(
                         "task {task} stopped ({reason}); restarting it from its last commit in {:.1} s",
-                        delay.as_secs_f64()
+                        wait as f64 / 1000.0
                     )));
                 }
+                Some(TaskEvent::Committed { task, incarnation }) => roster.committed(task, incarnation),
                 Some(TaskEvent::Metrics(m)) => { let _ = events.send(JobEvent::Metrics(m)); }
                 Some(TaskEvent::CommittedMetrics(m)) => { let _ = events.send(JobEvent::CommittedMetrics(m)); }
                 Some(TaskEvent::Info(text)) => { let _ = events.send(JobEvent::Info(text)); }
                 None => break JobOutcome::Failed("every task stopped before the job finished".into()),
             },
-            _ = tokio::time::sleep_until(restarts.due()), if restarts.is_waiting() => {
-                restarts.clear();
+            _ = tokio::time::sleep_until(next_restart.unwrap_or_else(|| clock.at(0))), if next_restart.is_some() => {
                 // An idempotent producer the broker reset (a fatal error)
                 // never writes again: the restarted tasks get a new one.
                 if let Some((code, reason)) = producer.client().fatal_error() {
@@ -274,27 +286,14 @@ async fn drive(
                         Err(e) => break JobOutcome::Failed(format!("cannot create the Kafka producer: {e}")),
                     }
                 }
-                let started = tokio::select! {
-                    s = start_assigned(&input, &io, &assigned, &live, &consumer, &producer, &task_tx, &generation, &watch_stop) => s,
-                    _ = cancel.changed() => break JobOutcome::Cancelled,
-                };
-                match register(started, &mut live, &routes, draining) {
-                    Ok(n) => {
-                        // A start that started nothing (the assignment moved)
-                        // keeps the backoff growing.
-                        if n > 0 {
-                            restarts.succeeded();
-                            let _ = events.send(JobEvent::Info(running_message(opts, &live)));
-                        }
-                    }
-                    Err(e) => {
-                        if let Err(fatal) = restarts.after_failed_start(&e, &events) {
-                            break JobOutcome::Failed(fatal);
-                        }
-                    }
-                }
+                start_startable!();
             }
             _ = reconcile.tick() => {
+                for said in stalls.observe(now_ms(), input.board.tasks().iter().map(|(t, e)| (*t, &e.status, input.board.task_lag(&e.status)))) {
+                    tracing::warn!("{said}");
+                    input.board.event(crate::status_board::Level::Warning, said.clone());
+                    let _ = events.send(JobEvent::Info(said));
+                }
                 // librdkafka's own assignment is the truth. A partition it no
                 // longer has (a rebalance this process learnt of late, or
                 // whose revocation crossed a task's restart) must not keep a
@@ -303,26 +302,22 @@ async fn drive(
                 if !membership_rx.is_empty() {
                     continue; // pending events decide first
                 }
-                let Some(actual) = real_assignment(&consumer) else { continue };
-                let lost: Vec<(String, i32)> = assigned.difference(&actual).cloned().collect();
+                let Some(held) = real_assignment(&consumer) else { continue };
+                let lost = roster.lost(&held);
                 if !lost.is_empty() {
                     tracing::info!("partitions {lost:?} are no longer assigned to this process; stopping their tasks");
-                    if revoke(&lost, &mut assigned, &mut live, &routes, &input.board) {
-                        let _ = events.send(JobEvent::Info(running_message(opts, &live)));
+                    if revoke(&lost, &mut roster, &routes, &input.board) {
+                        let _ = events.send(JobEvent::Info(running_message(opts, &roster)));
                     }
                 }
-                // A start abandoned because the assignment moved meanwhile
-                // leaves tasks whose partitions are all here not running:
-                // they get a start of their own.
-                if !restarts.is_waiting() && !startable(&input, &assigned, &live, &consumer).is_empty() {
-                    let delay = restarts.schedule();
-                    tracing::debug!("tasks assigned here are not running; starting them in {delay:?}");
-                }
+                // A start skipped because the assignment moved meanwhile
+                // leaves tasks whose partitions are all here not running.
+                start_startable!();
             }
             Some(said) = control_rx.recv() => match said {
                 Control::Drain => if !draining {
                     draining = true;
-                    start_drain(&io, &live, &events);
+                    start_drain(&io, &roster, &events);
                 },
                 // A terminal task that finished in another copy.
                 Control::Finished(task) => {
@@ -348,11 +343,10 @@ async fn drive(
     }
     watch_stop.store(true, Ordering::Release);
     poller.abort();
-    for t in live.values() {
+    for t in roster.stop_all() {
         t.addr.do_send(Shutdown);
     }
     consumer.unsubscribe();
-    drop(live);
     drop(consumer);
     // A finished job's outcome is final before its topics are deleted: no
     // client needs to wait for that (a new run of the application in this
@@ -390,12 +384,12 @@ async fn drive(
 
 /// Drains the job: its sources' reads end where they are and every running
 /// task is told (tasks started later are told as they start).
-fn start_drain(io: &KafkaIo, live: &HashMap<TaskId, LiveTask>, events: &mpsc::UnboundedSender<JobEvent>) {
+fn start_drain(io: &KafkaIo, roster: &Roster<LiveTask>, events: &mpsc::UnboundedSender<JobEvent>) {
     for s in io.sources.values() {
         s.drain();
     }
-    for t in live.values() {
-        t.addr.do_send(Drain);
+    for t in roster.running().values() {
+        t.handle.addr.do_send(Drain);
     }
     let _ = events.send(JobEvent::Info(
         "draining: sources stop where they are, splittable DoFns truncate their work, and event time moves to the end \
@@ -432,111 +426,65 @@ fn real_assignment(consumer: &JobConsumer) -> Option<BTreeSet<(String, i32)>> {
     Some(tpl.elements().iter().map(|e| (e.topic().to_string(), e.partition())).collect())
 }
 
-/// Forgets `parts` and stops the live tasks owning any of them; whether
-/// any stopped.
-fn revoke(
-    parts: &[(String, i32)],
-    assigned: &mut BTreeSet<(String, i32)>,
-    live: &mut HashMap<TaskId, LiveTask>,
-    routes: &Routes,
-    board: &StatusBoard,
-) -> bool {
-    for p in parts {
-        assigned.remove(p);
-    }
-    let moving: Vec<TaskId> = live.values().filter(|t| t.partitions.iter().any(|p| parts.contains(p))).map(|t| t.task).collect();
-    for t in &moving {
-        if let Some(gone) = live.remove(t) {
-            for p in &gone.partitions {
-                routes.remove(p);
-            }
-            gone.addr.do_send(Shutdown);
+/// Forgets `parts` and stops the tasks running here that own any of them;
+/// whether any stopped.
+fn revoke(parts: &[(String, i32)], roster: &mut Roster<LiveTask>, routes: &Routes, board: &StatusBoard) -> bool {
+    let moving = roster.revoke(parts);
+    for (_, gone) in &moving {
+        for p in &gone.partitions {
+            routes.remove(p);
         }
+        gone.addr.do_send(Shutdown);
     }
     // Also tasks whose start was under way or failed: none is running here.
-    board.keep_only(|t| live.contains_key(t));
+    board.keep_only(|t| roster.running().contains_key(t));
     !moving.is_empty()
 }
 
-/// Routes the started tasks' partitions to them and adds them to `live`;
-/// returns how many started.
-fn register(
-    started: Result<Vec<LiveTask>, String>,
-    live: &mut HashMap<TaskId, LiveTask>,
-    routes: &Routes,
-    draining: bool,
-) -> Result<usize, String> {
-    let started = started?;
-    let n = started.len();
+/// Routes the started tasks' partitions to them and adds them to the
+/// roster (one whose partition left meanwhile is stopped instead); returns
+/// how many run.
+fn register(started: Vec<LiveTask>, roster: &mut Roster<LiveTask>, routes: &Routes, draining: bool) -> usize {
+    let mut n = 0;
     for t in started {
-        for p in &t.partitions {
-            routes.insert(p.clone(), t.addr.clone().recipient());
+        let (task, incarnation, addr, partitions) = (t.task, t.incarnation, t.addr.clone(), t.partitions.clone());
+        if let Some(refused) = roster.started(task, incarnation, t) {
+            refused.addr.do_send(Shutdown);
+            continue;
+        }
+        for p in partitions {
+            routes.insert(p, addr.clone().recipient());
         }
         if draining {
-            t.addr.do_send(Drain);
+            addr.do_send(Drain);
         }
-        live.insert(t.task, t);
+        n += 1;
     }
-    Ok(n)
+    n
 }
 
-/// When to start the tasks that stopped or could not start: after a capped
-/// exponential backoff while the cause is transient (a broker restarting),
-/// so the job stays RUNNING through an outage without spinning.
-#[derive(Default)]
-struct Restarts {
-    due: Option<tokio::time::Instant>,
-    backoff: Backoff,
+/// A number in [0, 1) from the clock: copies restarting together spread out.
+fn jitter() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.5, |d| d.subsec_nanos() as f64 / 1e9)
 }
 
-impl Restarts {
-    fn is_waiting(&self) -> bool {
-        self.due.is_some()
+/// The roster's clock: ms since the job began.
+struct Clock(tokio::time::Instant);
+
+impl Clock {
+    fn now_ms(&self) -> u64 {
+        self.0.elapsed().as_millis() as u64
     }
 
-    fn due(&self) -> tokio::time::Instant {
-        self.due.unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(86_400))
-    }
-
-    fn clear(&mut self) {
-        self.due = None;
-    }
-
-    fn succeeded(&mut self) {
-        self.backoff = Backoff::default();
-    }
-
-    /// Plans a restart (keeping an earlier one); returns the wait.
-    fn schedule(&mut self) -> Duration {
-        // Jitter from the clock: copies restarting together spread out.
-        let jitter = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.5, |d| d.subsec_nanos() as f64 / 1e9);
-        let delay = Duration::from_millis(self.backoff.next_delay_ms(jitter));
-        let at = tokio::time::Instant::now() + delay;
-        self.due = Some(self.due.map_or(at, |d| d.min(at)));
-        delay
-    }
-
-    /// A start failed: retried later if the cause is transient, else the
-    /// job's failure message with what to fix.
-    fn after_failed_start(&mut self, error: &str, events: &mpsc::UnboundedSender<JobEvent>) -> Result<(), String> {
-        match failure::classify(error) {
-            Verdict::Transient { waiting_for } => {
-                let delay = self.schedule();
-                let text = format!("cannot start tasks yet ({error}); waiting for {waiting_for}, next try in {:.1} s", delay.as_secs_f64());
-                tracing::warn!("{text}");
-                let _ = events.send(JobEvent::Info(text));
-                Ok(())
-            }
-            Verdict::Fatal { .. } => Err(failure::explain(error)),
-        }
+    fn at(&self, ms: u64) -> tokio::time::Instant {
+        self.0 + Duration::from_millis(ms)
     }
 }
 
 type Routes = Arc<DashMap<(String, i32), Recipient<crate::messages::RecordBatch>>>;
 
 /// Which tasks this process runs now, for the job's messages.
-fn running_message(opts: &RunnerOptions, live: &HashMap<TaskId, LiveTask>) -> String {
-    let mut ids: Vec<String> = live.keys().map(|t| t.to_string()).collect();
-    ids.sort();
-    format!("running {} task(s) of application {} on {}: {}", live.len(), opts.application_id, opts.bootstrap_servers, ids.join(" "))
+fn running_message(opts: &RunnerOptions, roster: &Roster<LiveTask>) -> String {
+    let ids: Vec<String> = roster.running().keys().map(|t| t.to_string()).collect();
+    format!("running {} task(s) of application {} on {}: {}", ids.len(), opts.application_id, opts.bootstrap_servers, ids.join(" "))
 }

@@ -37,6 +37,7 @@ use crate::user_io::KafkaIo;
 use crate::window_fns::WindowFnClient;
 use beam_kafka_fnapi::StateHandler;
 use beam_kafka_runtime::task::flow::FlowLimits;
+use beam_kafka_runtime::task::roster::Roster;
 use beam_kafka_runtime::timers::{PendingTimer, TimerId, Timers};
 use beam_kafka_runtime::user_state::{StateCell, UserState};
 
@@ -94,7 +95,8 @@ async fn transactional_producers(input: &JobInput, tasks: &[TaskId]) -> Result<H
         .map_err(|e| format!("starting transactional producers failed: {e}"))?
 }
 
-/// Starts `to_start`'s actors; returns each task with the partitions it owns.
+/// Starts `to_start`'s actors, all or none: a task that cannot start
+/// stops those started before it (none may run outside the job's roster).
 #[allow(clippy::too_many_arguments)]
 fn start_tasks(
     input: &JobInput,
@@ -108,8 +110,40 @@ fn start_tasks(
     events: mpsc::UnboundedSender<TaskEvent>,
     assignment: AssignmentSeen,
 ) -> Result<Vec<LiveTask>, String> {
-    let opts = &input.options;
     let mut tasks = Vec::new();
+    let started = start_each(input, io, to_start, txn_producers, restored, starts, consumer, producer, events, assignment, &mut tasks);
+    match started {
+        Ok(()) => Ok(tasks),
+        Err(e) => {
+            stop_all(&tasks);
+            Err(e)
+        }
+    }
+}
+
+/// Stops tasks started here that will not run (their start failed later).
+fn stop_all(tasks: &[LiveTask]) {
+    for t in tasks {
+        t.addr.do_send(crate::messages::Shutdown);
+    }
+}
+
+/// Starts `to_start`'s actors into `tasks`, each with the partitions it owns.
+#[allow(clippy::too_many_arguments)]
+fn start_each(
+    input: &JobInput,
+    io: &KafkaIo,
+    to_start: &[TaskId],
+    txn_producers: &HashMap<TaskId, Arc<KafkaProducer>>,
+    restored: &mut HashMap<TaskId, Restored>,
+    starts: &HashMap<(String, i32), i64>,
+    consumer: Arc<JobConsumer>,
+    producer: Arc<KafkaProducer>,
+    events: mpsc::UnboundedSender<TaskEvent>,
+    assignment: AssignmentSeen,
+    tasks: &mut Vec<LiveTask>,
+) -> Result<(), String> {
+    let opts = &input.options;
     for &task in to_start {
         let sub = input
             .sub_topologies
@@ -286,15 +320,15 @@ fn start_tasks(
             let stage = StageActor::new(spec, worker, ctx.address().recipient()).start();
             TaskSupervisor::new(cfg, stage, consumer, producer, events, restored_state)
         });
+        let partitions = topics.into_iter().map(|t| (t, task.partition as i32)).collect();
+        tasks.push(LiveTask { task, incarnation, addr: addr.clone(), partitions });
         // Each task reads its side topics whole, from their start.
         let side_topics: BTreeSet<&String> = sub.side_inputs.iter().map(|s| &s.topic).collect();
         for topic in side_topics {
             read_side_topic(opts, topic, addr.clone().recipient()).map_err(|e| format!("task {task}: {e}"))?;
         }
-        let partitions = topics.into_iter().map(|t| (t, task.partition as i32)).collect();
-        tasks.push(LiveTask { task, incarnation, addr, partitions });
     }
-    Ok(tasks)
+    Ok(())
 }
 
 /// Puts the consumer of `partitions` at their last commit, paused, and
@@ -407,36 +441,21 @@ fn task_partitions(input: &JobInput, t: TaskId) -> Vec<(String, i32)> {
         .collect()
 }
 
-/// The tasks not running here whose input partitions are all assigned here
-/// (in the job's view and in librdkafka's).
-pub(crate) fn startable(
-    input: &JobInput,
-    assigned: &BTreeSet<(String, i32)>,
-    live: &HashMap<TaskId, LiveTask>,
-    consumer: &JobConsumer,
-) -> Vec<TaskId> {
-    input
-        .plan
-        .tasks()
-        .into_iter()
-        .filter(|t| !live.contains_key(t))
-        .filter(|t| {
-            let parts = task_partitions(input, *t);
-            !parts.is_empty() && parts.iter().all(|p| assigned.contains(p) && is_assigned(consumer, p))
-        })
-        .collect()
+/// Who runs what in this copy, for the plan's tasks.
+pub(crate) fn roster(input: &JobInput) -> Roster<LiveTask> {
+    Roster::new(input.plan.tasks().into_iter().map(|t| (t, task_partitions(input, t))))
 }
 
-/// Restores, initialises and starts the tasks whose partitions are now all
-/// assigned here; their partitions are resumed, at their last commit, once
-/// they run. If the group's assignment changed meanwhile (`generation`
+/// Restores, initialises and starts `to_start` (tasks whose partitions are
+/// all assigned here); their partitions are resumed, at their last commit,
+/// once they run. If the group's assignment changed meanwhile (`generation`
 /// moved), nothing starts: the change's own events decide what runs here.
+/// On an error nothing started runs.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn start_assigned(
     input: &JobInput,
     io: &KafkaIo,
-    assigned: &BTreeSet<(String, i32)>,
-    live: &HashMap<TaskId, LiveTask>,
+    to_start: Vec<TaskId>,
     consumer: &Arc<JobConsumer>,
     producer: &Arc<KafkaProducer>,
     events: &mpsc::UnboundedSender<TaskEvent>,
@@ -444,7 +463,6 @@ pub(crate) async fn start_assigned(
     stop: &Arc<AtomicBool>,
 ) -> Result<Vec<LiveTask>, String> {
     let seen = generation.load(Ordering::Acquire);
-    let to_start = startable(input, assigned, live, consumer);
     if to_start.is_empty() {
         return Ok(Vec::new());
     }
@@ -500,7 +518,10 @@ pub(crate) async fn start_assigned(
             resume.add_partition(topic, *p);
         }
     }
-    consumer.resume(&resume).map_err(|e| format!("cannot resume the partitions of started tasks: {e}"))?;
+    if let Err(e) = consumer.resume(&resume) {
+        stop_all(&started);
+        return Err(format!("cannot resume the partitions of started tasks: {e}"));
+    }
     // librdkafka does not wake a partition's fetcher on resume (it looks
     // again within a second); a seek does. Asynchronous (no wait), to the
     // same start: anything fetched before it is discarded by its version

@@ -150,6 +150,15 @@ pub static OPTIONS: &[OptionSpec] = &[
                       commits every commit_interval_ms whatever the backlog, so a healthy job stays far below it.",
     },
     OptionSpec {
+        name: "stall_warning_ms",
+        java_name: "stallWarningMs",
+        kind: OptionKind::Integer,
+        default: Some("120000"),
+        description: "A task that has work (records behind, a bundle running, a commit open) and makes no progress \
+                      this long is named in the job's messages and log, with what it waits for; 0 turns the \
+                      watchdog off.",
+    },
+    OptionSpec {
         name: "kafka_property",
         java_name: "kafkaProperties",
         kind: OptionKind::Array,

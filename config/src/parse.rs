@@ -31,6 +31,8 @@ pub struct RunnerOptions {
     pub state_store_memory_mb: u64,
     pub processing_guarantee: ProcessingGuarantee,
     pub commit_interval_ms: u64,
+    /// The watchdog names a task with work and no progress this long (0: never).
+    pub stall_warning_ms: u64,
     pub transaction_timeout_ms: u64,
     /// Extra client properties, in the order given.
     pub kafka_properties: Vec<(String, String)>,
@@ -231,6 +233,7 @@ impl RunnerOptions {
         let read_checkpoint_num_bundles = r.int("read_checkpoint_num_bundles", 1, 1_000_000);
         let session_timeout_ms = r.int("session_timeout_ms", 1_000, 3_600_000);
         let commit_interval_ms = r.int("commit_interval_ms", 1, 3_600_000);
+        let stall_warning_ms = r.int("stall_warning_ms", 0, 86_400_000);
         let transaction_timeout_ms = r.int("transaction_timeout_ms", 1_000, 3_600_000);
         let state_dir = match r.text("state_dir") {
             Some(d) if !d.trim().is_empty() => PathBuf::from(d),
@@ -273,6 +276,7 @@ impl RunnerOptions {
             state_store_memory_mb,
             processing_guarantee,
             commit_interval_ms,
+            stall_warning_ms,
             transaction_timeout_ms,
             kafka_properties,
             keep_runner_topics,

@@ -230,10 +230,15 @@ impl TaskSupervisor {
     /// Post-commit work: the local store, committed metrics, the user's
     /// group, the end of the task or the next cycle.
     fn after_commit(&mut self, ctx: &mut Context<Self>) {
+        let first = self.cycles.last_committed_ms.is_none();
         let c: Cycle = match self.cycles.committed(now_millis()) {
             Ok(c) => c,
             Err(e) => return self.fail(ctx, format!("task {}: {e}", self.cfg.task)),
         };
+        if first {
+            // This incarnation works: its task's restart backoff starts over.
+            let _ = self.events.send(TaskEvent::Committed { task: self.cfg.task, incarnation: self.cfg.incarnation });
+        }
         self.cycle_committed(&c);
         // Bundles the cycle covered may be finalized now, before the stage
         // starts the next bundle. After the last cycle the task is finished

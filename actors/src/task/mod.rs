@@ -75,6 +75,11 @@ pub enum TaskEvent {
         incarnation: u64,
         reason: String,
     },
+    /// The incarnation committed its first cycle.
+    Committed {
+        task: TaskId,
+        incarnation: u64,
+    },
     /// The job cannot go on; the text is for the user.
     Failed(String),
     Metrics(Vec<MonitoringInfo>),

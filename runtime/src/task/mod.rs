@@ -1,6 +1,8 @@
 //! The decisions of one task, without I/O: its lifecycle, its commit cycle,
 //! how much work it may have in flight, what it knows of its GroupByKey
-//! actors, when its stage has a bundle to run and when it splits one, and the durations it reports. The
+//! actors, when its stage has a bundle to run and when it splits one, the
+//! durations it reports, which tasks run in this copy (`roster`) and which
+//! of them stalled (`stall`). The
 //! task supervisor actor (`actors::task`) feeds these events and carries out
 //! what they decide.
 pub mod bundle;
@@ -8,6 +10,8 @@ pub mod cycle;
 pub mod flow;
 pub mod gbk_view;
 pub mod lifecycle;
+pub mod roster;
 pub mod split;
+pub mod stall;
 pub mod stats;
 pub mod status;
