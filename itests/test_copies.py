@@ -290,6 +290,36 @@ def test_copies_killed_with_sigkill_keep_a_stateful_count_exact(
 SDF_COUNT, SDF_STEP = 60, 8
 
 
+def test_copies_killed_with_sigkill_at_least_once_lose_nothing_and_restore_whole_counts(
+    job_server, binary, broker, tmp_path):
+  """at_least_once has no transactions: a kill may repeat work (a count can
+  run past the records' number), but no update is lost and every restored
+  count is one the job wrote whole, so each word's counts run 1..max without
+  a gap. (A stopped task's changelog writes land before its next owner
+  restores; a restore never mixes two versions of a value.)"""
+  source, sink, pipeline, app_id = running_count_job(job_server, broker, tmp_path, 'alo')
+  everyone = []
+  try:
+    _, produced = _kill_three_under_stream(binary, pipeline, broker, source,
+                                           app_id, tmp_path, everyone,
+                                           extra=['--processing_guarantee=at_least_once'])
+    out, _ = _totals(broker, sink, produced, timeout=150)
+  finally:
+    for c in everyone:
+      c.stop()
+  _save_story(everyone)
+  counts = collections.defaultdict(set)
+  for _, key, _ in out:
+    word, n = key.split(b'@')
+    counts[word].add(int(n))
+  want = collections.Counter(WORDS[i % 3] for i in range(produced))
+  for word, n in want.items():
+    top = max(counts[word], default=0)
+    assert top >= n, '%s: counted to %d of %d records (%s)' % (word, top, n, app_id)
+    assert counts[word] == set(range(1, top + 1)), '%s: a gap in %s (%s)' % (
+        word, sorted(set(range(1, top + 1)) - counts[word])[:10], app_id)
+
+
 class _CountUpTo(beam.DoFn):
   """A self-checkpointing splittable DoFn, like an unbounded source: for a
   record, emits record:0 .. record:SDF_COUNT-1, SDF_STEP at a time, and defers

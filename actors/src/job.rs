@@ -65,7 +65,18 @@ pub fn run_job(
     let system = actix::System::new();
     let mut decided = Some(decided);
     let (_watch, mut panics) = crate::supervision::watch_this_thread();
-    let outcome = system.block_on(drive(input, events, cancel, &mut decided, &mut panics));
+    // A panic in the job's own code (not an actor's: the hook reports those)
+    // fails the job with what it said, where it said it.
+    let ran =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| system.block_on(drive(input, events, cancel, &mut decided, &mut panics))));
+    let outcome = ran.unwrap_or_else(|payload| {
+        let what = panics
+            .try_recv()
+            .ok()
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| payload.downcast_ref::<&str>().map_or_else(|| "a panic".to_string(), |s| s.to_string()));
+        JobOutcome::Failed(format!("internal error of the runner (please report it): {what}"))
+    });
     if let Some(tx) = decided {
         let _ = tx.send(outcome.clone());
     }
@@ -132,7 +143,7 @@ async fn drive(
     let (membership_tx, mut membership_rx) = mpsc::unbounded_channel();
     let generation = Arc::new(AtomicU64::new(0));
     let consumer: Arc<JobConsumer> =
-        match consumer_config.create_with_context(JobContext::new(membership_tx, generation.clone(), input.board.clone())) {
+        match consumer_config.create_with_context(JobContext::new(membership_tx, generation.clone(), input.board.clone(), opts)) {
             Ok(c) => Arc::new(c),
             Err(e) => return JobOutcome::Failed(format!("cannot create the Kafka consumer: {e}")),
         };

@@ -3,6 +3,7 @@
 //! cycle (inside its transaction under exactly_once), read back in full when
 //! the task starts, so a restarted job resumes its GroupByKey buffers and
 //! watermark progress where it committed.
+use std::sync::{LazyLock, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 use beam_kafka_config::RunnerOptions;
@@ -13,10 +14,11 @@ use rdkafka::ClientContext;
 use rdkafka::{Offset, TopicPartitionList};
 
 use crate::kafka::config;
-use crate::kafka::producer::{KafkaProducer, Writes};
+use crate::kafka::producer::{Group, KafkaProducer, Writes};
 use crate::store::{task_dir, Entries, TaskStore};
 use beam_kafka_runtime::failure::{self, Verdict};
-use beam_kafka_runtime::topology::{changelog_topic, TaskId};
+use beam_kafka_runtime::task::handover::{InFlightWrites, Landing};
+use beam_kafka_runtime::topology::{changelog_topic, topic_prefix, TaskId};
 
 const RESTORE_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -89,13 +91,72 @@ pub fn read_changelog(opts: &RunnerOptions, topic: &str, partition: i32, from: i
 pub type Changes = Vec<(Vec<u8>, Option<Vec<u8>>)>;
 
 /// Writes state changes to the task's changelog partition; returns once
-/// Kafka acknowledged them, with the offset of the last one.
-pub async fn write_changelog(producer: &KafkaProducer, topic: &str, partition: u32, changes: &Changes) -> Result<Option<i64>, String> {
+/// Kafka acknowledged them, with the offset of the last one. Stops queueing
+/// (an error, `HANDED_OVER`) once `owner` says the task's partitions are
+/// being handed over: what it queued after that could land after the new
+/// owner read the changelog.
+pub async fn write_changelog(
+    producer: &KafkaProducer,
+    topic: &str,
+    partition: u32,
+    changes: &Changes,
+    owner: impl Fn() -> bool,
+) -> Result<Option<i64>, String> {
     let writes = Writes::new();
+    in_flight().add(topic, partition as i32, Watched(writes.watch()));
     for (k, v) in changes {
+        if !owner() {
+            return Err(HANDED_OVER.into());
+        }
         writes.send(producer, topic, partition, Some(k), v.as_deref()).await?;
     }
     writes.wait().await
+}
+
+/// Why a changelog write stopped half-way (the task is about to stop).
+pub const HANDED_OVER: &str = "its partitions are being handed over to another owner";
+
+/// A group of changelog writes, watched until its records landed.
+struct Watched(Weak<Group>);
+
+impl Landing for Watched {
+    fn landed(&self) -> bool {
+        self.0.upgrade().is_none_or(|g| g.pending() == 0)
+    }
+}
+
+/// This process's changelog writes in flight (every job's: a partition's
+/// name says whose it is).
+fn in_flight() -> MutexGuard<'static, InFlightWrites<Watched>> {
+    static IN_FLIGHT: LazyLock<Mutex<InFlightWrites<Watched>>> = LazyLock::new(Default::default);
+    IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// How long a new owner waits for its predecessor's writes: longer than
+/// a write may take to be acknowledged or to fail.
+const HANDOVER_WAIT: Duration = Duration::from_secs(90);
+
+/// Blocks until `done` says every watched write landed, or `HANDOVER_WAIT`.
+fn wait_for_writes(what: &str, done: impl Fn(&mut InFlightWrites<Watched>) -> bool) -> Result<(), String> {
+    let deadline = Instant::now() + HANDOVER_WAIT;
+    while !done(&mut in_flight()) {
+        if Instant::now() > deadline {
+            return Err(format!(
+                "Kafka did not acknowledge writes within {} s (the changelog writes to {what} of a stopped task)",
+                HANDOVER_WAIT.as_secs()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    Ok(())
+}
+
+/// Blocks until every changelog write of the application's tasks in this
+/// process landed: called when the group takes partitions away, before their
+/// next owner may read the changelogs.
+pub fn wait_for_changelog_writes(application_id: &str) -> Result<(), String> {
+    let prefix = topic_prefix(application_id);
+    wait_for_writes(&format!("{prefix}*-changelog"), |w| w.all_settled(|t| t.starts_with(&prefix) && t.ends_with("-changelog")))
 }
 
 /// Opens a task's local store and brings it up to date with its changelog:
@@ -104,6 +165,8 @@ pub fn restore_task(opts: &RunnerOptions, task: TaskId) -> Result<(TaskStore, En
     let topic = changelog_topic(&opts.application_id, task.sub_topology);
     let dir = task_dir(&opts.state_dir, &opts.application_id, task);
     let (store, from) = TaskStore::open(dir.clone(), opts.state_store_memory_mb)?;
+    // A stopped incarnation's writes land before this one reads to the end.
+    wait_for_writes(&format!("{topic}[{}]", task.partition), |w| w.settled(&topic, task.partition as i32))?;
     let (store, (changes, next)) = match read_changelog(opts, &topic, task.partition as i32, from) {
         Ok(read) => (store, read),
         // The brokers are away for a while: the store is still current up

@@ -252,9 +252,8 @@ impl GroupByKey {
         let mut pane = self.panes.remove(key, window)?;
         let id = (key.to_vec(), window.clone());
         let stored = std::mem::take(&mut pane.stored);
-        if stored.chunks > 0 {
-            let gone = self.gone.entry(id.clone()).or_default();
-            gone.chunks = gone.chunks.max(stored.chunks);
+        if !stored.is_empty() {
+            self.gone.entry(id.clone()).or_default().absorb(stored);
         }
         self.dirty.insert(id);
         Some(pane)

@@ -10,7 +10,7 @@
 //! the older layout holds its values itself; it still restores.
 use std::collections::BTreeMap;
 
-use crate::chunks::{self, Stored};
+use crate::chunks;
 use crate::coders::{encode_varint, ByteReader};
 use crate::gbk::{GroupByKey, Pane};
 use crate::panes::Values;
@@ -144,7 +144,7 @@ impl GroupByKey {
             p.in_changes = false;
             if let Some(g) = gone {
                 // The window's earlier pane was removed and a new one began.
-                p.stored.chunks = p.stored.chunks.max(g.chunks);
+                p.stored.absorb(g);
                 p.stored.invalidate();
             }
             let mut appended = Vec::new();
@@ -187,14 +187,17 @@ impl GroupByKey {
             let Some(p) = self.panes.get_mut(&id.0, &id.1) else {
                 // Chunks of a pane whose entry was never written (an
                 // interrupted at-least-once commit): deleted at the next one.
-                self.gone.insert(id.clone(), Stored { chunks: restored.chunks, len: 0 });
+                self.gone.insert(id.clone(), restored.stored);
                 self.dirty.insert(id);
                 continue;
             };
             let legacy = !p.values.is_empty();
             let clean = decode_values(&restored.bytes, &mut p.values);
             let whole = restored.complete && clean;
-            p.stored = Stored { chunks: restored.chunks, len: if legacy || !whole { 0 } else { p.values.len() } };
+            p.stored = restored.stored;
+            if !legacy && whole && restored.appendable {
+                p.stored.len = p.values.len();
+            }
             if !whole {
                 // A partial chunk from an interrupted at-least-once write.
                 p.in_changes = true;

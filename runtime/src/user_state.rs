@@ -258,14 +258,21 @@ impl UserState {
     pub fn finish_restore(&mut self) -> Result<(), String> {
         for (cell, pieces) in std::mem::take(&mut self.restoring) {
             let restored = chunks::assemble(pieces)?;
-            let mut stored = Stored { chunks: restored.chunks, len: restored.bytes.len() };
+            let mut stored = restored.stored;
+            if restored.appendable {
+                stored.len = restored.bytes.len();
+            }
             if !restored.complete {
-                // An interrupted at-least-once write: rewritten next commit.
-                stored.invalidate();
+                // What an interrupted at-least-once write left: the value is
+                // written again at the next commit, which deletes it.
                 self.dirty.insert(cell.clone());
             }
             // Chunks are newer than a whole entry of the same cell.
-            self.bags.insert(cell.clone(), restored.bytes);
+            if restored.bytes.is_empty() {
+                self.bags.remove(&cell);
+            } else {
+                self.bags.insert(cell.clone(), restored.bytes);
+            }
             self.stored.insert(cell, stored);
         }
         Ok(())
@@ -332,7 +339,7 @@ mod tests {
         for i in 0..8u8 {
             s.append(c.clone(), &vec![i; 700_000]);
             let changes = s.take_changes();
-            let bytes: usize = changes.iter().filter_map(|(_, v)| v.as_ref()).map(|v| v.len()).sum();
+            let bytes: usize = changes.iter().filter_map(|(_, v)| v.as_ref()).map(|v| v.len() - chunks::HEADER).sum();
             assert_eq!(bytes, 700_000, "only the appended bytes are written");
             assert!(changes.iter().all(|(_, v)| v.as_ref().is_none_or(|v| v.len() <= chunks::CHUNK_BYTES)));
             apply(&mut store, changes);
@@ -348,6 +355,34 @@ mod tests {
         back.append(c.clone(), b"+more");
         apply(&mut store, back.take_changes());
         assert_eq!(reloaded(&store).get(&c), b"small+more");
+    }
+
+    /// At-least-once may land any prefix of a commit's changelog records.
+    #[test]
+    fn a_bag_rewritten_or_appended_to_and_cut_short_restores_whole() {
+        let c = cell(b"k", b"");
+        let (mut s, mut store) = (UserState::default(), BTreeMap::new());
+        let old: Vec<u8> = (0..3 * chunks::CHUNK_BYTES).map(|i| (i % 251) as u8).collect();
+        s.append(c.clone(), &old);
+        apply(&mut store, s.take_changes());
+        let mut rewritten = s;
+        rewritten.clear(c.clone());
+        rewritten.append(c.clone(), &vec![7u8; 2 * chunks::CHUNK_BYTES]);
+        let mut appended = reloaded(&store);
+        appended.append(c.clone(), &vec![8u8; 2 * chunks::CHUNK_BYTES]);
+        for mut version in [rewritten, appended] {
+            let new = version.get(&c).to_vec();
+            let changes = version.take_changes();
+            for cut in 0..=changes.len() {
+                let mut landed = store.clone();
+                apply(&mut landed, changes[..cut].to_vec());
+                let mut back = reloaded(&landed);
+                let got = back.get(&c).to_vec();
+                assert!(got == old || got == new, "cut {cut} of {}: a mix", changes.len());
+                apply(&mut landed, back.take_changes());
+                assert_eq!(reloaded(&landed).get(&c), got, "cut {cut}: rewritten whole");
+            }
+        }
     }
 
     #[test]

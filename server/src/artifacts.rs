@@ -81,7 +81,7 @@ impl Staging {
             return Err(Status::already_exists("the job's artifacts are being or have been staged"));
         }
         let envs: Vec<(String, Vec<pb::ArtifactInformation>)> = {
-            let p = job.pipeline.lock().expect("lock");
+            let p = job.pipeline.lock().unwrap_or_else(|e| e.into_inner());
             let comps = p.components.clone().unwrap_or_default();
             let mut envs: Vec<_> = comps.environments.into_iter().map(|(id, e)| (id, e.dependencies)).collect();
             envs.sort_by(|a, b| a.0.cmp(&b.0));
@@ -125,7 +125,7 @@ impl Staging {
                     role_payload: artifact.role_payload,
                 });
             }
-            let mut p = job.pipeline.lock().expect("lock");
+            let mut p = job.pipeline.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(env) = p.components.as_mut().and_then(|c| c.environments.get_mut(&env_id)) {
                 env.dependencies = staged;
             }

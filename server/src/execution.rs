@@ -47,6 +47,7 @@ const THREAD_END_WAIT: Duration = Duration::from_secs(90);
 const WORKER_CONNECT_TIMEOUT: Duration = Duration::from_secs(120);
 
 pub async fn execute(job: Arc<Job>, services: Services) {
+    let _unfinished = FailsIfUnfinished(job.clone());
     job.set_state(State::Starting);
     await_earlier_runs(&job).await;
     let mut harnesses = Vec::new();
@@ -170,6 +171,22 @@ fn release_freed_memory() {
     }
 }
 
+/// Ends the job FAILED if its execution stops (a panic outside the job's
+/// thread, an aborted task) before its state is final: its client, or the
+/// `beam-kafka run` copy holding it, must not wait for it forever.
+struct FailsIfUnfinished(Arc<Job>);
+
+impl Drop for FailsIfUnfinished {
+    fn drop(&mut self) {
+        if !crate::jobs::is_terminal(self.0.state().state) {
+            let text = "internal error of the runner (please report it): the job's execution ended without an outcome";
+            tracing::error!(job = %self.0.id, "{text}");
+            self.0.message(Importance::JobMessageError, text);
+            self.0.set_state(State::Failed);
+        }
+    }
+}
+
 fn report(job: &Job, outcome: JobOutcome) {
     match outcome {
         JobOutcome::Done => job.set_state(State::Done),
@@ -216,7 +233,7 @@ async fn prepare_and_run(
     job_thread: &mut Option<oneshot::Receiver<()>>,
 ) -> Result<JobOutcome, String> {
     let planning = SystemTime::now();
-    let pipeline = job.pipeline.lock().expect("lock").clone();
+    let pipeline = job.pipeline.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let graph = PipelineGraph::new(&pipeline)?;
     let plan = TopologyPlan::plan(&graph, &job.runner_options.application_id, job.runner_options.internal_parallelism)?;
     tracing::info!(job = %job.id, "plan:\n{}", plan.describe(&graph));
@@ -394,12 +411,12 @@ fn forward_event(job: &Job, ev: JobEvent) {
             job.message(Importance::JobMessageBasic, text);
         }
         JobEvent::Metrics(infos) => {
-            let mut metrics = job.metrics.lock().expect("lock");
+            let mut metrics = job.metrics.lock().unwrap_or_else(|e| e.into_inner());
             metrics.attempted.add(infos.clone());
             user_metrics::export(&infos, "attempted", &job.attributes(), &metrics.attempted);
         }
         JobEvent::CommittedMetrics(infos) => {
-            let mut metrics = job.metrics.lock().expect("lock");
+            let mut metrics = job.metrics.lock().unwrap_or_else(|e| e.into_inner());
             metrics.committed.add(infos.clone());
             user_metrics::export(&infos, "committed", &job.attributes(), &metrics.committed);
         }
@@ -435,7 +452,30 @@ fn echoes_a_job_message(line: &str, job_id: &str) -> bool {
 
 #[cfg(test)]
 mod echo_tests {
-    use super::echoes_a_job_message;
+    use super::{echoes_a_job_message, FailsIfUnfinished, State};
+
+    #[tokio::test]
+    async fn an_execution_that_ends_without_an_outcome_fails_its_job() {
+        let job = crate::jobs::tests::job("j", "t");
+        let held = job.clone();
+        let ended = tokio::spawn(async move {
+            let _unfinished = FailsIfUnfinished(held.clone());
+            held.set_state(State::Running);
+            panic!("a bug of ours");
+        });
+        assert!(ended.await.is_err());
+        assert_eq!(job.state().state, State::Failed as i32);
+        let (history, _) = job.messages();
+        assert!(format!("{history:?}").contains("ended without an outcome"), "{history:?}");
+        // One that ended as it should keeps its state.
+        let done = crate::jobs::tests::job("k", "t");
+        drop(FailsIfUnfinished(done.clone()));
+        assert_eq!(done.state().state, State::Failed as i32, "a job that never started is not left STOPPED either");
+        let done = crate::jobs::tests::job("l", "t");
+        done.set_state(State::Done);
+        drop(FailsIfUnfinished(done.clone()));
+        assert_eq!(done.state().state, State::Done as i32);
+    }
 
     #[test]
     fn a_job_message_printed_back_by_the_harness_is_an_echo() {

@@ -82,7 +82,7 @@ impl jm::job_service_server::JobService for JobService {
         let prepared = Arc::try_unwrap(prepared).map_err(|_| Status::aborted("the job is still being staged"))?;
         // Unguessable: a job id is what a client needs to watch or cancel it.
         let job_id = format!("{}-{}", sanitize(&prepared.name), &uuid::Uuid::new_v4().simple().to_string()[..16]);
-        let pipeline = prepared.pipeline.into_inner().expect("lock");
+        let pipeline = prepared.pipeline.into_inner().unwrap_or_else(|e| e.into_inner());
         let job =
             Arc::new(Job::new(job_id.clone(), prepared.name, prepared.staging_token, pipeline, prepared.options, prepared.runner_options));
         self.jobs.by_id.insert(job_id.clone(), job.clone());
@@ -114,7 +114,7 @@ impl jm::job_service_server::JobService for JobService {
 
     async fn get_pipeline(&self, request: Request<jm::GetJobPipelineRequest>) -> Result<Response<jm::GetJobPipelineResponse>, Status> {
         let job = self.jobs.get(&request.into_inner().job_id)?;
-        let pipeline = Some(job.pipeline.lock().expect("lock").clone());
+        let pipeline = Some(job.pipeline.lock().unwrap_or_else(|e| e.into_inner()).clone());
         Ok(Response::new(jm::GetJobPipelineResponse { pipeline }))
     }
 
@@ -150,7 +150,7 @@ impl jm::job_service_server::JobService for JobService {
 
     async fn get_job_metrics(&self, request: Request<jm::GetJobMetricsRequest>) -> Result<Response<jm::GetJobMetricsResponse>, Status> {
         let job = self.jobs.get(&request.into_inner().job_id)?;
-        let metrics = job.metrics.lock().expect("lock");
+        let metrics = job.metrics.lock().unwrap_or_else(|e| e.into_inner());
         let results = jm::MetricResults { attempted: metrics.attempted.all(), committed: metrics.committed.all() };
         Ok(Response::new(jm::GetJobMetricsResponse { metrics: Some(results) }))
     }

@@ -117,7 +117,7 @@ impl Job {
             board.set_state(s.as_str_name());
         }
         if changed && is_terminal(s as i32) {
-            *self.ended.lock().expect("lock") = Some(std::time::Instant::now());
+            *self.ended.lock().unwrap_or_else(|e| e.into_inner()) = Some(std::time::Instant::now());
         }
         if changed {
             self.publish(jm::JobMessagesResponse { response: Some(jm::job_messages_response::Response::StateResponse(ev)) });
@@ -136,7 +136,7 @@ impl Job {
     }
 
     fn publish(&self, r: jm::JobMessagesResponse) {
-        let mut history = self.history.lock().expect("lock");
+        let mut history = self.history.lock().unwrap_or_else(|e| e.into_inner());
         if history.len() >= MAX_HISTORY {
             history.pop_front();
         }
@@ -147,7 +147,7 @@ impl Job {
     /// Everything said so far plus a receiver for what comes next, taken
     /// under one lock so nothing is missed or repeated.
     pub fn messages(&self) -> (Vec<jm::JobMessagesResponse>, broadcast::Receiver<jm::JobMessagesResponse>) {
-        let history = self.history.lock().expect("lock");
+        let history = self.history.lock().unwrap_or_else(|e| e.into_inner());
         (history.iter().cloned().collect(), self.live.subscribe())
     }
 }
@@ -175,7 +175,11 @@ impl Jobs {
         let old = |t: std::time::Instant| now.duration_since(t) > ttl;
         let mut abandoned = Vec::new();
         self.by_id.retain(|_, job| {
-            let keep = if job.id.is_empty() { !old(job.created) } else { job.ended.lock().expect("lock").is_none_or(|t| !old(t)) };
+            let keep = if job.id.is_empty() {
+                !old(job.created)
+            } else {
+                job.ended.lock().unwrap_or_else(|e| e.into_inner()).is_none_or(|t| !old(t))
+            };
             if !keep && job.id.is_empty() {
                 abandoned.push(job.staging_token.clone());
             }
@@ -216,12 +220,12 @@ impl Jobs {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use beam_kafka_config::OptionValue;
     use jm::job_message::MessageImportance as Importance;
 
-    fn job(id: &str, token: &str) -> Arc<Job> {
+    pub(crate) fn job(id: &str, token: &str) -> Arc<Job> {
         let values = std::collections::BTreeMap::from([
             ("application_id".to_string(), OptionValue::String("app".into())),
             ("bootstrap_servers".to_string(), OptionValue::String("localhost:9092".into())),

@@ -135,7 +135,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let (_, mut messages) = job.messages();
     let mut state = job.subscribe_state();
     let services = execution::Services { fn_api, artifact_url, artifacts_dir: None };
-    let execution = tokio::spawn(execution::execute(job.clone(), services));
+    let mut execution = tokio::spawn(execution::execute(job.clone(), services));
+    let mut executed = false;
     let mut stop_requested = false;
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut last_error = None;
@@ -156,13 +157,18 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
                     }
                 }
             }
+            // An execution that ended (a bug of ours) without a final
+            // state must not leave this copy running, doing nothing.
+            _ = &mut execution, if !executed => { executed = true; break; }
             _ = tokio::signal::ctrl_c(), if !stop_requested => { stop_requested = true; job.cancel.send_replace(true); }
             _ = term.recv(), if !stop_requested => { stop_requested = true; job.cancel.send_replace(true); }
         }
     }
     // The state is final before the job's tasks closed their stores and
     // clients: wait for that (bounded, in case a client hangs on a broker).
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(60), execution).await;
+    if !executed {
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(60), execution).await;
+    }
     let _ = tokio::task::spawn_blocking(move || drop(exporting)).await;
     match State::try_from(job.state().state).unwrap_or(State::Unspecified) {
         State::Done => Ok(()),

@@ -46,12 +46,12 @@ pub fn job(job: &Job) -> Value {
     out["tasks"] = Value::Array(tasks);
     out["events"] = Value::Array(events(job));
     let (attempted, committed) = {
-        let metrics = job.metrics.lock().expect("lock");
+        let metrics = job.metrics.lock().unwrap_or_else(|e| e.into_inner());
         (metrics.attempted.all(), metrics.committed.all())
     };
     let mut rows = user_metrics(&attempted, &committed);
     // Transforms by the names the user gave them.
-    let pipeline = job.pipeline.lock().expect("lock");
+    let pipeline = job.pipeline.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(transforms) = pipeline.components.as_ref().map(|c| &c.transforms) {
         for row in &mut rows {
             let name = row["transform"].as_str().and_then(|id| transforms.get(id)).map(|t| t.unique_name.clone());

@@ -74,7 +74,20 @@ impl Default for Writes {
     }
 }
 
+impl Group {
+    /// Records queued and not yet acknowledged (or failed).
+    pub fn pending(&self) -> usize {
+        self.pending.load(Ordering::Acquire)
+    }
+}
+
 impl Writes {
+    /// The group, to know later whether its records landed (held weakly:
+    /// the records in flight keep it alive, nothing else need).
+    pub fn watch(&self) -> std::sync::Weak<Group> {
+        Arc::downgrade(&self.group)
+    }
+
     pub fn new() -> Writes {
         Writes {
             group: Arc::new(Group {

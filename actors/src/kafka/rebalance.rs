@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::status_board::StatusBoard;
+use beam_kafka_config::{ProcessingGuarantee, RunnerOptions};
 
 use rdkafka::consumer::{BaseConsumer, ConsumerContext, Rebalance, StreamConsumer};
 use rdkafka::{ClientContext, TopicPartitionList};
@@ -30,11 +31,15 @@ pub struct JobContext {
     pub generation: Arc<AtomicU64>,
     /// Where partition ends (for lag) and rebalances are told.
     board: Arc<StatusBoard>,
+    application_id: String,
+    /// exactly_once: a new owner fences this copy's writes, no need to wait.
+    transactional: bool,
 }
 
 impl JobContext {
-    pub fn new(events: UnboundedSender<Membership>, generation: Arc<AtomicU64>, board: Arc<StatusBoard>) -> Self {
-        JobContext { events, generation, board }
+    pub fn new(events: UnboundedSender<Membership>, generation: Arc<AtomicU64>, board: Arc<StatusBoard>, opts: &RunnerOptions) -> Self {
+        let transactional = opts.processing_guarantee == ProcessingGuarantee::ExactlyOnce;
+        JobContext { events, generation, board, application_id: opts.application_id.clone(), transactional }
     }
 }
 
@@ -66,6 +71,15 @@ impl ConsumerContext for JobContext {
             Rebalance::Revoke(tpl) => {
                 tracing::debug!("group rebalance: revoking {:?}", list(tpl));
                 let _ = self.events.send(Membership::Revoked(list(tpl)));
+                // The rebalance completes, and the partitions' next owners
+                // restore, only once the changelog writes of this copy's
+                // tasks landed (the bump above stops new ones; this runs on
+                // the job's thread, so no task queues any meanwhile).
+                if !self.transactional {
+                    if let Err(e) = crate::state::wait_for_changelog_writes(&self.application_id) {
+                        tracing::warn!("handing partitions over without waiting further: {e}");
+                    }
+                }
             }
             Rebalance::Assign(tpl) => {
                 self.board.rebalances.fetch_add(1, Ordering::Relaxed);

@@ -19,7 +19,7 @@ use super::{TaskEvent, TaskSupervisor};
 use crate::kafka::transaction::{self, TxnError};
 use crate::messages::{Committed, Flush, Release, Resume};
 use crate::output::report_watermark;
-use crate::state::write_changelog;
+use crate::state::{write_changelog, HANDED_OVER};
 
 const RETRY_EVERY: Duration = Duration::from_millis(200);
 
@@ -130,17 +130,21 @@ impl TaskSupervisor {
         let (source, partition, total) = (self.cfg.report_source.clone(), self.cfg.task.partition, self.cfg.total_partitions);
         let state_topic = self.cfg.state_topic.clone();
         let payload = envelope::watermark_with_progress(wm, &source, partition, total, progress);
+        // Under exactly_once the next owner's producer fences this one;
+        // without transactions, writing stops when the partitions move.
+        let (assignment, transactional) = (self.cfg.assignment.clone(), self.cfg.transactional);
         let send = async move {
             for (topic, partitions) in reports {
                 report_watermark(&producer, &topic, partitions, &payload).await?;
             }
-            write_changelog(&producer, &state_topic, partition, &changes).await
+            write_changelog(&producer, &state_topic, partition, &changes, || transactional || assignment.current()).await
         };
         ctx.spawn(send.into_actor(self).map(move |result, act, ctx| {
             if !act.lifecycle.is_running() {
                 return;
             }
             match result {
+                Err(e) if e == HANDED_OVER => return act.stop_uncommitted(ctx, e),
                 Err(e) => return act.kafka_failed(ctx, e),
                 Ok(last) => {
                     if let Some(c) = act.cycles.open_mut() {

@@ -9,6 +9,7 @@ pub mod bundle;
 pub mod cycle;
 pub mod flow;
 pub mod gbk_view;
+pub mod handover;
 pub mod lifecycle;
 pub mod roster;
 pub mod split;
