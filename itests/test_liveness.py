@@ -2,15 +2,19 @@
 deadline its trigger does not fire on leaves the job live (it looped on the
 task's thread, which hung the job and its cancel), a Flatten of nothing used
 as a side input runs to DONE (it got no task, and its readers waited
-forever), and a job whose user code never returns is CANCELLED within the
-runner's grace of its cancel."""
+forever), and a job whose user code never returns is named by the watchdog
+and CANCELLED within the runner's grace of its cancel."""
 
 import os
+import threading
 import time
 import typing
 
+import grpc
+
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.portability.api import beam_job_api_pb2
 from apache_beam.runners.runner import PipelineState
 from apache_beam.transforms import trigger
 from apache_beam.transforms import window
@@ -38,6 +42,28 @@ def _cancel_within(result, bound):
     time.sleep(0.2)
   assert result.state == PipelineState.CANCELLED, result.state
   return time.monotonic() - began
+
+
+def _first_message(result, text, timeout):
+  """The first job message containing `text` (through the Job API's message
+  stream, as a client reads it), or None after `timeout` s."""
+  found = []
+
+  def read():
+    stream = result._job_service.GetMessageStream(
+        beam_job_api_pb2.JobMessagesRequest(job_id=result._job_id), timeout=timeout)
+    try:
+      for m in stream:
+        if m.HasField('message_response') and text in m.message_response.message_text:
+          found.append(m.message_response.message_text)
+          return
+    except grpc.RpcError:
+      pass  # the deadline passed
+
+  reader = threading.Thread(target=read, daemon=True)
+  reader.start()
+  reader.join(timeout + 5)
+  return found[0] if found else None
 
 
 def _wait_for_lines(collector, count, timeout):
@@ -104,7 +130,7 @@ def test_a_job_whose_user_code_never_returns_is_cancelled(
     return x
 
   args = portable_args(job_server) + kafka_args(
-      broker, make_app_id('stuck'), tmp_path / 'state')
+      broker, make_app_id('stuck'), tmp_path / 'state') + ['--stall_warning_ms=2000']
   p = beam.Pipeline(options=PipelineOptions(args))
   _ = p | beam.Create([1]) | beam.Map(stuck)
   result = p.run()
@@ -113,6 +139,9 @@ def test_a_job_whose_user_code_never_returns_is_cancelled(
     while not started.exists() and time.monotonic() < deadline:
       time.sleep(0.2)
     assert started.exists(), 'the DoFn never ran'
+    # The watchdog names the task whose bundle does not return.
+    said = _first_message(result, 'has made no progress', timeout=60)
+    assert said and 'in a bundle that has not finished' in said, said
     _cancel_within(result, CANCEL_BOUND_S)
   finally:
     stop.touch()
