@@ -269,21 +269,29 @@ def assert_each_word_counted_once(out, produced, story=''):
 
 def test_copies_killed_with_sigkill_keep_a_stateful_count_exact(
     job_server, binary, broker, tmp_path):
-  source, sink, pipeline, app_id = running_count_job(job_server, broker, tmp_path, 'stateful')
+  # With the SDK's state cache on: a task moving to a copy that ran it
+  # before must not read what that copy's harness cached back then.
+  out, produced, app_id = _running_count_killed(
+      job_server, binary, broker, tmp_path, 'stateful', ['--max_cache_memory_usage_mb=100'])
+  assert_each_word_counted_once(out, produced, app_id)
+
+
+def _running_count_killed(job_server, binary, broker, tmp_path, name, extra):
+  """A running count's copies SIGKILLed under a stream (`extra`: their
+  flags): its output once it counted every record, how many were produced,
+  and its application id."""
+  source, sink, pipeline, app_id = running_count_job(job_server, broker, tmp_path, name)
   everyone = []
   try:
-    # With the SDK's state cache on: a task moving to a copy that ran it
-    # before must not read what that copy's harness cached back then.
     _, produced = _kill_three_under_stream(binary, pipeline, broker, source,
-                                           app_id, tmp_path, everyone,
-                                           extra=['--max_cache_memory_usage_mb=100'])
+                                           app_id, tmp_path, everyone, extra=extra)
     # Every output record's value is 1: the sum is the record count.
     out, _ = _totals(broker, sink, produced, timeout=150)
   finally:
     for c in everyone:
       c.stop()
   _save_story(everyone)
-  assert_each_word_counted_once(out, produced, app_id)
+  return out, produced, app_id
 
 
 
@@ -297,17 +305,8 @@ def test_copies_killed_with_sigkill_at_least_once_lose_nothing_and_restore_whole
   count is one the job wrote whole, so each word's counts run 1..max without
   a gap. (A stopped task's changelog writes land before its next owner
   restores; a restore never mixes two versions of a value.)"""
-  source, sink, pipeline, app_id = running_count_job(job_server, broker, tmp_path, 'alo')
-  everyone = []
-  try:
-    _, produced = _kill_three_under_stream(binary, pipeline, broker, source,
-                                           app_id, tmp_path, everyone,
-                                           extra=['--processing_guarantee=at_least_once'])
-    out, _ = _totals(broker, sink, produced, timeout=150)
-  finally:
-    for c in everyone:
-      c.stop()
-  _save_story(everyone)
+  out, produced, app_id = _running_count_killed(
+      job_server, binary, broker, tmp_path, 'alo', ['--processing_guarantee=at_least_once'])
   counts = collections.defaultdict(set)
   for _, key, _ in out:
     word, n = key.split(b'@')

@@ -95,32 +95,6 @@ async fn transactional_producers(input: &JobInput, tasks: &[TaskId]) -> Result<H
         .map_err(|e| format!("starting transactional producers failed: {e}"))?
 }
 
-/// Starts `to_start`'s actors, all or none: a task that cannot start
-/// stops those started before it (none may run outside the job's roster).
-#[allow(clippy::too_many_arguments)]
-fn start_tasks(
-    input: &JobInput,
-    io: &KafkaIo,
-    to_start: &[TaskId],
-    txn_producers: &HashMap<TaskId, Arc<KafkaProducer>>,
-    restored: &mut HashMap<TaskId, Restored>,
-    starts: &HashMap<(String, i32), i64>,
-    consumer: Arc<JobConsumer>,
-    producer: Arc<KafkaProducer>,
-    events: mpsc::UnboundedSender<TaskEvent>,
-    assignment: AssignmentSeen,
-) -> Result<Vec<LiveTask>, String> {
-    let mut tasks = Vec::new();
-    let started = start_each(input, io, to_start, txn_producers, restored, starts, consumer, producer, events, assignment, &mut tasks);
-    match started {
-        Ok(()) => Ok(tasks),
-        Err(e) => {
-            stop_all(&tasks);
-            Err(e)
-        }
-    }
-}
-
 /// Stops tasks started here that will not run (their start failed later).
 fn stop_all(tasks: &[LiveTask]) {
     for t in tasks {
@@ -128,9 +102,11 @@ fn stop_all(tasks: &[LiveTask]) {
     }
 }
 
-/// Starts `to_start`'s actors into `tasks`, each with the partitions it owns.
+/// Starts `to_start`'s actors into `tasks`, each with the partitions it
+/// owns. On an error, the caller stops those already started: none may run
+/// outside the job's roster.
 #[allow(clippy::too_many_arguments)]
-fn start_each(
+fn start_tasks(
     input: &JobInput,
     io: &KafkaIo,
     to_start: &[TaskId],
@@ -500,7 +476,9 @@ pub(crate) async fn start_assigned(
     tracing::debug!("tasks {to_start:?}: partitions sought after {:?}", began.elapsed());
     let first_offsets: HashMap<(String, i32), i64> =
         starts.iter().map(|(k, o)| (k.clone(), if let rdkafka::Offset::Offset(n) = o { *n } else { 0 })).collect();
-    let started = start_tasks(
+    let mut started = Vec::new();
+    let assignment = AssignmentSeen { generation: generation.clone(), seen };
+    let all = start_tasks(
         input,
         io,
         &to_start,
@@ -510,8 +488,13 @@ pub(crate) async fn start_assigned(
         consumer.clone(),
         producer.clone(),
         events.clone(),
-        AssignmentSeen { generation: generation.clone(), seen },
-    )?;
+        assignment,
+        &mut started,
+    );
+    if let Err(e) = all {
+        stop_all(&started);
+        return Err(e);
+    }
     let mut resume = TopicPartitionList::new();
     for t in &started {
         for (topic, p) in &t.partitions {
