@@ -32,6 +32,10 @@ JAVA_CLASSES = [
     'CreateTest*', 'WindowTest*', 'ReshuffleTest*', 'TestStreamTest*', 'MetricsTest*', 'PAssertTest*',
 ]
 
+# A test still running after this long prints every thread's stack, so a
+# hung round's log says where it hung.
+STACKS = ['-o', 'faulthandler_timeout=300']
+
 
 def collect(py, paths):
   out = subprocess.run([py, '-m', 'pytest', '--collect-only', '-q', '-p', 'no:cacheprovider'] + paths,
@@ -76,14 +80,14 @@ def main():
     env = dict(os.environ)
     if kind == 'itests':
       picked = sorted(rng.sample(itests, min(4, len(itests))))
-      cmd = [args.python, '-m', 'pytest', '-q', '-p', 'no:cacheprovider'] + picked
+      cmd = [args.python, '-m', 'pytest', '-q', '-p', 'no:cacheprovider'] + STACKS + picked
     elif kind == 'python-suite':
       # In file and class order: Beam's suite starts a job server per test
       # class (setUpClass), and a class entered twice in one session hangs
       # the session in the harness, not in the runner.
       picked = sorted(rng.sample(suite, min(6, len(suite))))
       env['BEAM_KAFKA_SUITE_PARALLELISM'] = str(rng.choice([1, 4]))
-      cmd = [args.python, '-m', 'pytest', '-q', '-p', 'no:cacheprovider'] + picked
+      cmd = [args.python, '-m', 'pytest', '-q', '-p', 'no:cacheprovider'] + STACKS + picked
     elif kind == 'go':
       picked = [rng.choice(GO_TESTS)]
       cmd = [str(ROOT / 'scripts/go-integration.sh'), '--run', '^%s$' % picked[0]]
