@@ -19,6 +19,9 @@ from test_copies import assert_each_word_counted_once
 from test_copies import running_count_job
 
 ROUNDS = int(os.environ.get('BEAM_KAFKA_STARTUP_ROUNDS', '1'))
+# More flags for every copy (e.g. a longer poll, which widens the window of
+# a batch held across a task's restart).
+EXTRA = os.environ.get('BEAM_KAFKA_STARTUP_EXTRA', '').split()
 
 
 @pytest.mark.parametrize('round_', range(ROUNDS))
@@ -26,7 +29,7 @@ def test_copies_started_together_count_every_record_once_and_stop_promptly(
     job_server, binary, broker, tmp_path, round_):
   source, sink, pipeline, app_id = running_count_job(job_server, broker, tmp_path, 'race')
   copies = [Copy(binary, pipeline, broker, app_id, tmp_path / ('c%d' % i),
-                 ['--max_cache_memory_usage_mb=100']) for i in range(3)]
+                 ['--max_cache_memory_usage_mb=100'] + EXTRA) for i in range(3)]
   codes = []
   try:
     # Records flow while the copies are still joining the group.

@@ -13,7 +13,6 @@ use beam_kafka_runtime::kafka_io::same_cluster;
 use beam_kafka_runtime::task::roster::Roster;
 use beam_kafka_runtime::task::stall::StallWatch;
 use beam_kafka_runtime::topology::{changelog_topic, TaskId, TopicKind};
-use dashmap::DashMap;
 use rdkafka::consumer::Consumer;
 use rdkafka::producer::Producer;
 use tokio::sync::{mpsc, watch};
@@ -25,7 +24,7 @@ use crate::kafka::config;
 use crate::kafka::producer::{self as kafka_producer, KafkaProducer};
 use crate::kafka::rebalance::{JobConsumer, JobContext, Membership};
 use crate::messages::{Drain, Shutdown};
-use crate::poller::{poll_loop, PollSettings};
+use crate::poller::{poll_loop, PollSettings, Routes};
 use crate::status_board::{now_ms, StatusBoard};
 
 pub use crate::job_input::JobInput;
@@ -165,7 +164,7 @@ async fn drive(
     if let Err(e) = crate::test_stream::start(&admin, &input, task_tx.clone()).await {
         return JobOutcome::Failed(e);
     }
-    let routes: Routes = Arc::new(DashMap::new());
+    let routes = Arc::new(Routes::default());
     let settings =
         PollSettings { max_records: opts.read_max_elements_per_poll as usize, max_wait: Duration::from_millis(opts.read_max_poll_time_ms) };
     let (poll_consumer, poll_routes, poll_events, poll_generation) =
@@ -276,6 +275,9 @@ async fn drive(
                     for p in &gone.partitions {
                         routes.remove(p);
                     }
+                    // Nothing is fetched for it until it runs again (its
+                    // start seeks back to the last commit anyway).
+                    pause(&consumer, &gone.partitions);
                     let _ = events.send(JobEvent::Info(format!(
                         "task {task} stopped ({reason}); restarting it from its last commit in {:.1} s",
                         wait as f64 / 1000.0
@@ -297,7 +299,11 @@ async fn drive(
                         Err(e) => break JobOutcome::Failed(format!("cannot create the Kafka producer: {e}")),
                     }
                 }
-                start_startable!();
+                // Pending membership events decide first (the reconcile
+                // tick starts what is still startable after them).
+                if membership_rx.is_empty() {
+                    start_startable!();
+                }
             }
             _ = reconcile.tick() => {
                 for said in stalls.observe(now_ms(), input.board.tasks().iter().map(|(t, e)| (*t, &e.status, input.board.task_lag(&e.status)))) {
@@ -464,7 +470,7 @@ fn register(started: Vec<LiveTask>, roster: &mut Roster<LiveTask>, routes: &Rout
             continue;
         }
         for p in partitions {
-            routes.insert(p, addr.clone().recipient());
+            routes.set(p, addr.clone().recipient());
         }
         if draining {
             addr.do_send(Drain);
@@ -472,6 +478,17 @@ fn register(started: Vec<LiveTask>, roster: &mut Roster<LiveTask>, routes: &Rout
         n += 1;
     }
     n
+}
+
+/// Pauses `partitions` in the consumer (a task stopped in place).
+fn pause(consumer: &JobConsumer, partitions: &[(String, i32)]) {
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    for (topic, p) in partitions {
+        tpl.add_partition(topic, *p);
+    }
+    if let Err(e) = consumer.pause(&tpl) {
+        tracing::debug!("cannot pause {partitions:?}: {e}");
+    }
 }
 
 /// A number in [0, 1) from the clock: copies restarting together spread out.
@@ -491,8 +508,6 @@ impl Clock {
         self.0 + Duration::from_millis(ms)
     }
 }
-
-type Routes = Arc<DashMap<(String, i32), Recipient<crate::messages::RecordBatch>>>;
 
 /// Which tasks this process runs now, for the job's messages.
 fn running_message(opts: &RunnerOptions, roster: &Roster<LiveTask>) -> String {

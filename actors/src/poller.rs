@@ -15,6 +15,73 @@ use rdkafka::message::{Headers, Message};
 
 use crate::messages::{InputRecord, RecordBatch};
 
+/// Where each input partition's records go: the mailbox of the task that
+/// owns it here, and when that route was set.
+///
+/// A batch the poll loop holds across an await may contain records polled
+/// before a task (re)started on their partition: its start sought the
+/// partition back to the last commit, and librdkafka delivers everything
+/// from there again, but those earlier records are already out of the
+/// client. Delivered to the new task first, they would move its position
+/// past the records the seek brings back, which it would then skip as
+/// already seen, and commit as read: a loss. So every record carries the
+/// route clock's reading when it was polled, and a route takes only records
+/// polled after it was set (its start's seek came just before, with no
+/// await between, so those are of the fresh fetch).
+#[derive(Default)]
+pub struct Routes {
+    routes: DashMap<(String, i32), Route>,
+    clock: AtomicU64,
+}
+
+struct Route {
+    to: Recipient<RecordBatch>,
+    since: u64,
+}
+
+impl Routes {
+    /// Routes `partition` to `to`, for records polled from now on.
+    pub fn set(&self, partition: (String, i32), to: Recipient<RecordBatch>) {
+        let since = self.clock.fetch_add(1, Ordering::AcqRel) + 1;
+        self.routes.insert(partition, Route { to, since });
+    }
+
+    pub fn remove(&self, partition: &(String, i32)) {
+        self.routes.remove(partition);
+    }
+
+    /// The clock's reading, to stamp a record polled now.
+    fn now(&self) -> u64 {
+        self.clock.load(Ordering::Acquire)
+    }
+
+    /// Sends a partition's `records` (each with its stamp) to its task,
+    /// but those polled before its route was set; returns how many went.
+    fn deliver(&self, partition: &(String, i32), records: Vec<(u64, InputRecord)>) -> usize {
+        let Some(route) = self.routes.get(partition) else {
+            // Revoked while in flight: its new owner reads it again from the
+            // last commit.
+            tracing::debug!("dropping {} record(s) of {}[{}]: no task owns it here now", records.len(), partition.0, partition.1);
+            return 0;
+        };
+        let polled = records.len();
+        let records: Vec<InputRecord> = records.into_iter().filter(|(stamp, _)| *stamp >= route.since).map(|(_, r)| r).collect();
+        if records.len() < polled {
+            tracing::debug!(
+                "dropping {} record(s) of {}[{}] polled before its task started (it reads them again from its last commit)",
+                polled - records.len(),
+                partition.0,
+                partition.1
+            );
+        }
+        let sent = records.len();
+        if sent > 0 {
+            route.to.do_send(RecordBatch { records });
+        }
+        sent
+    }
+}
+
 /// How long one wait for the first record of a batch may last.
 const IDLE_REPOLL: Duration = Duration::from_millis(500);
 
@@ -25,18 +92,13 @@ pub struct PollSettings {
 
 /// Routes until the consumer fails fatally; transient errors are logged and
 /// retried by librdkafka itself.
-pub async fn poll_loop(
-    consumer: Arc<JobConsumer>,
-    routes: Arc<DashMap<(String, i32), Recipient<RecordBatch>>>,
-    settings: PollSettings,
-    generation: Arc<AtomicU64>,
-) -> String {
+pub async fn poll_loop(consumer: Arc<JobConsumer>, routes: Arc<Routes>, settings: PollSettings, generation: Arc<AtomicU64>) -> String {
     loop {
         // A bounded wait, then a fresh recv: a StreamConsumer can miss a
         // wake-up (rust-rdkafka #665, #848), and that must not stall a job.
         let first = match tokio::time::timeout(IDLE_REPOLL, consumer.recv()).await {
             Err(_) => continue,
-            Ok(Ok(m)) => input_record(&m),
+            Ok(Ok(m)) => (routes.now(), input_record(&m)),
             Ok(Err(e)) => {
                 // Refused credentials or permissions end the job with their
                 // fix; anything else librdkafka retries on its own.
@@ -76,7 +138,7 @@ pub async fn poll_loop(
                         batch.clear();
                         seen = now;
                     }
-                    batch.push(input_record(&m))
+                    batch.push((routes.now(), input_record(&m)))
                 }
                 Err(e) => {
                     tracing::warn!("Kafka consumer: {e}");
@@ -90,21 +152,16 @@ pub async fn poll_loop(
         }
         tracing::debug!("polled {} record(s)", batch.len());
         // Few partitions per batch: a list beats hashing every record's topic.
-        let mut per_task: Vec<Vec<InputRecord>> = Vec::new();
+        let mut per_task: Vec<Vec<(u64, InputRecord)>> = Vec::new();
         for r in batch {
-            match per_task.iter_mut().find(|g| g[0].partition == r.partition && g[0].topic == r.topic) {
+            match per_task.iter_mut().find(|g| g[0].1.partition == r.1.partition && g[0].1.topic == r.1.topic) {
                 Some(g) => g.push(r),
                 None => per_task.push(vec![r]),
             }
         }
         for records in per_task {
-            let key = (records[0].topic.clone(), records[0].partition);
-            match routes.get(&key) {
-                Some(task) => task.do_send(RecordBatch { records }),
-                // Revoked while in flight: its new owner reads it again from
-                // the last commit.
-                None => tracing::debug!("dropping {} record(s) of {}[{}]: no task owns it here now", records.len(), key.0, key.1),
-            }
+            let key = (records[0].1.topic.clone(), records[0].1.partition);
+            routes.deliver(&key, records);
         }
     }
 }
@@ -120,5 +177,65 @@ fn input_record<M: Message>(m: &M) -> InputRecord {
         payload: m.payload().map(<[u8]>::to_vec),
         timestamp: m.timestamp(),
         headers,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use actix::prelude::*;
+    use std::sync::Mutex;
+
+    /// A task's mailbox that keeps the offsets it was sent.
+    struct Mailbox(Arc<Mutex<Vec<i64>>>);
+
+    impl Actor for Mailbox {
+        type Context = Context<Self>;
+    }
+
+    impl Handler<RecordBatch> for Mailbox {
+        type Result = ();
+        fn handle(&mut self, batch: RecordBatch, _: &mut Context<Self>) {
+            self.0.lock().unwrap().extend(batch.records.iter().map(|r| r.offset));
+        }
+    }
+
+    fn record(offset: i64) -> InputRecord {
+        InputRecord {
+            topic: "edge".into(),
+            partition: 0,
+            offset,
+            key: None,
+            payload: None,
+            timestamp: rdkafka::Timestamp::NotAvailable,
+            headers: Vec::new(),
+        }
+    }
+
+    /// The start-up loss: a batch polled while the task was stopped (its
+    /// partition past the last commit) and held across its restart must
+    /// not reach the new incarnation, whose seek back to the commit brings
+    /// those records again, in order.
+    #[test]
+    fn records_polled_before_a_task_started_do_not_reach_it() {
+        actix::System::new().block_on(records_polled_before_a_task_started());
+    }
+
+    async fn records_polled_before_a_task_started() {
+        let routes = Routes::default();
+        let partition = ("edge".to_string(), 0);
+        let held = vec![(routes.now(), record(40))];
+        let got = Arc::new(Mutex::new(Vec::new()));
+        routes.set(partition.clone(), Mailbox(got.clone()).start().recipient());
+        assert_eq!(routes.deliver(&partition, held), 0, "polled before the route was set");
+        let fresh: Vec<(u64, InputRecord)> = (15..17).map(|o| (routes.now(), record(o))).collect();
+        assert_eq!(routes.deliver(&partition, fresh), 2);
+        // A route set later for another partition leaves this one's alone.
+        routes.set(("edge".to_string(), 1), Mailbox(Arc::default()).start().recipient());
+        assert_eq!(routes.deliver(&partition, vec![(routes.now(), record(17))]), 1);
+        routes.remove(&partition);
+        assert_eq!(routes.deliver(&partition, vec![(routes.now(), record(18))]), 0, "no owner here");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        assert_eq!(*got.lock().unwrap(), vec![15, 16, 17]);
     }
 }
