@@ -119,5 +119,7 @@ for path in sorted(glob.glob(sys.argv[1] + '/TEST-*.xml')):
       passed += 1
 open(sys.argv[2], 'w').write(''.join(l + '\n' for l in lines))
 print('java-validates-runner: %d passed, %d failed, %d skipped' % (passed, failed, skipped))
+for l in lines[:20]:
+  print('  failed: ' + l[:300])
 sys.exit(1 if failed else 0)
 EOF
