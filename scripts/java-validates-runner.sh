@@ -35,9 +35,6 @@ excluded=(
   # Bounded-trie metrics: the job server keeps the newest report instead of merging them, and
   # this client does not decode them.
   UsesBoundedTrieMetrics
-  # Strict timer ordering (timers set by a timer callback firing in timestamp order among those
-  # already due) is not guaranteed: ParDoTest's two such tests fail or hang.
-  UsesStrictTimerOrdering
   # Records over 64 MiB: the runner's topics take records up to 64 MiB (max.message.bytes).
   'LargeKeys$Above100MB'
 )

@@ -219,17 +219,21 @@ impl Timers {
         }
     }
 
-    /// Removes and returns, in fire-time order, every timer due: event-time
-    /// ones the input watermark has passed, processing-time ones whose time
-    /// the clock has reached.
+    /// Removes and returns, in fire-time order, the timers to fire now: of
+    /// those due (event-time ones the input watermark has passed,
+    /// processing-time ones whose time the clock has reached), per ParDo
+    /// and key only those at the key's earliest due time in each domain.
+    /// A callback may set a timer earlier than the key's other pending
+    /// ones, and Beam fires a key's timers in timestamp order: the rest
+    /// fire in the next round, after the callbacks of this one.
     pub fn take_due(&mut self, input: Watermark, now: Millis) -> Vec<(TimerId, PendingTimer)> {
         let event_due = |fire: Millis| match input {
             Watermark::NegInf => false,
             Watermark::PosInf => true,
             Watermark::At(w) => fire < w,
         };
-        let mut ids: Vec<(Millis, TimerId)> = self.event.iter().take_while(|(f, _)| event_due(*f)).cloned().collect();
-        ids.extend(self.processing.iter().take_while(|(f, _)| *f <= now).cloned());
+        let mut ids = earliest_per_key(self.event.iter().take_while(|(f, _)| event_due(*f)));
+        ids.extend(earliest_per_key(self.processing.iter().take_while(|(f, _)| *f <= now)));
         ids.sort();
         let mut out = Vec::with_capacity(ids.len());
         for (_, id) in ids {
@@ -279,6 +283,19 @@ impl Timers {
     pub fn restore(&mut self, id: TimerId, t: PendingTimer) {
         self.insert(id, t);
     }
+}
+
+/// Of timers in fire-time order, those at their (ParDo, key)'s earliest time.
+fn earliest_per_key<'a>(timers: impl Iterator<Item = &'a (Millis, TimerId)>) -> Vec<(Millis, TimerId)> {
+    let mut first: HashMap<(&str, &[u8]), Millis> = HashMap::new();
+    let mut out = Vec::new();
+    for (fire, id) in timers {
+        let earliest = *first.entry((id.transform.as_str(), id.key.as_slice())).or_insert(*fire);
+        if earliest == *fire {
+            out.push((*fire, id.clone()));
+        }
+    }
+    out
 }
 
 /// The watermark a stage's timers fire at: its input watermark held back by
@@ -339,6 +356,36 @@ mod tests {
         assert_eq!(TimerId::decode(&id.encode()).unwrap(), id);
         let p = PendingTimer { domain: TimeDomain::ProcessingTime, times: settings[0].set.clone().unwrap() };
         assert_eq!(PendingTimer::decode(&p.encode()).unwrap(), p);
+    }
+
+    /// Beam's strict timer ordering (ParDoTest's timer-ordering tests): a
+    /// key's timers fire one time at a time, so a callback's earlier timer
+    /// comes before the key's later ones; other keys are not held back.
+    #[test]
+    fn a_keys_timers_fire_one_time_at_a_time_so_a_callbacks_earlier_timer_comes_first() {
+        let mut t = Timers::default();
+        let set = |key: &[u8], tag: &str, fire| TimerSetting {
+            key: key.to_vec(),
+            tag: tag.into(),
+            window: vec![],
+            set: Some(TimerTimes { fire, hold: fire, pane: vec![0x0f] }),
+        };
+        t.apply("p", "append", TimeDomain::EventTime, vec![set(b"k", "", 0), set(b"other", "", 5)]);
+        t.apply("p", "gc", TimeDomain::EventTime, vec![set(b"k", "", 101_000)]);
+        t.apply("p", "both", TimeDomain::EventTime, vec![set(b"k", "a", 0), set(b"k", "b", 0)]);
+        let fired = |due: Vec<(TimerId, PendingTimer)>| -> Vec<(String, Vec<u8>, i64)> {
+            due.into_iter().map(|(id, p)| (id.family, id.key, p.times.fire)).collect()
+        };
+        // The input is done: every timer is due, but k's gc waits for its earlier ones.
+        let round = fired(t.take_due(Watermark::PosInf, 0));
+        assert_eq!(round.len(), 4, "{round:?}");
+        assert!(round.iter().all(|(f, _, _)| f != "gc"), "{round:?}");
+        assert!(round.contains(&("append".into(), b"other".to_vec(), 5)), "another key is not held back");
+        // The append callback sets its next time, before gc.
+        t.apply("p", "append", TimeDomain::EventTime, vec![set(b"k", "", 1_000)]);
+        assert_eq!(fired(t.take_due(Watermark::PosInf, 0)), vec![("append".into(), b"k".to_vec(), 1_000)]);
+        assert_eq!(fired(t.take_due(Watermark::PosInf, 0)), vec![("gc".into(), b"k".to_vec(), 101_000)]);
+        assert!(t.is_empty());
     }
 
     #[test]
