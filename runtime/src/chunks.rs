@@ -50,6 +50,14 @@ enum Slot {
 }
 
 impl Slot {
+    fn from_seq(seq: u32) -> Slot {
+        match (seq & SLOTTED != 0, seq & SLOT_B != 0) {
+            (false, _) => Slot::Bare,
+            (true, false) => Slot::A,
+            (true, true) => Slot::B,
+        }
+    }
+
     fn seq(self, index: u32) -> u32 {
         match self {
             Slot::Bare => index,
@@ -143,16 +151,6 @@ pub fn write(stored: &mut Stored, len: usize, appended: &[u8], chunk_key: impl F
         let overwritten = seq & SLOTTED != 0 && Slot::from_seq(seq) == stored.slot && written.contains(&(seq & INDEX));
         if !overwritten {
             out.push((chunk_key(seq), None));
-        }
-    }
-}
-
-impl Slot {
-    fn from_seq(seq: u32) -> Slot {
-        match (seq & SLOTTED != 0, seq & SLOT_B != 0) {
-            (false, _) => Slot::Bare,
-            (true, false) => Slot::A,
-            (true, true) => Slot::B,
         }
     }
 }

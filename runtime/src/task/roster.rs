@@ -97,18 +97,13 @@ impl<H> Roster<H> {
 
     /// When the next cooling task whose partitions are here may start, if any.
     pub fn next_due(&self) -> Option<u64> {
-        self.cooling
-            .iter()
-            .filter(|(t, _)| !self.running.contains_key(t) && self.partitions_of(**t).iter().all(|p| self.assigned.contains(p)))
-            .map(|(_, due)| *due)
-            .min()
+        self.cooling.iter().filter(|(t, _)| !self.running.contains_key(t) && self.all_here(**t)).map(|(_, due)| *due).min()
     }
 
     /// A task started; `Some(handle)` back if it must be stopped at once (a
     /// partition of its left meanwhile, or it already runs here).
     pub fn started(&mut self, task: TaskId, incarnation: u64, handle: H) -> Option<H> {
-        let here = self.partitions.get(&task).is_some_and(|parts| parts.iter().all(|p| self.assigned.contains(p)));
-        if !here || self.running.contains_key(&task) {
+        if !self.all_here(task) || self.running.contains_key(&task) {
             return Some(handle);
         }
         self.cooling.remove(&task);
@@ -146,6 +141,11 @@ impl<H> Roster<H> {
     /// Every running task's handle, leaving none running (the job ends).
     pub fn stop_all(&mut self) -> Vec<H> {
         std::mem::take(&mut self.running).into_values().map(|r| r.handle).collect()
+    }
+
+    /// Whether `task` is one of the plan's and all its partitions are here.
+    fn all_here(&self, task: TaskId) -> bool {
+        self.partitions.get(&task).is_some_and(|parts| parts.iter().all(|p| self.assigned.contains(p)))
     }
 
     fn cool(&mut self, task: TaskId, now_ms: u64, jitter: f64) -> u64 {

@@ -75,9 +75,9 @@ impl StallWatch {
             return Vec::new();
         }
         let mut said = Vec::new();
-        let mut seen = Vec::new();
+        let mut seen = std::collections::BTreeSet::new();
         for (task, status, lag) in tasks {
-            seen.push(task);
+            seen.insert(task);
             let footprint = Footprint::of(status);
             let w = self.tasks.entry(task).or_insert_with(|| Watched { footprint: footprint.clone(), since_ms: None, told: false });
             if w.footprint != footprint {
