@@ -77,6 +77,27 @@ def test_process_environment_with_a_missing_command_fails_clearly(
   assert not collector.exists()
 
 
+def test_a_harness_command_that_exits_at_once_fails_the_job_at_once(
+    broker, job_server, app_id, collector, tmp_path):
+  # The command starts, but its interpreter cannot find the harness module:
+  # the job fails as soon as the process ended, not after the 120 s the
+  # runner waits for a harness to connect.
+  command = '%s -m no_such_beam_harness_module' % sys.executable
+  args = _environment_args(
+      job_server, broker, app_id, tmp_path, 'PROCESS', _process_config(command))
+  p = beam.Pipeline(options=PipelineOptions(args))
+  _ = p | beam.Impulse() | beam.Map(collector.recorder())
+  started = time.monotonic()
+  result = p.run()
+  with pytest.raises(RuntimeError) as excinfo:
+    result.wait_until_finish()
+  waited = time.monotonic() - started
+  assert 'exited (exit status: 1) before it connected' in str(excinfo.value)
+  assert result.state == PipelineState.FAILED
+  assert waited < 100, 'failed only after %.0f s' % waited
+  assert not collector.exists()
+
+
 def test_docker_environment_without_an_engine_or_image_fails_clearly(
     broker, job_server, app_id, collector, tmp_path):
   args = _environment_args(

@@ -132,6 +132,18 @@ pub async fn start(env: &pb::Environment, worker_id: &str, ep: &Endpoints) -> Re
 }
 
 impl Harness {
+    /// Whether a harness process already ended (it will never connect), and
+    /// how; other harnesses cannot tell.
+    pub fn exited(&mut self) -> Option<String> {
+        match self {
+            Harness::Process(child) => match child.try_wait() {
+                Ok(Some(status)) => Some(status.to_string()),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
     /// Stops the harness; best effort, errors are logged.
     pub async fn stop(self) {
         match self {

@@ -358,7 +358,26 @@ async fn start_harnesses(
     }
     let mut workers = Vec::new();
     for connected in waiting {
-        workers.push(FnApiServer::await_worker(connected, WORKER_CONNECT_TIMEOUT).await?);
+        let mut connect = std::pin::pin!(FnApiServer::await_worker(connected, WORKER_CONNECT_TIMEOUT));
+        loop {
+            tokio::select! {
+                worker = &mut connect => {
+                    workers.push(worker?);
+                    break;
+                }
+                // A command that fails at once (a module the interpreter
+                // cannot find) fails the job now, not after the timeout.
+                _ = tokio::time::sleep(Duration::from_millis(200)) => {
+                    if let Some(status) = started.iter_mut().find_map(|(h, _)| h.exited()) {
+                        return Err(format!(
+                            "the SDK harness process exited ({status}) before it connected to the Fn API; \
+                             what it printed is in the job server's standard error (the PROCESS \
+                             environment's command, --environment_config, must start a Beam SDK harness)"
+                        ));
+                    }
+                }
+            }
+        }
     }
     Ok(workers)
 }

@@ -4,6 +4,7 @@ pub mod admin;
 pub mod config;
 pub mod context;
 pub mod producer;
+mod producer_poll;
 pub mod rebalance;
 pub mod transaction;
 

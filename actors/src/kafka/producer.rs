@@ -15,15 +15,34 @@ use rdkafka::client::ClientContext;
 use rdkafka::config::{ClientConfig, FromClientConfigAndContext};
 use rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode};
 use rdkafka::message::{Message, OwnedHeaders};
-use rdkafka::producer::{BaseRecord, DeliveryResult, ProducerContext, ThreadedProducer};
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, ProducerContext};
 use tokio::sync::Notify;
 
-/// The runner's producer: deliveries are counted per [`Writes`] group.
-pub type KafkaProducer = ThreadedProducer<Tracking>;
+use super::producer_poll::DeliveryPoller;
+
+/// The runner's producer: deliveries are counted per [`Writes`] group and
+/// served by a thread librdkafka wakes (`producer_poll`). It derefs to
+/// rdkafka's `BaseProducer` (sending, transactions).
+pub struct KafkaProducer {
+    // Declared first: the thread stops before the producer is released.
+    _poller: DeliveryPoller,
+    producer: Arc<BaseProducer<Tracking>>,
+}
+
+impl std::ops::Deref for KafkaProducer {
+    type Target = BaseProducer<Tracking>;
+
+    fn deref(&self) -> &BaseProducer<Tracking> {
+        &self.producer
+    }
+}
 
 /// Creates a [`KafkaProducer`] from a client configuration.
 pub fn create(config: &ClientConfig) -> KafkaResult<KafkaProducer> {
-    ThreadedProducer::from_config_and_context(config, Tracking)
+    let producer = Arc::new(BaseProducer::from_config_and_context(config, Tracking)?);
+    let poller = DeliveryPoller::start(producer.clone())
+        .map_err(|e| KafkaError::ClientCreation(format!("cannot start the producer's delivery thread: {e}")))?;
+    Ok(KafkaProducer { _poller: poller, producer })
 }
 
 /// How long a group may wait for Kafka to acknowledge its records.
