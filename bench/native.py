@@ -223,9 +223,12 @@ class Proc:
   def _sample_rss(self):
     while self.proc.poll() is None:
       try:
-        self.rss_series.append(round(procstat.rss_mb(self.proc.pid)))
+        rss = procstat.rss_mb(self.proc.pid)
       except OSError:
         return
+      if rss != rss:  # NaN: an exiting process's status has no VmRSS line
+        return
+      self.rss_series.append(round(rss))
       time.sleep(1)
 
   def rss_summary(self):
