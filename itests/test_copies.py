@@ -58,13 +58,14 @@ class Copy:
     return '\n'.join(notable[-20:] + ['...'] + self.lines[-15:])
 
 
-def _wait(condition, timeout, what):
+def _wait(condition, timeout, what, copies=()):
   deadline = time.monotonic() + timeout
   while time.monotonic() < deadline:
     if condition():
       return
     time.sleep(0.3)
-  raise AssertionError('timed out waiting for %s' % what)
+  logs = ''.join('\n--- copy %d:\n%s' % (i, c.log()) for i, c in enumerate(copies) if c)
+  raise AssertionError('timed out waiting for %s%s' % (what, logs))
 
 
 def _totals(broker, sink, expected_total, timeout):
@@ -120,7 +121,7 @@ def test_two_copies_share_the_tasks(job_server, binary, broker, tmp_path):
     alone = a.tasks_running()
     b = Copy(binary, pipeline, broker, app_id, tmp_path / 'b')
     _wait(lambda: b.tasks_running() > 0 and a.tasks_running() < alone, 90,
-          'the second copy to take a share')
+          'the second copy to take a share', (a, b))
     _produce_words(broker, source, 120, 120)
     out, sums = _totals(broker, sink, 240, timeout=90)
     share = (a.tasks_running(), b.tasks_running())
