@@ -103,11 +103,11 @@ def _cheap_cache_sizing():
     if 'exclude_modules_globals' not in inspect.signature(
         objsize.get_deep_size).parameters:
       return
-    parts = (statecache._size_func, statecache._get_referents_func,
-             statecache._filter_func)
+    size_func, referents_func, filter_func = (
+        statecache._size_func, statecache._get_referents_func,
+        statecache._filter_func)
   except (ImportError, AttributeError, TypeError, ValueError):
     return
-  size_func, referents_func, filter_func = parts
 
   def get_deep_size(*objs):
     return objsize.get_deep_size(
