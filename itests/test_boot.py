@@ -1,7 +1,9 @@
 """beam_kafka.boot's choices for the harnesses it starts: the SDK's state
-cache on by default, sized cheaply. Pure checks, no broker."""
+cache on by default, sized cheaply, and a bundle's state writes sent
+together. Pure checks, no broker."""
 
 from beam_kafka import boot
+from beam_kafka import harness_tuning
 
 
 def test_the_state_cache_is_on_unless_set_or_turned_off():
@@ -20,7 +22,7 @@ def test_cheap_sizing_still_weighs_values_and_the_cache_still_evicts():
   from apache_beam.runners.worker import statecache
   before = statecache.get_deep_size
   weighed = [before([i, 'x' * i]) for i in range(50)]
-  boot._cheap_cache_sizing()
+  harness_tuning.cheap_cache_sizing()
   try:
     assert statecache.get_deep_size is not before
     cheap = [statecache.get_deep_size([i, 'x' * i]) for i in range(50)]
@@ -28,6 +30,9 @@ def test_cheap_sizing_still_weighs_values_and_the_cache_still_evicts():
     # small ints) may count now: never less than before.
     assert all(c >= w > 0 for c, w in zip(cheap, weighed)), (cheap, weighed)
     assert statecache.get_deep_size(['x' * 10_000]) > 10_000
+    # Values that hold other objects are walked, not only the list.
+    assert statecache.get_deep_size([{'k': 'x' * 10_000}]) > 10_000
+    assert statecache.get_deep_size([[b'y' * 10_000]]) > 10_000
     cache = statecache.StateCache(30_000)
     for k in range(10):
       cache.put(k, ['x' * 10_000])
@@ -35,3 +40,81 @@ def test_cheap_sizing_still_weighs_values_and_the_cache_still_evicts():
     assert cache.peek(0) is None, 'the oldest values left a cache over its weight'
   finally:
     statecache.get_deep_size = before
+
+
+class _RecordingStateHandler:
+  """Stands in for the SDK's caching state handler: records each request
+  and each wait for an answer, in order; `error` answers a key's append
+  with an error."""
+
+  def __init__(self, error_key=None):
+    self.log = []
+    self.error_key = error_key
+
+  def _future(self, kind, state_key):
+    log, key = self.log, state_key.bag_user_state.key
+    log.append((kind, key))
+    failed = kind == 'append' and key == self.error_key
+
+    class Future:
+      def get(self):
+        log.append(('wait', key))
+        if failed:
+          raise RuntimeError('state write refused for %r' % key)
+
+    return Future()
+
+  def clear(self, state_key):
+    return self._future('clear', state_key)
+
+  def extend(self, state_key, coder, values):
+    assert list(values), 'an append carries values'
+    return self._future('append', state_key)
+
+
+def _commit_three_keys(handler):
+  from apache_beam.coders import StrUtf8Coder, VarIntCoder
+  from apache_beam.runners.worker import bundle_processor
+  from apache_beam.transforms import userstate
+  from apache_beam.transforms.window import GlobalWindow, GlobalWindows
+  context = bundle_processor.FnApiUserStateContext(
+      handler, 'count', StrUtf8Coder(), GlobalWindows().get_window_coder())
+  count = userstate.ReadModifyWriteStateSpec('count', VarIntCoder())
+  # (Set state compacts at random when added to: a bag keeps this exact.)
+  seen = userstate.BagStateSpec('seen', VarIntCoder())
+  for n, key in enumerate(['a', 'b', 'c']):
+    context.get_state(count, key, GlobalWindow()).write(n)
+    context.get_state(seen, key, GlobalWindow()).add(n)
+  context.commit()
+
+
+def test_a_bundles_state_writes_are_sent_together_then_all_awaited():
+  import pytest
+  from apache_beam.runners.worker import bundle_processor
+  saved = {c: c.commit for c in (
+      bundle_processor.FnApiUserStateContext,
+      bundle_processor.SynchronousBagRuntimeState,
+      bundle_processor.SynchronousSetRuntimeState)}
+  beam_order = _RecordingStateHandler()
+  _commit_three_keys(beam_order)
+  assert [k for k, _ in beam_order.log].count('wait') == 6
+  assert beam_order.log[2][0] == 'wait', "Beam's own commit waits per state"
+  harness_tuning.pipelined_state_commits()
+  harness_tuning.pipelined_state_commits()  # a second call changes nothing
+  try:
+    handler = _RecordingStateHandler()
+    _commit_three_keys(handler)
+    kinds = [k for k, _ in handler.log]
+    # Every request goes out first, in Beam's order, and each state's last
+    # one is awaited before the commit returns.
+    assert kinds == ['clear', 'append', 'append'] * 3 + ['wait'] * 6, handler.log
+    requests = [r for r in handler.log if r[0] != 'wait']
+    assert requests == [r for r in beam_order.log if r[0] != 'wait']
+    assert sorted(k for kind, k in handler.log if kind == 'wait') == sorted(
+        k for kind, k in beam_order.log if kind == 'wait')
+    # A write the runner refuses still fails the bundle.
+    with pytest.raises(RuntimeError, match='refused'):
+      _commit_three_keys(_RecordingStateHandler(error_key=b'\x01b'))
+  finally:
+    for cls, commit in saved.items():
+      cls.commit = commit

@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 
 import apache_beam as beam
+from apache_beam.coders import VarIntCoder
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.runner import PipelineState
+from apache_beam.transforms import userstate
 
 from conftest import kafka_args
 
@@ -113,6 +115,51 @@ def test_docker_environment_without_an_engine_or_image_fails_clearly(
   assert 'docker' in str(excinfo.value).lower(), str(excinfo.value)
   assert result.state == PipelineState.FAILED
   assert not collector.exists()
+
+
+class _CountSumAndKeep(beam.DoFn):
+  """Per key: a value state counting, a combining state summing, a bag
+  keeping every value; each element emits what the three hold after it."""
+  COUNT = userstate.ReadModifyWriteStateSpec('count', VarIntCoder())
+  TOTAL = userstate.CombiningValueStateSpec('total', combine_fn=sum)
+  KEPT = userstate.BagStateSpec('kept', VarIntCoder())
+
+  def process(self, kv, count=beam.DoFn.StateParam(COUNT),
+              total=beam.DoFn.StateParam(TOTAL), kept=beam.DoFn.StateParam(KEPT)):
+    n = (count.read() or 0) + 1
+    count.write(n)
+    total.add(kv[1])
+    kept.add(kv[1])
+    yield '%s %d %d %d' % (kv[0], n, total.read(), len(list(kept.read())))
+
+
+def test_state_written_by_a_booted_harness_survives_every_bundle(
+    broker, job_server, app_id, collector, tmp_path):
+  # beam_kafka.boot turns the state cache on and sends a bundle's state
+  # writes together: small bundles make every key's state cross many
+  # bundles, read back from the cache or the runner.
+  keys, per_key = 12, 30
+  args = _environment_args(
+      job_server, broker, app_id, tmp_path, 'PROCESS',
+      _process_config(_boot_command(tmp_path))) + ['--max_bundle_size=7']
+  p = beam.Pipeline(options=PipelineOptions(args))
+  _ = (
+      p
+      | 'Values' >> beam.Create(list(range(keys * per_key)))
+      | 'Key' >> beam.Map(lambda i: ('k%d' % (i % keys), i))
+      | 'Count' >> beam.ParDo(_CountSumAndKeep())
+      | 'Collect' >> beam.Map(collector.recorder()))
+  result = p.run()
+  assert result.wait_until_finish() == PipelineState.DONE
+  rows = [line.split() for line in collector.lines()]
+  assert len(rows) == keys * per_key
+  for k in range(keys):
+    mine = sorted((int(n), int(t), int(b)) for key, n, t, b in rows if key == 'k%d' % k)
+    # One row per element, counts 1..per_key, the bag as long as the count;
+    # the last total is the sum of the key's values.
+    assert [n for n, _, _ in mine] == list(range(1, per_key + 1)), mine
+    assert all(b == n for n, _, b in mine), mine
+    assert mine[-1][1] == sum(range(k, keys * per_key, keys)), mine
 
 
 def _client_only_function(tmp_path):

@@ -9,8 +9,10 @@ start the SDK harness with them. Use it with `beam-kafka run
 the Python running it needs the pipeline's dependencies installed.
 
 Unlike Beam's boot, it turns the SDK's state cache on (100 MB unless
---max_cache_memory_usage_mb says otherwise) and makes the cache's sizing
-cheap: see _state_cache_options and _cheap_cache_sizing.
+--max_cache_memory_usage_mb says otherwise; _state_cache_options) and makes
+two of the harness's costs smaller (beam_kafka.harness_tuning): the cache's
+sizing, and a bundle's state writes, sent together instead of one round trip
+after another.
 """
 
 import argparse
@@ -25,6 +27,8 @@ from google.protobuf import text_format
 from apache_beam.portability.api import beam_provision_api_pb2
 from apache_beam.portability.api import beam_provision_api_pb2_grpc
 from apache_beam.portability.api import endpoints_pb2
+
+from beam_kafka import harness_tuning
 
 # The SDK's state cache for harnesses this boots (see _state_cache_options).
 DEFAULT_STATE_CACHE_MB = 100
@@ -63,7 +67,8 @@ def main():
       'LOGGING_API_SERVICE_DESCRIPTOR': descriptor(
           info.logging_endpoint.url or args.logging_endpoint),
   })
-  _cheap_cache_sizing()
+  harness_tuning.cheap_cache_sizing()
+  harness_tuning.pipelined_state_commits()
   from apache_beam.runners.worker import sdk_worker_main
   sdk_worker_main.main(sys.argv[:1])
 
@@ -86,39 +91,6 @@ def _state_cache_options(options):
     options = dict(options, **{key: DEFAULT_STATE_CACHE_MB})
   return options
 
-
-def _cheap_cache_sizing():
-  """Beam's state cache measures a value on every put with objsize, which
-  first walks the globals of every loaded module (so as not to count them):
-  for a read-modify-write counter that walk was 60% of the harness's CPU.
-  Cached state values are the pipeline's decoded elements, which never are
-  module globals, so the walk is skipped. Left alone if this SDK release
-  sizes its cache some other way."""
-  try:
-    import inspect
-
-    import objsize
-    from apache_beam.runners.worker import statecache
-    sized = statecache.get_deep_size
-    if 'exclude_modules_globals' not in inspect.signature(
-        objsize.get_deep_size).parameters:
-      return
-    size_func, referents_func, filter_func = (
-        statecache._size_func, statecache._get_referents_func,
-        statecache._filter_func)
-  except (ImportError, AttributeError, TypeError, ValueError):
-    return
-
-  def get_deep_size(*objs):
-    return objsize.get_deep_size(
-        *objs,
-        get_size_func=size_func,
-        get_referents_func=referents_func,
-        filter_func=filter_func,
-        exclude_modules_globals=False)
-
-  get_deep_size.__doc__ = sized.__doc__
-  statecache.get_deep_size = get_deep_size
 
 if __name__ == '__main__':
   main()

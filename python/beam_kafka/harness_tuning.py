@@ -1,0 +1,139 @@
+"""Changes to the Python SDK harness's costs, not its behaviour, made by
+beam_kafka.boot in the harnesses it starts.
+
+Each one is left out (Beam's own code runs) when this SDK release is shaped
+differently from what it expects, so a newer SDK is never broken by it.
+"""
+
+import sys
+import threading
+
+# Objects that refer to nothing the cache would count: sys.getsizeof is all
+# of their weight.
+_FLAT_TYPES = frozenset((int, float, bool, str, bytes, type(None)))
+# Longer lists are weighed by objsize, whose cost then matters less.
+_FLAT_LIST_MAX = 64
+
+# Futures of state writes a user-state context commits, per bundle thread.
+_commit_scope = threading.local()
+
+
+def cheap_cache_sizing():
+  """Beam's state cache measures a value on every put with objsize, which
+  first walks the globals of every loaded module (so as not to count them):
+  for a read-modify-write counter that walk was 60% of the harness's CPU.
+  Cached state values are the pipeline's decoded elements, which never are
+  module globals, so the walk is skipped; and a short list of numbers,
+  strings or bytes (a value or counter state's whole content) is weighed
+  without objsize at all, which was still a sixth of the harness's time."""
+  try:
+    import inspect
+
+    import objsize
+    from apache_beam.runners.worker import statecache
+    sized = statecache.get_deep_size
+    if 'exclude_modules_globals' not in inspect.signature(
+        objsize.get_deep_size).parameters:
+      return
+    size_func, referents_func, filter_func = (
+        statecache._size_func, statecache._get_referents_func,
+        statecache._filter_func)
+  except (ImportError, AttributeError, TypeError, ValueError):
+    return
+
+  def get_deep_size(*objs):
+    if len(objs) == 1 and type(objs[0]) is list:
+      weight = _flat_list_weight(objs[0])
+      if weight is not None:
+        return weight
+    return objsize.get_deep_size(
+        *objs,
+        get_size_func=size_func,
+        get_referents_func=referents_func,
+        filter_func=filter_func,
+        exclude_modules_globals=False)
+
+  get_deep_size.__doc__ = sized.__doc__
+  statecache.get_deep_size = get_deep_size
+
+
+def _flat_list_weight(values):
+  """What objsize would weigh a short list of flat values at (more when a
+  value appears twice: objsize counts shared objects once), or None."""
+  if len(values) > _FLAT_LIST_MAX:
+    return None
+  weight = sys.getsizeof(values)
+  for value in values:
+    if type(value) not in _FLAT_TYPES:
+      return None
+    weight += sys.getsizeof(value)
+  return weight
+
+
+def pipelined_state_commits():
+  """At the end of a bundle the SDK writes each key's changed state (a clear
+  and an append per bag, value or set) and waits for the runner's answer
+  before it writes the next key's: a bundle that touched 200 keys waited for
+  200 round trips one after another (on a busy machine each takes
+  milliseconds: thread wake-ups on both sides). Here a
+  bundle's writes are all sent first and their answers awaited together
+  before the bundle ends, as the SDK already does within one ordered-list
+  state. Requests travel in order on the one State API stream, and the
+  bundle still reports success only after every write was acknowledged, so
+  what the runner sees is unchanged."""
+  try:
+    from apache_beam.runners.worker import bundle_processor as bp
+    context = bp.FnApiUserStateContext
+    states = (bp.SynchronousBagRuntimeState, bp.SynchronousSetRuntimeState)
+  except (ImportError, AttributeError):
+    return
+  if getattr(context.commit, 'beam_kafka_pipelined', False):
+    return
+  context_commit = context.commit
+
+  def commit_context(self):
+    try:
+      all_states = self._all_states
+    except AttributeError:
+      return context_commit(self)
+    outer = getattr(_commit_scope, 'futures', None)
+    futures = _commit_scope.futures = []
+    try:
+      for state in all_states.values():
+        state.commit()
+    finally:
+      _commit_scope.futures = outer
+    for future in futures:
+      future.get()
+
+  commit_context.beam_kafka_pipelined = True
+  context.commit = commit_context
+  for cls in states:
+    cls.commit = _deferring_commit(cls.commit)
+
+
+def _deferring_commit(original):
+  """A bag or set state's commit that, inside a context's commit, leaves the
+  wait for its last request to the context."""
+
+  def commit(self):
+    futures = getattr(_commit_scope, 'futures', None)
+    try:
+      handler, key = self._state_handler, self._state_key
+      cleared, added = self._cleared, self._added_elements
+      coder = self._value_coder
+    except AttributeError:
+      futures = None
+    if futures is None:
+      return original(self)
+    last = None
+    if cleared:
+      last = handler.clear(key)
+    if added:
+      last = handler.extend(key, coder.get_impl(), added)
+    if last is not None:
+      # Answers come in request order: the last one covers the clear too.
+      futures.append(last)
+
+  commit.__doc__ = original.__doc__
+  return commit
