@@ -80,7 +80,8 @@ impl TaskSupervisor {
             return;
         }
         if let Some(g) = self.gbk_actors.get(topic) {
-            self.flow.sent(values.len() as u64);
+            let bytes: usize = values.iter().map(Vec::len).sum();
+            self.flow.sent_bytes(values.len() as u64, bytes as u64);
             g.do_send(GbkCommand::Data(values));
         }
     }

@@ -287,7 +287,8 @@ impl TaskSupervisor {
         if ready.is_empty() {
             return;
         }
-        self.flow.sent(ready.len() as u64);
+        let bytes: usize = ready.iter().map(Vec::len).sum();
+        self.flow.sent_bytes(ready.len() as u64, bytes as u64);
         match &mut out.message {
             Some(e) if e.source_transform == source => e.elements.extend(ready),
             _ => {

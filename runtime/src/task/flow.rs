@@ -1,11 +1,12 @@
 //! Flow control between a task's input and its stage: how much work may be
 //! in flight, and when the task's partitions must stop or start fetching.
 //!
-//! Two bounds, both counted in elements:
+//! Two bounds:
 //! - **in flight**: elements handed to the stage whose bundle has not
-//!   finished. Nothing more is handed over once it reaches its limit, so a
-//!   commit cycle's flush waits for at most that much work, never for a
-//!   backlog.
+//!   finished, and their bytes. Nothing more is handed over once either
+//!   reaches its limit, so a commit cycle's flush waits for at most that
+//!   much work, never for a backlog, and large elements cannot fill memory
+//!   two bundles of `max_bundle_size` at a time.
 //! - **queued**: records taken from Kafka that wait in the task because the
 //!   stage is full. Past a high mark (in records, or in bytes: a packed
 //!   record holds many elements) the task's partitions are paused; below
@@ -25,11 +26,18 @@ pub struct FlowLimits {
     /// Queued bytes at which the partitions are paused; they are resumed
     /// at a quarter of it.
     pub pause_at_bytes: u64,
+    /// Bytes of elements in the stage at most (what a GroupByKey fires is
+    /// counted in elements only).
+    pub max_in_flight_bytes: u64,
 }
 
 /// Queued bytes per task before its partitions pause: a poll's worth of
 /// packed records would otherwise be a thousand times a poll's elements.
 pub const PAUSE_AT_BYTES: u64 = 16 << 20;
+
+/// Bytes of elements a task's stage holds at most (one element more than
+/// that is let in when nothing is in flight).
+pub const MAX_IN_FLIGHT_BYTES: u64 = 64 << 20;
 
 impl FlowLimits {
     /// Two bundles in flight (one running, the next one filling, so the
@@ -38,7 +46,13 @@ impl FlowLimits {
     pub fn for_bundles(max_bundle_size: u64, records_per_poll: u64) -> FlowLimits {
         let max_in_flight = max_bundle_size.saturating_mul(2).max(1);
         let pause_at = records_per_poll.saturating_mul(2).max(1);
-        FlowLimits { max_in_flight, pause_at, resume_at: pause_at / 4, pause_at_bytes: PAUSE_AT_BYTES }
+        FlowLimits {
+            max_in_flight,
+            pause_at,
+            resume_at: pause_at / 4,
+            pause_at_bytes: PAUSE_AT_BYTES,
+            max_in_flight_bytes: MAX_IN_FLIGHT_BYTES,
+        }
     }
 }
 
@@ -53,6 +67,7 @@ pub enum FlowCommand {
 pub struct FlowControl {
     limits: FlowLimits,
     in_flight: u64,
+    in_flight_bytes: u64,
     queued: u64,
     queued_bytes: u64,
     paused: bool,
@@ -62,11 +77,14 @@ pub struct FlowControl {
 
 impl FlowControl {
     pub fn new(limits: FlowLimits) -> FlowControl {
-        FlowControl { limits, in_flight: 0, queued: 0, queued_bytes: 0, paused: false, pauses: 0 }
+        FlowControl { limits, in_flight: 0, in_flight_bytes: 0, queued: 0, queued_bytes: 0, paused: false, pauses: 0 }
     }
 
     /// How many more elements the stage may be given now.
     pub fn room(&self) -> u64 {
+        if self.in_flight_bytes >= self.limits.max_in_flight_bytes {
+            return 0;
+        }
         self.limits.max_in_flight.saturating_sub(self.in_flight)
     }
 
@@ -89,12 +107,27 @@ impl FlowControl {
     /// Elements were handed to the stage (may overshoot `room` by what one
     /// input record produced: a record is never split).
     pub fn sent(&mut self, elements: u64) {
-        self.in_flight += elements;
+        self.sent_bytes(elements, 0);
     }
 
-    /// A bundle of the stage finished with this many of them.
+    /// Elements of so many bytes in all were handed to the stage.
+    pub fn sent_bytes(&mut self, elements: u64, bytes: u64) {
+        self.in_flight += elements;
+        self.in_flight_bytes += bytes;
+    }
+
+    /// A bundle of the stage finished with this many of them. Bundles do
+    /// not say their bytes: the elements in flight are taken as alike.
     pub fn processed(&mut self, elements: u64) {
-        self.in_flight = self.in_flight.saturating_sub(elements);
+        let done = elements.min(self.in_flight);
+        if done > 0 {
+            let share = self.in_flight_bytes as u128 * done as u128 / self.in_flight as u128;
+            self.in_flight_bytes -= share as u64;
+        }
+        self.in_flight -= done;
+        if self.in_flight == 0 {
+            self.in_flight_bytes = 0;
+        }
     }
 
     /// Records of so many bytes were put in the task's queue.
@@ -132,7 +165,7 @@ mod tests {
     use super::*;
 
     fn flow() -> FlowControl {
-        FlowControl::new(FlowLimits { max_in_flight: 10, pause_at: 8, resume_at: 2, pause_at_bytes: 1000 })
+        FlowControl::new(FlowLimits { max_in_flight: 10, pause_at: 8, resume_at: 2, pause_at_bytes: 1000, max_in_flight_bytes: 100 })
     }
 
     #[test]
@@ -148,6 +181,21 @@ mod tests {
         assert_eq!(f.room(), 5);
         f.processed(100);
         assert_eq!(f.in_flight(), 0);
+    }
+
+    #[test]
+    fn large_elements_stop_at_the_byte_limit_and_their_bytes_leave_with_their_bundles() {
+        let mut f = flow();
+        f.sent_bytes(2, 60);
+        assert_eq!(f.room(), 8);
+        f.sent_bytes(1, 50); // over: a record is never split
+        assert_eq!(f.room(), 0, "110 bytes in flight of 100");
+        f.processed(1);
+        assert_eq!(f.room(), 8, "a third of the bytes left with one of three elements");
+        f.sent_bytes(4, 0);
+        f.processed(6);
+        assert_eq!(f.in_flight(), 0);
+        assert_eq!(f.room(), 10, "nothing in flight: no bytes either");
     }
 
     #[test]
@@ -184,7 +232,16 @@ mod tests {
     #[test]
     fn limits_follow_the_bundle_size_and_poll_size() {
         let l = FlowLimits::for_bundles(1000, 500);
-        assert_eq!(l, FlowLimits { max_in_flight: 2000, pause_at: 1000, resume_at: 250, pause_at_bytes: PAUSE_AT_BYTES });
+        assert_eq!(
+            l,
+            FlowLimits {
+                max_in_flight: 2000,
+                pause_at: 1000,
+                resume_at: 250,
+                pause_at_bytes: PAUSE_AT_BYTES,
+                max_in_flight_bytes: MAX_IN_FLIGHT_BYTES
+            }
+        );
         let tiny = FlowLimits::for_bundles(0, 0);
         assert!(tiny.max_in_flight >= 1 && tiny.pause_at >= 1);
     }
