@@ -68,6 +68,9 @@ pub struct FlowControl {
     limits: FlowLimits,
     in_flight: u64,
     in_flight_bytes: u64,
+    /// Bytes per element of the last elements handed over: what the room
+    /// left in bytes is counted in.
+    element_bytes: u64,
     queued: u64,
     queued_bytes: u64,
     paused: bool,
@@ -77,15 +80,19 @@ pub struct FlowControl {
 
 impl FlowControl {
     pub fn new(limits: FlowLimits) -> FlowControl {
-        FlowControl { limits, in_flight: 0, in_flight_bytes: 0, queued: 0, queued_bytes: 0, paused: false, pauses: 0 }
+        FlowControl { limits, in_flight: 0, in_flight_bytes: 0, element_bytes: 0, queued: 0, queued_bytes: 0, paused: false, pauses: 0 }
     }
 
-    /// How many more elements the stage may be given now.
+    /// How many more elements the stage may be given now: fewer when the
+    /// bytes left, at the size of the last elements, hold fewer (at least
+    /// one while any bytes are left).
     pub fn room(&self) -> u64 {
-        if self.in_flight_bytes >= self.limits.max_in_flight_bytes {
+        let bytes_left = self.limits.max_in_flight_bytes.saturating_sub(self.in_flight_bytes);
+        if bytes_left == 0 {
             return 0;
         }
-        self.limits.max_in_flight.saturating_sub(self.in_flight)
+        let by_bytes = bytes_left.checked_div(self.element_bytes).map_or(u64::MAX, |n| n.max(1));
+        self.limits.max_in_flight.saturating_sub(self.in_flight).min(by_bytes)
     }
 
     pub fn has_room(&self) -> bool {
@@ -114,6 +121,9 @@ impl FlowControl {
     pub fn sent_bytes(&mut self, elements: u64, bytes: u64) {
         self.in_flight += elements;
         self.in_flight_bytes += bytes;
+        if elements > 0 && bytes > 0 {
+            self.element_bytes = bytes.div_ceil(elements);
+        }
     }
 
     /// A bundle of the stage finished with this many of them. Bundles do
@@ -186,16 +196,17 @@ mod tests {
     #[test]
     fn large_elements_stop_at_the_byte_limit_and_their_bytes_leave_with_their_bundles() {
         let mut f = flow();
+        f.sent_bytes(2, 20);
+        assert_eq!(f.room(), 8, "80 bytes left hold 8 elements of 10");
         f.sent_bytes(2, 60);
-        assert_eq!(f.room(), 8);
+        assert_eq!(f.room(), 1, "20 bytes left: one more element, whatever its size");
         f.sent_bytes(1, 50); // over: a record is never split
-        assert_eq!(f.room(), 0, "110 bytes in flight of 100");
-        f.processed(1);
-        assert_eq!(f.room(), 8, "a third of the bytes left with one of three elements");
-        f.sent_bytes(4, 0);
-        f.processed(6);
+        assert_eq!(f.room(), 0, "130 bytes in flight of 100");
+        f.processed(2);
+        assert_eq!(f.room(), 1, "two fifths of the bytes left with two of five elements: 78 in flight, 22 left");
+        f.processed(10);
         assert_eq!(f.in_flight(), 0);
-        assert_eq!(f.room(), 10, "nothing in flight: no bytes either");
+        assert_eq!(f.room(), 2, "nothing in flight: 100 bytes at the last 50-byte elements");
     }
 
     #[test]
