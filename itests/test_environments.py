@@ -117,20 +117,26 @@ def test_docker_environment_without_an_engine_or_image_fails_clearly(
   assert not collector.exists()
 
 
-class _CountSumAndKeep(beam.DoFn):
-  """Per key: a value state counting, a combining state summing, a bag
-  keeping every value; each element emits what the three hold after it."""
-  COUNT = userstate.ReadModifyWriteStateSpec('count', VarIntCoder())
-  TOTAL = userstate.CombiningValueStateSpec('total', combine_fn=sum)
-  KEPT = userstate.BagStateSpec('kept', VarIntCoder())
+def _count_sum_and_keep():
+  """A stateful DoFn defined in a function, so it is pickled whole: the
+  PROCESS harness cannot import this test module."""
 
-  def process(self, kv, count=beam.DoFn.StateParam(COUNT),
-              total=beam.DoFn.StateParam(TOTAL), kept=beam.DoFn.StateParam(KEPT)):
-    n = (count.read() or 0) + 1
-    count.write(n)
-    total.add(kv[1])
-    kept.add(kv[1])
-    yield '%s %d %d %d' % (kv[0], n, total.read(), len(list(kept.read())))
+  class CountSumAndKeep(beam.DoFn):
+    """Per key: a value state counting, a combining state summing, a bag
+    keeping every value; each element emits what the three hold after it."""
+    COUNT = userstate.ReadModifyWriteStateSpec('count', VarIntCoder())
+    TOTAL = userstate.CombiningValueStateSpec('total', combine_fn=sum)
+    KEPT = userstate.BagStateSpec('kept', VarIntCoder())
+
+    def process(self, kv, count=beam.DoFn.StateParam(COUNT),
+                total=beam.DoFn.StateParam(TOTAL), kept=beam.DoFn.StateParam(KEPT)):
+      n = (count.read() or 0) + 1
+      count.write(n)
+      total.add(kv[1])
+      kept.add(kv[1])
+      yield '%s %d %d %d' % (kv[0], n, total.read(), len(list(kept.read())))
+
+  return CountSumAndKeep()
 
 
 def test_state_written_by_a_booted_harness_survives_every_bundle(
@@ -147,7 +153,7 @@ def test_state_written_by_a_booted_harness_survives_every_bundle(
       p
       | 'Values' >> beam.Create(list(range(keys * per_key)))
       | 'Key' >> beam.Map(lambda i: ('k%d' % (i % keys), i))
-      | 'Count' >> beam.ParDo(_CountSumAndKeep())
+      | 'Count' >> beam.ParDo(_count_sum_and_keep())
       | 'Collect' >> beam.Map(collector.recorder()))
   result = p.run()
   assert result.wait_until_finish() == PipelineState.DONE
