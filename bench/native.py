@@ -617,7 +617,8 @@ def _latency_run(system, rate, args, workdir, uid):
     # missing column counts them.
     row.update(count=len(lat), missing=max(0, sent['sent'] - res['count']), p50_ms=_pct(lat, 50),
                p99_ms=_pct(lat, 99), max_ms=lat[-1] if lat else float('nan'),
-               mean_ms=statistics.mean(lat) if lat else float('nan'))
+               mean_ms=statistics.mean(lat) if lat else float('nan'),
+               p50_series_ms=_series(res['lat'], start_ms))
   except Exception as e:
     row['verified'] = 'ERROR: %s' % e
     if sys_ is not None and 'runner_cpu_s' not in row:
@@ -630,6 +631,16 @@ def _latency_run(system, rate, args, workdir, uid):
   row['load1'] = os.getloadavg()[0]  # this machine is shared: say how busy it was
   print('%-18s %s' % (system, _short(row)), flush=True)
   return row
+
+
+def _series(samples, start_ms, bucket_s=4):
+  """p50 latency per `bucket_s` of input time from `start_ms`: steady, or
+  growing (the system falls behind)?"""
+  buckets = {}
+  for ts, l in samples:
+    if ts >= start_ms:
+      buckets.setdefault(int((ts - start_ms) // (bucket_s * 1000)), []).append(l)
+  return ' '.join('%.0f' % _pct(sorted(buckets[b]), 50) for b in sorted(buckets))
 
 
 def _pct(sorted_values, p):

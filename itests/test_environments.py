@@ -123,7 +123,9 @@ def _count_sum_and_keep():
 
   class CountSumAndKeep(beam.DoFn):
     """Per key: a value state counting, a combining state summing, a bag
-    keeping every value; each element emits what the three hold after it."""
+    keeping every value; each element emits what the three hold after it,
+    and how this harness reached state so far (reads a prefetch answered,
+    handlers on the runner's state socket)."""
     COUNT = userstate.ReadModifyWriteStateSpec('count', VarIntCoder())
     TOTAL = userstate.CombiningValueStateSpec('total', combine_fn=sum)
     KEPT = userstate.BagStateSpec('kept', VarIntCoder())
@@ -134,17 +136,21 @@ def _count_sum_and_keep():
       count.write(n)
       total.add(kv[1])
       kept.add(kv[1])
-      yield '%s %d %d %d' % (kv[0], n, total.read(), len(list(kept.read())))
+      from beam_kafka import state_prefetch, state_socket  # pylint: disable=import-outside-toplevel
+      yield '%s %d %d %d %d %d' % (kv[0], n, total.read(), len(list(kept.read())),
+                                   state_prefetch.stats['prefetched_reads'], state_socket.stats['handlers'])
 
   return CountSumAndKeep()
 
 
 def test_state_written_by_a_booted_harness_survives_every_bundle(
     broker, job_server, app_id, collector, tmp_path):
-  # beam_kafka.boot turns the state cache on and sends a bundle's state
-  # writes together: small bundles make every key's state cross many
-  # bundles, read back from the cache or the runner.
-  keys, per_key = 12, 30
+  # beam_kafka.boot turns the state cache on, sends a bundle's state writes
+  # together, asks for the state of a chunk's new keys before the DoFn
+  # reads it, and talks to the runner's state socket instead of gRPC: small
+  # bundles make every key's state cross many bundles, read back from the
+  # cache or the runner, and the first 40 elements bring a new key each.
+  keys, per_key = 40, 9
   args = _environment_args(
       job_server, broker, app_id, tmp_path, 'PROCESS',
       _process_config(_boot_command(tmp_path))) + ['--max_bundle_size=7']
@@ -159,8 +165,10 @@ def test_state_written_by_a_booted_harness_survives_every_bundle(
   assert result.wait_until_finish() == PipelineState.DONE
   rows = [line.split() for line in collector.lines()]
   assert len(rows) == keys * per_key
+  assert max(int(r[4]) for r in rows) > 0, 'no read was answered by a prefetch'
+  assert max(int(r[5]) for r in rows) > 0, 'the harness did not use the state socket'
   for k in range(keys):
-    mine = sorted((int(n), int(t), int(b)) for key, n, t, b in rows if key == 'k%d' % k)
+    mine = sorted((int(n), int(t), int(b)) for key, n, t, b, _, _ in rows if key == 'k%d' % k)
     # One row per element, counts 1..per_key, the bag as long as the count;
     # the last total is the sum of the key's values.
     assert [n for n, _, _ in mine] == list(range(1, per_key + 1)), mine

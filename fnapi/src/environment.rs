@@ -16,6 +16,9 @@ pub struct Endpoints {
     pub logging: String,
     pub artifact: String,
     pub provision: String,
+    /// The State API's plain socket, told to PROCESS harnesses (a
+    /// `beam_kafka.boot` harness uses it; others ignore it).
+    pub state_socket: Option<String>,
 }
 
 /// A started harness; dropping it does not stop it, `stop` does.
@@ -91,6 +94,7 @@ pub async fn start(env: &pb::Environment, worker_id: &str, ep: &Endpoints) -> Re
                 .envs(payload.env)
                 // Beam's boot programs take --id; a harness reads WORKER_ID.
                 .env("WORKER_ID", worker_id)
+                .envs(ep.state_socket.iter().map(|s| (crate::STATE_SOCKET_ENV, s)))
                 .kill_on_drop(true)
                 .spawn()
                 .map_err(|e| format!("cannot start the SDK harness command '{}': {e}", payload.command))?;

@@ -14,12 +14,14 @@ mod registry;
 mod server;
 pub mod split;
 pub mod state;
+mod state_socket;
 pub mod worker;
 
 pub use registry::{LogSink, SdkLog, WorkerSpec};
 pub use server::{incoming, FnApiServer};
 pub use split::{ChannelSplit, Residual, SplitResult};
 pub use state::StateHandler;
+pub use state_socket::STATE_SOCKET_ENV;
 pub use worker::{element_chunks, BundleError, BundleInput, BundleResult, SdkWorker, TimerFamily};
 
 /// gRPC metadata key the SDK harness identifies itself with.

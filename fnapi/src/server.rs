@@ -15,6 +15,8 @@ use crate::{control, data, logging, provision, state};
 #[derive(Clone)]
 pub struct FnApiServer {
     addr: SocketAddr,
+    /// The State API's plain socket (`state_socket`), on the same host.
+    state_addr: SocketAddr,
     registry: Arc<Registry>,
 }
 
@@ -40,6 +42,9 @@ impl FnApiServer {
         let listener = tokio::net::TcpListener::bind((host, 0)).await?;
         let addr = listener.local_addr()?;
         let registry = Arc::new(Registry::default());
+        let state_listener = tokio::net::TcpListener::bind((host, 0)).await?;
+        let state_addr = state_listener.local_addr()?;
+        tokio::spawn(crate::state_socket::serve(state_listener, registry.clone()));
         let router = tonic::transport::Server::builder()
             .add_service(
                 fn_pb::beam_fn_control_server::BeamFnControlServer::new(control::ControlService::new(registry.clone()))
@@ -73,12 +78,18 @@ impl FnApiServer {
             }
         });
         tracing::info!("Fn API server listening on {addr}");
-        Ok(FnApiServer { addr, registry })
+        Ok(FnApiServer { addr, state_addr, registry })
     }
 
     /// The URL SDK harnesses connect to (`host:port`).
     pub fn url(&self) -> String {
         self.addr.to_string()
+    }
+
+    /// Where harnesses this runner starts may send state requests instead
+    /// of the gRPC State API (`host:port`; `state_socket`).
+    pub fn state_socket_url(&self) -> String {
+        self.state_addr.to_string()
     }
 
     /// Registers a worker that an environment is about to start. The returned

@@ -74,17 +74,19 @@ impl fn_pb::beam_fn_state_server::BeamFnState for StateService {
         // When the stream ends the worker may open another (only two at
         // once are refused).
         let open = StreamOpen(worker.clone());
-        let answers = requests.map(move |req| {
-            let worker = &open.0;
-            let answer = match worker.state_handler(&req.instruction_id) {
-                Some(h) => h.handle(&req),
-                None => Err(format!("the runner has no state for bundle '{}' ({} request)", req.instruction_id, kind_of(&req))),
-            };
-            Ok(match answer {
-                Ok(r) => fn_pb::StateResponse { id: req.id, error: String::new(), response: Some(r) },
-                Err(error) => fn_pb::StateResponse { id: req.id, error, response: None },
-            })
-        });
+        let answers = requests.map(move |req| Ok(answer(&open.0, req)));
         Ok(tonic::Response::new(Box::pin(answers)))
+    }
+}
+
+/// The answer to one request of `worker`, by the handler of its bundle.
+pub(crate) fn answer(worker: &crate::worker::SdkWorker, req: fn_pb::StateRequest) -> fn_pb::StateResponse {
+    let answer = match worker.state_handler(&req.instruction_id) {
+        Some(h) => h.handle(&req),
+        None => Err(format!("the runner has no state for bundle '{}' ({} request)", req.instruction_id, kind_of(&req))),
+    };
+    match answer {
+        Ok(r) => fn_pb::StateResponse { id: req.id, error: String::new(), response: Some(r) },
+        Err(error) => fn_pb::StateResponse { id: req.id, error, response: None },
     }
 }

@@ -28,7 +28,7 @@ from apache_beam.portability.api import beam_provision_api_pb2
 from apache_beam.portability.api import beam_provision_api_pb2_grpc
 from apache_beam.portability.api import endpoints_pb2
 
-from beam_kafka import harness_tuning
+from beam_kafka import harness_tuning, state_prefetch, state_socket
 
 # The SDK's state cache for harnesses this boots (see _state_cache_options).
 DEFAULT_STATE_CACHE_MB = 100
@@ -69,6 +69,8 @@ def main():
   })
   harness_tuning.cheap_cache_sizing()
   harness_tuning.pipelined_state_commits()
+  state_prefetch.install()
+  state_socket.install()
   from apache_beam.runners.worker import sdk_worker_main
   sdk_worker_main.main(sys.argv[:1])
 

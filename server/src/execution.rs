@@ -329,8 +329,13 @@ async fn start_harnesses(
     let fn_url = services.fn_api.url();
     let (log_tx, log_rx) = mpsc::unbounded_channel();
     tokio::spawn(forward_logs(job.clone(), log_rx));
-    let endpoints =
-        Endpoints { control: fn_url.clone(), logging: fn_url.clone(), artifact: services.artifact_url.clone(), provision: fn_url.clone() };
+    let endpoints = Endpoints {
+        control: fn_url.clone(),
+        logging: fn_url.clone(),
+        artifact: services.artifact_url.clone(),
+        provision: fn_url.clone(),
+        state_socket: Some(services.fn_api.state_socket_url()),
+    };
     let mut waiting = Vec::new();
     for i in 0..count {
         // The id is the worker's secret on the Fn API and artifact
