@@ -10,9 +10,11 @@ the Python running it needs the pipeline's dependencies installed.
 
 Unlike Beam's boot, it turns the SDK's state cache on (100 MB unless
 --max_cache_memory_usage_mb says otherwise; _state_cache_options) and makes
-two of the harness's costs smaller (beam_kafka.harness_tuning): the cache's
-sizing, and a bundle's state writes, sent together instead of one round trip
-after another.
+the harness's state costs smaller: the cache's sizing, and a bundle's state
+writes sent together instead of one round trip after another
+(beam_kafka.harness_tuning); the state of a chunk's new keys asked for at
+once (beam_kafka.state_prefetch); and the runner's state socket instead of
+gRPC (beam_kafka.state_socket).
 """
 
 import argparse
