@@ -48,10 +48,27 @@ enum Command {
 }
 
 fn main() {
+    bound_malloc_arenas();
     if let Err(e) = run() {
         // The message is for the user: the chain of causes, no backtrace.
         eprintln!("beam-kafka: {e:#}");
         std::process::exit(1);
+    }
+}
+
+/// glibc gives each thread that allocates an arena of its own, up to 8 per
+/// core, and a job server runs ~120 threads (librdkafka's two per client,
+/// tokio, RocksDB): freed memory stayed in many half-used arenas. Two
+/// arenas measured 255-270 MB steady on the 1M-record stateful benchmark
+/// against 235-357 MB, at the same throughput. MALLOC_ARENA_MAX, when set,
+/// wins. Runs before any thread starts.
+fn bound_malloc_arenas() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+        // SAFETY: mallopt only sets a malloc parameter; no thread runs yet.
+        unsafe {
+            libc::mallopt(libc::M_ARENA_MAX, 2);
+        }
     }
 }
 
