@@ -64,6 +64,9 @@ WARMUP_S = 2.0  # latency samples from the first seconds of a run are dropped
 LATENCY_GRACE_S = 60  # how long outputs may lag behind the latency producer
 TARGET_P99_MS = 250
 SYSTEMS = ['kafka-streams-eos', 'kafka-streams-alo', 'beam-kafka-eo', 'beam-kafka-alo']
+# Also runs (named in --systems): beam-flink, Beam's Flink runner with Java
+# KafkaIO (bench/native_flink.py; fetches its jars on first use).
+OPTIONAL_SYSTEMS = ['beam-flink']
 
 
 def word(i, keys):
@@ -352,6 +355,34 @@ def _harness_args(harnesses):
           '--environment_config=%s' % json.dumps({'command': command})]
 
 
+def count_pipeline(opts, args, src, dst, max_records, expansion_service, read=None):
+  """The Beam pipeline every Beam system runs: read, key by word, count
+  per key in a stateful DoFn, write. `read` replaces ReadFromKafka (then
+  the values come as bytes)."""
+  import apache_beam as beam
+  from apache_beam.io.kafka import ReadFromKafka, WriteToKafka
+  if read is None:
+    config = dict(consumer_config={'bootstrap.servers': args.bootstrap_servers, 'auto.offset.reset': 'earliest'},
+                  topics=[src], value_deserializer=STRING, timestamp_policy=ReadFromKafka.create_time_policy,
+                  expansion_service=expansion_service)
+    if max_records:
+      config['max_num_records'] = max_records  # bounded: the job finishes
+    read, word = ReadFromKafka(**config), lambda kv: kv[1]
+  else:
+    word = lambda kv: kv[1].decode()  # noqa: E731
+  p = beam.Pipeline(options=opts)
+  _ = (p
+       | 'Read' >> read
+       # The word becomes the key: our runner sends a stateful ParDo's input
+       # through a keyed topic, as Streams does its repartition topic.
+       | 'Key' >> beam.Map(lambda kv: (word(kv), None)).with_output_types(
+           typing.Tuple[str, typing.Optional[bytes]])
+       | 'Count' >> beam.ParDo(_count_word()()).with_output_types(typing.Tuple[bytes, bytes])
+       | 'Write' >> WriteToKafka(producer_config={'bootstrap.servers': args.bootstrap_servers}, topic=dst,
+                                 expansion_service=expansion_service))
+  return p
+
+
 class BeamKafkaJob:
   """Our job server (fresh per run, so its peak RSS is this job's) and the
   pipeline submitted to it through PortableRunner with LOOPBACK."""
@@ -361,8 +392,6 @@ class BeamKafkaJob:
       import beam_kafka  # noqa: F401  (registers our options: no "Unparseable argument" warnings)
     except ImportError:
       pass
-    import apache_beam as beam
-    from apache_beam.io.kafka import ReadFromKafka, WriteToKafka
     from apache_beam.options.pipeline_options import PipelineOptions
     port, exp = procstat.free_port(), procstat.free_port()
     self.proc = Proc(name, [args.binary, 'job-server', '--job-port', str(port), '--artifact-port',
@@ -380,21 +409,7 @@ class BeamKafkaJob:
         '--application_id=%s' % app, '--job_name=%s' % app, '--streaming', '--commit_interval_ms=100',
         '--internal_parallelism=%d' % args.partitions, '--state_dir=%s' % (workdir / (app + '-state'))]
         + _harness_args(args.harnesses) + args.beam_args.split())
-    read = dict(consumer_config={'bootstrap.servers': args.bootstrap_servers, 'auto.offset.reset': 'earliest'},
-                topics=[src], value_deserializer=STRING, timestamp_policy=ReadFromKafka.create_time_policy,
-                expansion_service='localhost:%d' % exp)
-    if max_records:
-      read['max_num_records'] = max_records  # bounded: the job finishes
-    p = beam.Pipeline(options=opts)
-    _ = (p
-         | 'Read' >> ReadFromKafka(**read)
-         # The word becomes the key: our runner sends a stateful ParDo's input
-         # through a keyed topic, as Streams does its repartition topic.
-         | 'Key' >> beam.Map(lambda kv: (kv[1], None)).with_output_types(
-             typing.Tuple[str, typing.Optional[bytes]])
-         | 'Count' >> beam.ParDo(_count_word()()).with_output_types(typing.Tuple[bytes, bytes])
-         | 'Write' >> WriteToKafka(producer_config={'bootstrap.servers': args.bootstrap_servers}, topic=dst,
-                                   expansion_service='localhost:%d' % exp))
+    p = count_pipeline(opts, args, src, dst, max_records, 'localhost:%d' % exp)
     # The SDK runs in this process (LOOPBACK) or in the job server's children.
     self.cpu0, self.sdk0 = self.proc.cpu_seconds(), self._sdk_cpu_seconds()
     self.t_start = time.time()
@@ -438,6 +453,9 @@ def start_system(system, src, dst, max_records, args, workdir, tag):
   name = '%s-%s' % (system, tag)
   if system.startswith('kafka-streams'):
     return StreamsApp(name, guarantee, src, dst, args, workdir)
+  if system == 'beam-flink':
+    from native_flink import BeamFlinkJob
+    return BeamFlinkJob(name, src, dst, max_records, args, workdir, Proc, _wait_port, count_pipeline)
   return BeamKafkaJob(name, guarantee, src, dst, max_records, args, workdir)
 
 
@@ -729,8 +747,10 @@ def _report_tail(rows, out):
 def _ratios(got, key, title):
   by = {r['system']: r.get(key, r.get('partial_' + key)) for r in got}
   partial = {r['system'] for r in got if key not in r and 'partial_' + key in r}
-  pairs = [('beam-kafka-eo', 'kafka-streams-eos'), ('beam-kafka-alo', 'kafka-streams-alo')]
-  lines = ['%-15s %.2fx%s' % (o, by[o] / by[s], '*' if partial & {o, s} else '')
+  pairs = [('beam-kafka-eo', 'kafka-streams-eos'), ('beam-kafka-alo', 'kafka-streams-alo'),
+           ('beam-kafka-eo', 'beam-flink'), ('beam-kafka-alo', 'beam-flink')]
+  lines = ['%-15s %.2fx%s%s' % (o, by[o] / by[s], '*' if partial & {o, s} else '',
+                                '' if s.startswith('kafka-streams') else ' (of %s)' % s)
            for o, s in pairs if by.get(o) and by.get(s)]
   if lines:
     print(title + ':\n  ' + '\n  '.join(lines))
