@@ -51,6 +51,7 @@ import uuid
 from pathlib import Path
 
 import procstat
+from portable_job import PortableJob
 
 REPO = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get('BEAM_KAFKA_CACHE', Path.home() / '.cache' / 'beam-kafka'))
@@ -383,7 +384,7 @@ def count_pipeline(opts, args, src, dst, max_records, expansion_service, read=No
   return p
 
 
-class BeamKafkaJob:
+class BeamKafkaJob(PortableJob):
   """Our job server (fresh per run, so its peak RSS is this job's) and the
   pipeline submitted to it through PortableRunner with LOOPBACK."""
 
@@ -422,28 +423,11 @@ class BeamKafkaJob:
   def _sdk_cpu_seconds(self):
     return time.process_time() + procstat.descendants_cpu_seconds(self.proc.proc.pid)
 
-  def error(self):
-    state = str(self.result.state)
-    if state in ('FAILED', 'CANCELLED', 'STOPPED', 'UNRECOGNIZED'):
-      return 'job ended %s (log %s):\n%s' % (state, self.proc.log_path, self.proc.tail())
-    return None
-
-  def finish(self):
-    # Every output was seen by now, so the job should end within seconds.
-    self.ended = str(self.result.wait_until_finish(duration=60_000))
-    if self.ended != 'DONE':
-      raise RuntimeError('job not DONE 60 s after its last output: %s' % self.ended)
-
   def stop(self):
     sdk = self._sdk_cpu_seconds() - self.sdk0
     m = {'runner_cpu_s': self.proc.cpu_seconds() - self.cpu0, 'runner_peak_rss_mb': self.proc.peak_rss_mb(),
          'sdk_cpu_s': sdk, 'runner_rss_series_mb': self.proc.rss_summary()}
-    if self.ended != 'DONE':
-      try:
-        self.result.cancel()
-        self.result.wait_until_finish(duration=30_000)
-      except Exception:  # Beam's client raises for CANCELLED
-        pass
+    self.cancel_unless_done()
     self.proc.stop()
     return m
 

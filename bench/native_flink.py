@@ -18,6 +18,7 @@ import time
 import uuid
 
 import procstat
+from portable_job import PortableJob
 from compare import FLINK_HEAP, FLINK_OPENS, REPO, _fetch_flink, _flink_versions
 
 FLINK_JOB_SERVER = 'org.apache.beam.runners.flink.FlinkJobServerDriver'
@@ -47,7 +48,7 @@ def _older_kafka_read(args, src, max_records, expansion_service):
                            expansion_service)
 
 
-class BeamFlinkJob:
+class BeamFlinkJob(PortableJob):
   """Two JVMs (the expansion service and the Flink job server) per run,
   and the pipeline submitted through PortableRunner with LOOPBACK."""
 
@@ -93,28 +94,12 @@ class BeamFlinkJob:
   def _runner_cpu(self):
     return self.proc.cpu_seconds() + self.expansion.cpu_seconds()
 
-  def error(self):
-    state = str(self.result.state)
-    if state in ('FAILED', 'CANCELLED', 'STOPPED', 'UNRECOGNIZED'):
-      return 'job ended %s (log %s):\n%s' % (state, self.proc.log_path, self.proc.tail())
-    return None
-
-  def finish(self):
-    self.ended = str(self.result.wait_until_finish(duration=60_000))
-    if self.ended != 'DONE':
-      raise RuntimeError('job not DONE 60 s after its last output: %s' % self.ended)
-
   def stop(self):
     m = {'runner_cpu_s': self._runner_cpu() - self.cpu0,
          'runner_peak_rss_mb': self.proc.peak_rss_mb() + self.expansion.peak_rss_mb(),
          'sdk_cpu_s': time.process_time() - self.sdk0,
          'runner_rss_series_mb': self.proc.rss_summary()}
-    if self.ended != 'DONE':
-      try:
-        self.result.cancel()
-        self.result.wait_until_finish(duration=30_000)
-      except Exception:  # Beam's client raises for CANCELLED
-        pass
+    self.cancel_unless_done()
     self.proc.stop()
     self.expansion.stop()
     return m
