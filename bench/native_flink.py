@@ -61,7 +61,7 @@ class BeamFlinkJob(PortableJob):
     kafka_libs = _kafka_libs(beam_version)
     kafka_jars = [os.path.join(kafka_libs, j) for j in sorted(os.listdir(kafka_libs))
                   if j.startswith(('beam-sdks-java-io-kafka-', 'beam-sdks-java-extensions-avro-', 'avro-',
-                                   'kafka-clients-', 'jamm-'))]
+                                   'kafka-clients-', 'jamm-', 'spring-'))]
     print('%s: Beam %s Flink job server and KafkaIO (EMBEDDED), Flink %s, LOOPBACK, parallelism %d' % (
         name, beam_version, flink_version, args.partitions), flush=True)
     exp, port = procstat.free_port(), procstat.free_port()
@@ -78,7 +78,7 @@ class BeamFlinkJob(PortableJob):
     app = 'bench-%s-%s' % (name, uuid.uuid4().hex[:8])
     opts = PipelineOptions([
         '--runner=PortableRunner', '--job_endpoint=localhost:%d' % port, '--environment_type=LOOPBACK',
-        '--job_name=%s' % app, '--streaming', '--checkpointing_interval=100',
+        '--job_name=%s' % app, '--streaming',
         '--parallelism=%d' % args.partitions])
     p = count_pipeline(opts, args, src, dst, max_records, 'localhost:%d' % exp,
                        read=_older_kafka_read(args, src, max_records, 'localhost:%d' % exp))
