@@ -6,10 +6,11 @@ EMBEDDED environment), and the Python steps in one LOOPBACK harness.
 
 Versions: the Flink job server of bench/peers/flink.sh (Beam 2.62.0 / Flink
 1.19 here: bench/PEERS.md), KafkaIO and the expansion service at the same
-Beam version (bench/peers/flink_kafka.sh). Flink checkpoints every 100 ms,
-as both other systems commit; its Kafka writes are not transactional (Beam's
-Python WriteToKafka has no exactly-once mode), so this is the at-least-once
-peer, and runner CPU and RSS are the two JVMs' together.
+Beam version (bench/peers/flink_kafka.sh). Flink runs without checkpoints
+(with them, none ever triggered once the bounded split step finished), and
+its Kafka writes are not transactional (Beam's Python WriteToKafka has no
+exactly-once mode): this is an at-least-once peer. Runner CPU and RSS are
+the two JVMs' together. It still stalls part-way (bench/PEERS.md).
 """
 
 import os
