@@ -155,7 +155,7 @@ def _patch_input(data_input, coder_impl, pb, grpc_handler):
 
 def _targets(op, grpc_handler):
   """The stateful ParDos this input feeds directly, with the states they
-  read before; none when state is not cached (nothing to load into)."""
+  read before (`_prefetch` skips them when state is not cached)."""
   if not _read_states:
     return ()
   targets = []
@@ -182,6 +182,7 @@ def _prefetch(ctx, names, values, pb):
     return
   tid = ctx._transform_id
   token = None
+  seen = set()  # a chunk under a backlog repeats its keys many times
   for value in values:
     try:
       key = ctx._key_coder.encode_nested(value.value[0])
@@ -189,6 +190,9 @@ def _prefetch(ctx, names, values, pb):
       return
     for window in value.windows:
       encoded_window = ctx._window_coder.encode(window)
+      if (key, encoded_window) in seen:
+        continue
+      seen.add((key, encoded_window))
       for name in names:
         if len(pending) >= MAX_PENDING:
           return
