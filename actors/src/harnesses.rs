@@ -1,13 +1,14 @@
 //! The SDK harnesses of this copy, and which one each task's stage uses
 //! (`runtime::harnesses` decides): a stage holds a lease on its harness for
 //! as long as it lives, so a task that stops frees its place.
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use beam_kafka_fnapi::SdkWorker;
 use beam_kafka_runtime::harnesses::least_loaded;
 
 pub struct Harnesses {
-    workers: Vec<Arc<SdkWorker>>,
+    /// Set once they connected (a job's Kafka start-up runs meanwhile).
+    workers: OnceLock<Vec<Arc<SdkWorker>>>,
     /// Live stages per harness, and the last harness picked.
     loads: Mutex<(Vec<usize>, usize)>,
 }
@@ -20,17 +21,35 @@ pub struct HarnessLease {
 
 impl Harnesses {
     pub fn new(workers: Vec<Arc<SdkWorker>>) -> Arc<Harnesses> {
+        let harnesses = Harnesses::pending();
+        harnesses.connected(workers);
+        harnesses
+    }
+
+    /// Harnesses still starting: `connected` hands them over.
+    pub fn pending() -> Arc<Harnesses> {
+        Arc::new(Harnesses { workers: OnceLock::new(), loads: Mutex::new((Vec::new(), 0)) })
+    }
+
+    /// The harnesses connected; a second call changes nothing.
+    pub fn connected(&self, workers: Vec<Arc<SdkWorker>>) {
         assert!(!workers.is_empty(), "a job runs at least one SDK harness");
         let n = workers.len();
-        Arc::new(Harnesses { workers, loads: Mutex::new((vec![0; n], n - 1)) })
+        let mut loads = self.loads.lock().expect("lock");
+        if self.workers.set(workers).is_ok() {
+            *loads = (vec![0; n], n - 1);
+        }
     }
 
+    /// Every connected harness (none while they start).
     pub fn all(&self) -> &[Arc<SdkWorker>] {
-        &self.workers
+        self.workers.get().map_or(&[], Vec::as_slice)
     }
 
-    /// The least loaded harness, for a stage about to start.
+    /// The least loaded harness, for a stage about to start (a job starts
+    /// its tasks only once its harnesses connected).
     pub fn lease(self: &Arc<Self>) -> HarnessLease {
+        assert!(self.workers.get().is_some(), "a task started before its job's SDK harnesses connected");
         let mut guard = self.loads.lock().expect("lock");
         let (loads, last) = &mut *guard;
         let index = least_loaded(loads, *last);
@@ -42,7 +61,7 @@ impl Harnesses {
 
 impl HarnessLease {
     pub fn worker(&self) -> &Arc<SdkWorker> {
-        &self.pool.workers[self.index]
+        &self.pool.all()[self.index]
     }
 }
 

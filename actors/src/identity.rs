@@ -33,11 +33,16 @@ pub async fn earlier_run(opts: &RunnerOptions) -> Result<Earlier, String> {
     tokio::task::spawn_blocking(move || {
         let app = &opts.application_id;
         let admin = Admin::connect(&opts)?;
-        let mut left: Vec<String> = admin.topic_names()?.into_iter().filter(|t| identity::is_runner_topic(app, t)).collect();
+        let names = admin.topic_names();
+        crate::kafka::close_in_background(admin);
+        let mut left: Vec<String> = names?.into_iter().filter(|t| identity::is_runner_topic(app, t)).collect();
         left.sort();
         let plan = plan_topic(app);
         if left.contains(&plan) {
-            let records = read_all(&plan_reader(&opts)?, &plan)?;
+            let reader = plan_reader(&opts)?;
+            let records = read_all(&reader, &plan);
+            crate::kafka::close_in_background(reader);
+            let records = records?;
             let last = |key: &[u8]| records.iter().rev().find(|(k, _)| k.as_slice() == key).map(|(_, v)| v.clone());
             if last(STATUS_KEY).as_deref() == Some(FINISHED) {
                 return Ok(Earlier::Finished);

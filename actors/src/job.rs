@@ -103,6 +103,13 @@ async fn drive(
         Ok(a) => a,
         Err(e) => return JobOutcome::Failed(e),
     };
+    // An idempotent producer asks for its producer id on a 500 ms retry
+    // timer when no connection is up yet: created first, its id is ready
+    // by the time the plan record is written.
+    let mut producer: Arc<KafkaProducer> = match kafka_producer::create(&config::producer(&input.options)) {
+        Ok(p) => Arc::new(p),
+        Err(e) => return JobOutcome::Failed(format!("cannot create the Kafka producer: {e}")),
+    };
     let start_offsets = match resolve_sources(&admin, &mut input).await {
         Ok(s) => s,
         Err(e) => return JobOutcome::Failed(e),
@@ -135,6 +142,19 @@ async fn drive(
     let mut impulses = actix_rt::spawn(impulse::write(begun));
     let mut impulses_written = false;
     tracing::debug!("start-up: topics ready after {:?}", began.elapsed());
+    // A copy joins the group only with harnesses to run what it is given.
+    if let Some(ready) = input.harnesses_ready.take() {
+        tokio::select! {
+            said = ready => match said {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return JobOutcome::Failed(e),
+                Err(_) => return JobOutcome::Failed("the job's SDK harnesses were never started".into()),
+            },
+            _ = cancel.changed() => return JobOutcome::Cancelled,
+        }
+        tracing::debug!("start-up: harnesses connected after {:?}", began.elapsed());
+    }
+    let opts = &input.options;
     let mut consumer_config = config::job_consumer(opts);
     for (k, v) in &io.consumer_properties {
         consumer_config.set(k, v);
@@ -151,15 +171,16 @@ async fn drive(
     if let Err(e) = consumer.subscribe(&topic_names) {
         return JobOutcome::Failed(format!("cannot subscribe to {}: {e}", topic_names.join(", ")));
     }
-    let mut producer: Arc<KafkaProducer> = match kafka_producer::create(&config::producer(opts)) {
-        Ok(p) => Arc::new(p),
-        Err(e) => return JobOutcome::Failed(format!("cannot create the Kafka producer: {e}")),
-    };
-    if let Some(manifest) = &input.plan_record {
-        if let Err(e) = crate::identity::record_plan(&producer, &opts.application_id, manifest).await {
-            return JobOutcome::Failed(e);
+    // The plan record is written while the group join runs; no task starts
+    // before it is on record (a restart after a crash before that is
+    // refused: work a task committed meanwhile would be done twice).
+    let (plan_producer, plan_app, plan) = (producer.clone(), opts.application_id.clone(), input.plan_record.clone());
+    let mut plan_write = actix_rt::spawn(async move {
+        match plan {
+            Some(manifest) => crate::identity::record_plan(&plan_producer, &plan_app, &manifest).await,
+            None => Ok(()),
         }
-    }
+    });
     let (task_tx, mut task_rx) = mpsc::unbounded_channel();
     if let Err(e) = crate::test_stream::start(&admin, &input, task_tx.clone()).await {
         return JobOutcome::Failed(e);
@@ -228,6 +249,13 @@ async fn drive(
             }
         }};
     }
+    tokio::select! {
+        written = &mut plan_write => if let Err(e) = joined(written, "recording the plan") {
+            return JobOutcome::Failed(e);
+        },
+        _ = cancel.changed() => return JobOutcome::Cancelled,
+    }
+    tracing::debug!("start-up: plan recorded after {:?}", began.elapsed());
     let outcome = loop {
         let next_restart = roster.next_due().map(|ms| clock.at(ms));
         tokio::select! {
@@ -397,6 +425,11 @@ async fn drive(
         let _ = tx.send(outcome.clone());
     }
     outcome
+}
+
+/// A spawned start-up step's result, its panic an error about `what`.
+fn joined(result: Result<Result<(), String>, tokio::task::JoinError>, what: &str) -> Result<(), String> {
+    result.unwrap_or_else(|e| Err(format!("{what} failed: {e}")))
 }
 
 /// Drains the job: its sources' reads end where they are and every running

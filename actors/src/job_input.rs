@@ -6,6 +6,7 @@ use std::sync::Arc;
 use beam_kafka_config::RunnerOptions;
 use beam_kafka_runtime::spec::SubTopologySpec;
 use beam_kafka_runtime::topology::TopologyPlan;
+use tokio::sync::oneshot;
 
 use crate::harnesses::Harnesses;
 use crate::test_stream::TestStreamJob;
@@ -18,6 +19,9 @@ pub struct JobInput {
     /// The SDK harnesses this copy started; every stage descriptor is
     /// registered with each.
     pub harnesses: Arc<Harnesses>,
+    /// Said once `harnesses` connected, or why they did not: the job's
+    /// Kafka start-up runs meanwhile, and its tasks start after.
+    pub harnesses_ready: Option<oneshot::Receiver<Result<(), String>>>,
     /// The pipeline's TestStream, replayed by the job (one copy only).
     pub test_stream: Option<Arc<TestStreamJob>>,
     /// What this copy knows of the job's tasks, for the status page and

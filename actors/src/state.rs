@@ -18,6 +18,7 @@ use crate::kafka::producer::{Group, KafkaProducer, Writes};
 use crate::store::{task_dir, Entries, TaskStore};
 use beam_kafka_runtime::failure::{self, Verdict};
 use beam_kafka_runtime::task::handover::{InFlightWrites, Landing};
+use beam_kafka_runtime::task_state;
 use beam_kafka_runtime::topology::{changelog_topic, topic_prefix, TaskId};
 
 const RESTORE_TIMEOUT: Duration = Duration::from_secs(120);
@@ -40,7 +41,21 @@ impl ConsumerContext for QuietEof {}
 /// order (`None`: a tombstone), and the offset after the last one. Blocks:
 /// call off the actor thread. A `from` outside the partition (the topic was
 /// recreated) is an error: the caller rebuilds from the start.
-pub fn read_changelog(opts: &RunnerOptions, topic: &str, partition: i32, from: i64) -> Result<(Changes, i64), String> {
+pub fn read_changelog(
+    opts: &RunnerOptions,
+    topic: &str,
+    partition: i32,
+    from: i64,
+    known: Option<(i64, i64)>,
+) -> Result<(Changes, i64), String> {
+    // The partition's ends as a connected client saw them (its high end at
+    // least the last stable offset): nothing to read needs no consumer of
+    // its own, whose connecting is most of a fresh task's start.
+    if let Some((low, high)) = known {
+        if task_state::changelog_to_read(from, low, high) == Ok(None) {
+            return Ok((Vec::new(), high));
+        }
+    }
     let consumer: BaseConsumer<QuietEof> = config::base(opts, "restore")
         .set("group.id", format!("{}-restore", opts.application_id))
         .set("enable.auto.commit", "false")
@@ -54,14 +69,10 @@ pub fn read_changelog(opts: &RunnerOptions, topic: &str, partition: i32, from: i
     let (low, high) = consumer
         .fetch_watermarks(topic, partition, Duration::from_secs(10))
         .map_err(|e| format!("cannot read the offsets of {topic}[{partition}]: {e}"))?;
-    if from > high || (from > 0 && from < low) {
-        return Err(format!("the store's checkpoint {from} lies outside {topic}[{partition}] ({low}..{high})"));
-    }
-    if high <= from.max(low) {
-        // Closing a client takes ~100 ms: not on the task's start path.
-        std::thread::spawn(move || drop(consumer));
+    let Some(from) = task_state::changelog_to_read(from, low, high).map_err(|e| format!("{topic}[{partition}]: {e}"))? else {
+        crate::kafka::close_in_background(consumer);
         return Ok((changes, high));
-    }
+    };
     let mut tpl = TopicPartitionList::new();
     let start = if from > 0 { Offset::Offset(from) } else { Offset::Beginning };
     tpl.add_partition_offset(topic, partition, start).map_err(|e| e.to_string())?;
@@ -74,8 +85,7 @@ pub fn read_changelog(opts: &RunnerOptions, topic: &str, partition: i32, from: i
         match consumer.poll(Duration::from_millis(500)) {
             None => continue,
             Some(Err(KafkaError::PartitionEOF(_))) => {
-                // Closing a client takes ~100 ms: not on the task's start path.
-                std::thread::spawn(move || drop(consumer));
+                crate::kafka::close_in_background(consumer);
                 return Ok((changes, high));
             }
             Some(Err(e)) => return Err(format!("cannot read {topic}[{partition}]: {e}")),
@@ -159,15 +169,21 @@ pub fn wait_for_changelog_writes(application_id: &str) -> Result<(), String> {
     wait_for_writes(&format!("{prefix}*-changelog"), |w| w.all_settled(|t| t.starts_with(&prefix) && t.ends_with("-changelog")))
 }
 
+/// A partition's low and high offsets, as a connected client can tell them.
+pub type PartitionEnds<'a> = dyn Fn(&str, i32) -> Option<(i64, i64)> + 'a;
+
 /// Opens a task's local store and brings it up to date with its changelog:
 /// returns the store, its entries, and the changelog offset it is current to.
-pub fn restore_task(opts: &RunnerOptions, task: TaskId) -> Result<(TaskStore, Entries, i64), String> {
+/// `ends` tells a changelog partition's ends through a client already
+/// connected, when it can.
+pub fn restore_task(opts: &RunnerOptions, task: TaskId, ends: &PartitionEnds<'_>) -> Result<(TaskStore, Entries, i64), String> {
     let topic = changelog_topic(&opts.application_id, task.sub_topology);
     let dir = task_dir(&opts.state_dir, &opts.application_id, task);
     let (store, from) = TaskStore::open(dir.clone(), opts.state_store_memory_mb)?;
     // A stopped incarnation's writes land before this one reads to the end.
     wait_for_writes(&format!("{topic}[{}]", task.partition), |w| w.settled(&topic, task.partition as i32))?;
-    let (store, (changes, next)) = match read_changelog(opts, &topic, task.partition as i32, from) {
+    let known = ends(&topic, task.partition as i32);
+    let (store, (changes, next)) = match read_changelog(opts, &topic, task.partition as i32, from, known) {
         Ok(read) => (store, read),
         // The brokers are away for a while: the store is still current up
         // to `from`, and a later start reads on from there.
@@ -181,7 +197,7 @@ pub fn restore_task(opts: &RunnerOptions, task: TaskId) -> Result<(TaskStore, En
             // The store files only: the directory and its lock file stay.
             let _ = std::fs::remove_dir_all(dir.join("rocksdb"));
             let (store, _) = TaskStore::open(dir, opts.state_store_memory_mb)?;
-            (store, read_changelog(opts, &topic, task.partition as i32, 0)?)
+            (store, read_changelog(opts, &topic, task.partition as i32, 0, known)?)
         }
         Err(e) => return Err(e),
     };

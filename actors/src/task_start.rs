@@ -41,16 +41,24 @@ use beam_kafka_runtime::task::roster::Roster;
 use beam_kafka_runtime::timers::{PendingTimer, TimerId, Timers};
 use beam_kafka_runtime::user_state::{StateCell, UserState};
 
+/// How long asking the job's consumer for a changelog's ends may take
+/// before the restore asks on a connection of its own.
+const WARM_ENDS_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// Every task's saved state: its local store brought up to date with its
 /// changelog partition.
-async fn restore_states(input: &JobInput, tasks: &[TaskId]) -> Result<HashMap<TaskId, Restored>, String> {
+async fn restore_states(input: &JobInput, tasks: &[TaskId], consumer: &Arc<JobConsumer>) -> Result<HashMap<TaskId, Restored>, String> {
     let opts = input.options.clone();
     let tasks = tasks.to_vec();
     let board = input.board.clone();
+    let consumer = consumer.clone();
     tokio::task::spawn_blocking(move || {
+        // The job's consumer is connected: asking it for a changelog's ends
+        // is one round trip.
+        let ends = |topic: &str, partition: i32| consumer.fetch_watermarks(topic, partition, WARM_ENDS_TIMEOUT).ok();
         in_parallel(&tasks, |t| {
             let began = std::time::SystemTime::now();
-            let restored = restore_task(&opts, t).map(|(store, entries, next)| Restored { store, entries, next });
+            let restored = restore_task(&opts, t, &ends).map(|(store, entries, next)| Restored { store, entries, next });
             let end = std::time::SystemTime::now();
             let mut attributes = board.task_attributes(t);
             instruments().restore_duration.record(end.duration_since(began).unwrap_or_default().as_secs_f64(), &attributes);
@@ -448,7 +456,7 @@ pub(crate) async fn start_assigned(
     for t in &to_start {
         input.board.restoring(*t);
     }
-    let mut restored = restore_states(input, &to_start).await?;
+    let mut restored = restore_states(input, &to_start, consumer).await?;
     tracing::debug!("tasks {to_start:?}: state restored after {:?}", began.elapsed());
     let partitions: Vec<(String, i32)> = to_start.iter().flat_map(|t| task_partitions(input, *t)).collect();
     let starts = match seek_to_commits(consumer, &partitions, &io.start_offsets, generation.clone(), seen, stop.clone()).await {

@@ -54,6 +54,7 @@ import grpc
 
 import apache_beam as beam
 
+from apache_beam.options.pipeline_options import DebugOptions
 from apache_beam.options.pipeline_options import PortableOptions
 from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.portability.api import beam_job_api_pb2
@@ -69,6 +70,7 @@ from apache_beam.runners.portability import portable_runner_test
 from apache_beam.runners.portability.fn_api_runner import fn_runner_test
 
 import skips
+from conftest import NO_SUBMISSION_ENVIRONMENT
 
 PARALLELISM = int(os.environ.get('BEAM_KAFKA_SUITE_PARALLELISM', '1'))
 IGNORE_SKIPS = os.environ.get('BEAM_KAFKA_SUITE_IGNORE_SKIPS', '') not in (
@@ -342,6 +344,8 @@ class _BeamKafkaSuite:
     portable.environment_config = None
     portable.job_server_timeout = JOB_SERVER_TIMEOUT_SECS
     options.view_as(StandardOptions).streaming = self.STREAMING
+    # No `pip freeze` at each submission (see conftest.portable_args).
+    options.view_as(DebugOptions).add_experiment(NO_SUBMISSION_ENVIRONMENT)
     # Our runner's options are not declared by any PipelineOptions class in
     # this process; the job server advertises them (DescribePipelineOptions)
     # and PortableRunner applies these overrides to the flags it adds for

@@ -117,6 +117,18 @@ pub fn split(key: &[u8]) -> Result<Store<'_>, String> {
     }
 }
 
+/// What a restore reads of a changelog partition holding offsets
+/// `low..high`, for a store current up to `from` (0: an empty store):
+/// `Ok(None)` nothing, `Ok(Some(start))` from `start` on (0: the first
+/// record there is). A `from` outside the partition is an error: the topic
+/// was recreated, and the store is rebuilt from the start.
+pub fn changelog_to_read(from: i64, low: i64, high: i64) -> Result<Option<i64>, String> {
+    if from > high || (from > 0 && from < low) {
+        return Err(format!("the store's checkpoint {from} lies outside the changelog partition ({low}..{high})"));
+    }
+    Ok((high > from.max(low)).then_some(from))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -134,5 +146,21 @@ mod tests {
         assert!(split(&user_state_chunk_key(&[4, 2], 9)[..5]).is_err());
         assert!(split(&[9]).is_err());
         assert!(split(&k[..4]).is_err());
+    }
+
+    #[test]
+    fn a_restore_reads_what_lies_past_the_store_checkpoint() {
+        // An empty store reads an empty partition not at all, a full one from its start.
+        assert_eq!(changelog_to_read(0, 0, 0), Ok(None));
+        assert_eq!(changelog_to_read(0, 0, 5), Ok(Some(0)));
+        // Compaction or retention moved the start past offset 0.
+        assert_eq!(changelog_to_read(0, 3, 3), Ok(None));
+        assert_eq!(changelog_to_read(0, 3, 5), Ok(Some(0)));
+        // A store current to 5 reads from 5 on, or nothing at the end.
+        assert_eq!(changelog_to_read(5, 0, 5), Ok(None));
+        assert_eq!(changelog_to_read(5, 0, 9), Ok(Some(5)));
+        // A checkpoint past the end, or before a moved start: the topic was recreated.
+        assert!(changelog_to_read(6, 0, 5).is_err());
+        assert!(changelog_to_read(2, 3, 9).is_err());
     }
 }

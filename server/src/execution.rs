@@ -238,6 +238,7 @@ async fn prepare_and_run(
     let plan = TopologyPlan::plan(&graph, &job.runner_options.application_id, job.runner_options.internal_parallelism)?;
     tracing::info!(job = %job.id, "plan:\n{}", plan.describe(&graph));
     let plan_record = check_earlier_run(job, &graph, &plan).await?;
+    tracing::debug!(job = %job.id, "start-up: earlier runs checked after {:?}", planning.elapsed().unwrap_or_default());
     let board = StatusBoard::new(&job.id, &job.runner_options.application_id);
     let _ = job.topology_svg.set(plan.to_svg(&graph));
     board.set_state(State::try_from(job.state().state).unwrap_or(State::Unspecified).as_str_name());
@@ -259,37 +260,22 @@ async fn prepare_and_run(
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let count = harnesses::harness_count(job.runner_options.sdk_worker_parallelism, cores);
     job.message(Importance::JobMessageBasic, harness_message(env, count, job.runner_options.sdk_worker_parallelism));
-    let starting = SystemTime::now();
-    let workers = start_harnesses(job, services, env, count, started).await?;
-    let mut attributes = board.attributes.clone();
-    attributes.push(KeyValue::new("beam_kafka.harnesses", count as i64));
-    past_span("beam_kafka.job.harnesses", starting, SystemTime::now(), attributes);
-
     let lowered = lower::lower(&graph, &plan, &job.id, &fn_url)?;
-    let mut sub_topologies = Vec::new();
-    for (sub, descriptors) in lowered {
-        for descriptor in descriptors {
-            for worker in &workers {
-                worker.register_descriptor(descriptor.clone());
-            }
-        }
-        sub_topologies.push(sub);
-    }
-
-    if *job.cancel.borrow() {
-        return Ok(JobOutcome::Cancelled);
-    }
-    job.set_state(State::Running);
-    let harnesses = Harnesses::new(workers);
+    let (descriptors, sub_topologies): (Vec<_>, Vec<_>) = lowered.into_iter().map(|(sub, d)| (d, sub)).unzip();
     let test_stream = lower::test_stream_run(&graph, &plan)?.map(TestStreamJob::new);
+    // The job's Kafka start-up (clients, topics) runs while the harnesses
+    // start; its tasks start once they connected.
+    let harnesses = Harnesses::pending();
+    let (ready_tx, ready_rx) = oneshot::channel();
     let input = JobInput {
         job_id: job.id.clone(),
         options: job.runner_options.clone(),
         plan,
         sub_topologies,
-        harnesses,
+        harnesses: harnesses.clone(),
+        harnesses_ready: Some(ready_rx),
         test_stream,
-        board,
+        board: board.clone(),
         plan_record,
     };
     let (events_tx, events_rx) = mpsc::unbounded_channel();
@@ -306,7 +292,43 @@ async fn prepare_and_run(
     *job_thread = Some(ended_rx);
     let (flush_tx, flush_rx) = oneshot::channel();
     tokio::spawn(forward_events(job.clone(), events_rx, flush_rx));
-    let outcome = done_rx.await.unwrap_or_else(|_| JobOutcome::Failed("the job's thread ended without an outcome".into()));
+
+    let starting = SystemTime::now();
+    let mut done_rx = done_rx;
+    let ended_early = tokio::select! {
+        connected = start_harnesses(job, services, env, count, started) => match connected {
+            Ok(workers) => {
+                let mut attributes = board.attributes.clone();
+                attributes.push(KeyValue::new("beam_kafka.harnesses", count as i64));
+                past_span("beam_kafka.job.harnesses", starting, SystemTime::now(), attributes);
+                for descriptor in descriptors.into_iter().flatten() {
+                    for worker in &workers {
+                        worker.register_descriptor(descriptor.clone());
+                    }
+                }
+                harnesses.connected(workers);
+                if !*job.cancel.borrow() {
+                    job.set_state(State::Running);
+                }
+                let _ = ready_tx.send(Ok(()));
+                None
+            }
+            Err(e) => {
+                // The job's thread stops its start-up and ends.
+                let _ = ready_tx.send(Err(e.clone()));
+                let _ = done_rx.await;
+                return Err(e);
+            }
+        },
+        // The job failed (an unreachable cluster, say) while its harnesses
+        // started: that is the outcome, not a harness's later timeout.
+        outcome = &mut done_rx => Some(outcome),
+    };
+    let outcome = match ended_early {
+        Some(outcome) => outcome,
+        None => done_rx.await,
+    }
+    .unwrap_or_else(|_| JobOutcome::Failed("the job's thread ended without an outcome".into()));
     // What the job said before its outcome lands first: a client reads the
     // committed metrics once the state is final. Later words (of the
     // clean-up) are still forwarded.
