@@ -131,9 +131,13 @@ impl Reader {
 /// Whether a drain is asked now (read once, before a job starts its tasks,
 /// so a job asked to drain before it ran runs drained from its first
 /// element). A topic that cannot be read counts as nothing asked.
-pub async fn drain_requested(opts: &RunnerOptions) -> bool {
-    let opts = opts.clone();
-    let read = tokio::task::spawn_blocking(move || Reader::new(&opts).and_then(|mut r| r.changed()));
+pub async fn drain_requested(opts: RunnerOptions) -> bool {
+    let read = tokio::task::spawn_blocking(move || {
+        let mut reader = Reader::new(&opts)?;
+        let said = reader.changed();
+        crate::kafka::close_in_background(reader);
+        said
+    });
     matches!(read.await, Ok(Ok(said)) if said.contains(&Control::Drain))
 }
 

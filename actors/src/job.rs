@@ -103,6 +103,8 @@ async fn drive(
         Ok(a) => a,
         Err(e) => return JobOutcome::Failed(e),
     };
+    // Whether a drain was asked before this run: known before a task starts.
+    let drain_check = actix_rt::spawn(control::drain_requested(input.options.clone()));
     // An idempotent producer asks for its producer id on a 500 ms retry
     // timer when no connection is up yet: created first, its id is ready
     // by the time the plan record is written.
@@ -199,7 +201,7 @@ async fn drive(
     let mut control_rx = control::watch(opts, watch_stop.clone());
     // Tasks come and go with the partitions the group gives this process.
     let mut roster = crate::task_start::roster(&input);
-    let mut draining = control::drain_requested(opts).await;
+    let mut draining = drain_check.await.unwrap_or(false);
     if draining {
         start_drain(&io, &roster, &events);
     }
