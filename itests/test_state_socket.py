@@ -18,7 +18,7 @@ _LEN = struct.Struct('>I')
 def _handler_class():
   from apache_beam.portability.api import beam_fn_api_pb2
   from apache_beam.runners.worker import sdk_worker
-  return state_socket._handler_class(sdk_worker.GrpcStateHandler, sdk_worker._Future, beam_fn_api_pb2)
+  return state_socket._handler_class(sdk_worker.GrpcStateHandler, beam_fn_api_pb2)
 
 
 def _read_frame(conn):
@@ -97,6 +97,26 @@ def test_requests_carry_their_bundle_and_answers_reach_their_own_request():
   finally:
     handler.done()
     runner.listener.close()
+
+
+def test_an_answer_wakes_a_waiter_that_came_first_and_times_out_without_one():
+  arrived = threading.Condition()
+  early, never = state_socket._Answer(arrived), state_socket._Answer(arrived)
+  got = []
+  waiter = threading.Thread(target=lambda: got.append(early.get()))
+  waiter.start()
+  waiter.join(0.2)
+  assert waiter.is_alive(), 'get returned before the answer was set'
+  early.set('answer')
+  waiter.join(10)
+  assert got == ['answer']
+  assert not never.wait(0.05)
+  with pytest.raises(LookupError):
+    never.get(timeout=0.05)
+  # An answer filled without a wake-up is still seen by the next wait.
+  later = state_socket._Answer(arrived)
+  later.fill('filled')
+  assert later.get(timeout=0) == 'filled'
 
 
 def test_a_closed_socket_fails_every_waiting_request_and_the_next_ones():
