@@ -18,7 +18,7 @@ _LEN = struct.Struct('>I')
 def _handler_class():
   from apache_beam.portability.api import beam_fn_api_pb2
   from apache_beam.runners.worker import sdk_worker
-  return state_socket._handler_class(sdk_worker.GrpcStateHandler, beam_fn_api_pb2)
+  return state_socket._handler_class(sdk_worker.GrpcStateHandler, sdk_worker._Future, beam_fn_api_pb2)
 
 
 def _read_frame(conn):
@@ -100,8 +100,10 @@ def test_requests_carry_their_bundle_and_answers_reach_their_own_request():
 
 
 def test_an_answer_wakes_a_waiter_that_came_first_and_times_out_without_one():
+  from apache_beam.runners.worker import sdk_worker
+  answer_class = state_socket._answer_class(sdk_worker._Future)
   arrived = threading.Condition()
-  early, never = state_socket._Answer(arrived), state_socket._Answer(arrived)
+  early, never = answer_class(arrived), answer_class(arrived)
   got = []
   waiter = threading.Thread(target=lambda: got.append(early.get()))
   waiter.start()
@@ -114,9 +116,13 @@ def test_an_answer_wakes_a_waiter_that_came_first_and_times_out_without_one():
   with pytest.raises(LookupError):
     never.get(timeout=0.05)
   # An answer filled without a wake-up is still seen by the next wait.
-  later = state_socket._Answer(arrived)
+  later = answer_class(arrived)
   later.fill('filled')
   assert later.get(timeout=0) == 'filled'
+  # Beam combines futures (a bag's appends) and wraps what is no future of
+  # its own as a value: an answer must count as one of its futures.
+  combined = sdk_worker._DeferredCall(lambda *answers: answers, early, later)
+  assert combined.get() == ('answer', 'filled')
 
 
 def test_a_closed_socket_fails_every_waiting_request_and_the_next_ones():

@@ -12,7 +12,7 @@ hands over every answer that arrived in one wake-up.
 Frames both ways: a 4-byte big-endian length, then the bytes. The first one
 is the worker id; then StateRequests one way and StateResponses the other,
 in order. The handler is Beam's GrpcStateHandler with its transport and
-its futures replaced (`_Answer`), so Beam's caching handler and everything
+its futures' waits replaced (`_answer_class`), so Beam's caching handler and everything
 above it are unchanged.
 Where the socket cannot be reached, the harness uses gRPC as before.
 """
@@ -44,12 +44,13 @@ def install(factory=None, environ=os.environ):
     factory = factory or sdk_worker.GrpcStateHandlerFactory
     base = sdk_worker.GrpcStateHandler
     caching = sdk_worker.GlobalCachingStateHandler
+    future = sdk_worker._Future
     create = factory.create_state_handler
     for name in ('_request', '_blocking_request', 'get_raw', 'process_instruction_id'):
       getattr(base, name)
   except (ImportError, AttributeError):
     return
-  handler_class = _handler_class(base, beam_fn_api_pb2)
+  handler_class = _handler_class(base, future, beam_fn_api_pb2)
 
   def create_state_handler(self, api_service_descriptor):
     cached = getattr(self, '_state_handler_cache', None)
@@ -74,45 +75,49 @@ def install(factory=None, environ=os.environ):
   factory.create_state_handler = create_state_handler
 
 
-class _Answer:
-  """The answer to one request, as Beam's future offers it (wait, get,
-  set). Beam's future makes an Event, itself a Condition with its lock,
-  for every request: at three requests a record that was a sixth of a
-  stateful harness's time. Answers share their handler's Condition
-  instead; a waiting bundle thread wakes when answers arrive and looks
-  whether its own is among them."""
+def _answer_class(future_base):
+  """The answer to one request: Beam's future (`future_base`; Beam tells
+  its futures from plain values by their class) with its wait replaced.
+  Beam's future makes an Event, itself a Condition with its lock, for every
+  request: at three requests a record that was a sixth of a stateful
+  harness's time. Answers share their handler's Condition instead; a
+  waiting bundle thread wakes when answers arrive and looks whether its
+  own is among them."""
 
-  __slots__ = ('_arrived', '_value', '_ready')
+  class Answer(future_base):
 
-  def __init__(self, arrived):
-    self._arrived = arrived
-    self._ready = False
+    def __init__(self, arrived):  # pylint: disable=super-init-not-called
+      self._arrived = arrived
+      self._ready = False
 
-  def fill(self, value):
-    """Sets the answer without waking anyone (the reader wakes the
-    waiters once for all the answers one read brought)."""
-    self._value = value
-    self._ready = True
+    def fill(self, value):
+      """Sets the answer without waking anyone (the reader wakes the
+      waiters once for all the answers one read brought)."""
+      self._value = value
+      self._ready = True
 
-  def set(self, value):
-    with self._arrived:
-      self.fill(value)
-      self._arrived.notify_all()
-    return self
+    def set(self, value):
+      with self._arrived:
+        self.fill(value)
+        self._arrived.notify_all()
+      return self
 
-  def wait(self, timeout=None):
-    if self._ready:
-      return True
-    with self._arrived:
-      return self._arrived.wait_for(lambda: self._ready, timeout)
+    def wait(self, timeout=None):
+      if self._ready:
+        return True
+      with self._arrived:
+        return self._arrived.wait_for(lambda: self._ready, timeout)
 
-  def get(self, timeout=None):
-    if self.wait(timeout):
-      return self._value
-    raise LookupError()
+    def get(self, timeout=None):
+      if self.wait(timeout):
+        return self._value
+      raise LookupError()
+
+  return Answer
 
 
-def _handler_class(base, pb):
+def _handler_class(base, future_base, pb):
+  answer_class = _answer_class(future_base)
 
   class SocketStateHandler(base):
     """GrpcStateHandler's requests and futures on a socket."""
@@ -142,7 +147,7 @@ def _handler_class(base, pb):
     def _request(self, request):
       request.id = self._next_id()
       request.instruction_id = self._context.process_instruction_id
-      self._responses_by_id[request.id] = future = _Answer(self._arrived)
+      self._responses_by_id[request.id] = future = answer_class(self._arrived)
       data = request.SerializeToString()
       try:
         with self._write_lock:
