@@ -42,7 +42,7 @@ trap 'if [[ -n "$started" ]]; then "$REPO_ROOT/scripts/kafka.sh" stop "$started"
 export BEAM_KAFKA_TEST_BOOTSTRAP="localhost:$PORT"
 
 log "integration tests (pytest itests)"
-pytest_rc=0; run pytest bash -c "cd '$REPO_ROOT' && '$PY' -m pytest itests -v -rs --ignore=itests/beam_suite" || pytest_rc=$?
+pytest_rc=0; run pytest bash -c "cd '$REPO_ROOT' && '$PY' -m pytest itests -v -rs --durations=15 --ignore=itests/beam_suite" || pytest_rc=$?
 
 # Beam's Go integration suite, a representative part (scripts/go-integration.sh
 # runs all of it): Go pipelines through plain universal-runner flags.
