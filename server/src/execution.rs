@@ -293,42 +293,33 @@ async fn prepare_and_run(
     let (flush_tx, flush_rx) = oneshot::channel();
     tokio::spawn(forward_events(job.clone(), events_rx, flush_rx));
 
+    // Harnesses are always awaited (a job that failed meanwhile, say on an
+    // unreachable cluster, has its outcome read after): one dropped while
+    // starting would leave its registration, or its worker, behind.
     let starting = SystemTime::now();
-    let mut done_rx = done_rx;
-    let ended_early = tokio::select! {
-        connected = start_harnesses(job, services, env, count, started) => match connected {
-            Ok(workers) => {
-                let mut attributes = board.attributes.clone();
-                attributes.push(KeyValue::new("beam_kafka.harnesses", count as i64));
-                past_span("beam_kafka.job.harnesses", starting, SystemTime::now(), attributes);
-                for descriptor in descriptors.into_iter().flatten() {
-                    for worker in &workers {
-                        worker.register_descriptor(descriptor.clone());
-                    }
-                }
-                harnesses.connected(workers);
-                if !*job.cancel.borrow() {
-                    job.set_state(State::Running);
-                }
-                let _ = ready_tx.send(Ok(()));
-                None
-            }
-            Err(e) => {
-                // The job's thread stops its start-up and ends.
-                let _ = ready_tx.send(Err(e.clone()));
-                let _ = done_rx.await;
-                return Err(e);
-            }
-        },
-        // The job failed (an unreachable cluster, say) while its harnesses
-        // started: that is the outcome, not a harness's later timeout.
-        outcome = &mut done_rx => Some(outcome),
+    let workers = match start_harnesses(job, services, env, count, started).await {
+        Ok(workers) => workers,
+        Err(e) => {
+            // The job's thread stops its start-up and ends.
+            let _ = ready_tx.send(Err(e.clone()));
+            let _ = done_rx.await;
+            return Err(e);
+        }
     };
-    let outcome = match ended_early {
-        Some(outcome) => outcome,
-        None => done_rx.await,
+    let mut attributes = board.attributes.clone();
+    attributes.push(KeyValue::new("beam_kafka.harnesses", count as i64));
+    past_span("beam_kafka.job.harnesses", starting, SystemTime::now(), attributes);
+    for descriptor in descriptors.into_iter().flatten() {
+        for worker in &workers {
+            worker.register_descriptor(descriptor.clone());
+        }
     }
-    .unwrap_or_else(|_| JobOutcome::Failed("the job's thread ended without an outcome".into()));
+    harnesses.connected(workers);
+    if !*job.cancel.borrow() {
+        job.set_state(State::Running);
+    }
+    let _ = ready_tx.send(Ok(()));
+    let outcome = done_rx.await.unwrap_or_else(|_| JobOutcome::Failed("the job's thread ended without an outcome".into()));
     // What the job said before its outcome lands first: a client reads the
     // committed metrics once the state is final. Later words (of the
     // clean-up) are still forwarded.
