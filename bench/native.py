@@ -413,12 +413,7 @@ class BeamKafkaJob(PortableJob):
     p = count_pipeline(opts, args, src, dst, max_records, 'localhost:%d' % exp)
     # The SDK runs in this process (LOOPBACK) or in the job server's children.
     self.cpu0, self.sdk0 = self.proc.cpu_seconds(), self._sdk_cpu_seconds()
-    self.t_start = time.time()
-    try:
-      self.result = p.run()
-    except Exception as e:
-      raise RuntimeError('submission failed: %s\njob server log %s:\n%s' % (e, self.proc.log_path, self.proc.tail()))
-    self.ended = None
+    self.submit(p, 'job server log')
 
   def _sdk_cpu_seconds(self):
     return time.process_time() + procstat.descendants_cpu_seconds(self.proc.proc.pid)

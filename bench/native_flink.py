@@ -85,12 +85,7 @@ class BeamFlinkJob(PortableJob):
                        read=_older_kafka_read(args, src, max_records, 'localhost:%d' % exp))
     self.cpu0 = self._runner_cpu()
     self.sdk0 = time.process_time()  # the LOOPBACK harness runs in this process
-    self.t_start = time.time()
-    try:
-      self.result = p.run()
-    except Exception as e:
-      raise RuntimeError('submission failed: %s\nFlink log %s:\n%s' % (e, self.proc.log_path, self.proc.tail()))
-    self.ended = None
+    self.submit(p, 'Flink log')
 
   def _runner_cpu(self):
     return self.proc.cpu_seconds() + self.expansion.cpu_seconds()

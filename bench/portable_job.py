@@ -1,10 +1,23 @@
 """What every Beam job a benchmark submits through PortableRunner shares:
-how it failed, waiting for it to finish, and cancelling it when it did not."""
+its submission, how it failed, waiting for it to finish, and cancelling it
+when it did not."""
+
+import time
 
 
 class PortableJob:
   """Expects `self.result` (a PipelineResult), `self.proc` (its runner's
   process, for the log) and `self.ended` (None until `finish`)."""
+
+  def submit(self, pipeline, runner_log):
+    """Runs `pipeline`; a refused submission says what `runner_log` (the
+    runner process's log, by name) ended with."""
+    self.t_start = time.time()
+    try:
+      self.result = pipeline.run()
+    except Exception as e:
+      raise RuntimeError('submission failed: %s\n%s %s:\n%s' % (e, runner_log, self.proc.log_path, self.proc.tail()))
+    self.ended = None
 
   def error(self):
     state = str(self.result.state)

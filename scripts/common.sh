@@ -14,6 +14,16 @@ KAFKA_VERSION="4.1.1"
 KAFKA_SCALA="2.13"
 log() { printf '[beam-kafka %s +%ds] %s\n' "$(date +%H:%M:%S)" "$SECONDS" "$*" >&2; }
 die() { printf '[beam-kafka] error: %s\n' "$*" >&2; exit 1; }
+
+# Copies the runtime jars of the Maven project POM into OUT (replacing what
+# was there), logging to LOG; OUT/.complete marks a finished copy.
+maven_copy_jars() {
+  local pom="$1" out="$2" logfile="$3"
+  rm -rf "$out"
+  mvn -q -B -f "$pom" org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies \
+      -DoutputDirectory="$out" -DincludeScope=runtime >"$logfile" 2>&1 || return 1
+  touch "$out/.complete"
+}
 mkdir -p "$BEAM_KAFKA_CACHE"
 
 # Makes sure a broker answers at $1 (host:port): starts a local one on that

@@ -33,11 +33,8 @@ fetch() {
 </project>
 POM
   log "fetching Apache Kafka $KAFKA_VERSION jars from Maven Central"
-  rm -rf "$LIBS"
-  mvn -q -B -f "$pom" org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies \
-      -DoutputDirectory="$LIBS" -DincludeScope=runtime >"$KAFKA_HOME/fetch.log" 2>&1 \
+  maven_copy_jars "$pom" "$LIBS" "$KAFKA_HOME/fetch.log" \
     || { cat "$KAFKA_HOME/fetch.log" >&2; die "could not fetch Kafka jars (see above)"; }
-  touch "$LIBS/.complete"
 }
 
 port_dir() { echo "$BEAM_KAFKA_CACHE/broker-$1"; }

@@ -34,11 +34,7 @@ fetch() {
 </project>
 POM
   log "fetching $artifact:$beam (Flink $flink) from Maven Central"
-  rm -rf "$dir/libs"
-  if mvn -q -B -f "$dir/pom.xml" org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies \
-      -DoutputDirectory="$dir/libs" -DincludeScope=runtime >"$dir/fetch.log" 2>&1; then
-    touch "$dir/libs/.complete"
-  else
+  if ! maven_copy_jars "$dir/pom.xml" "$dir/libs" "$dir/fetch.log"; then
     log "$artifact:$beam does not resolve (see $dir/fetch.log)"
     rm -rf "$dir/libs"
     return 1

@@ -34,10 +34,7 @@ if [[ ! -f "$dir/libs/.complete" ]]; then
 </project>
 POM
   log "fetching Beam $beam's expansion service and KafkaIO (kafka-clients $kafka_clients) from Maven Central"
-  rm -rf "$dir/libs"
-  mvn -q -B -f "$dir/pom.xml" org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies \
-      -DoutputDirectory="$dir/libs" -DincludeScope=runtime >"$dir/fetch.log" 2>&1 \
+  maven_copy_jars "$dir/pom.xml" "$dir/libs" "$dir/fetch.log" \
     || die "KafkaIO $beam does not resolve (see $dir/fetch.log)"
-  touch "$dir/libs/.complete"
 fi
 echo "$dir/libs"
