@@ -99,11 +99,48 @@ def test_requests_carry_their_bundle_and_answers_reach_their_own_request():
     runner.listener.close()
 
 
+def test_a_batch_goes_out_in_one_write_at_its_end_or_when_its_thread_waits():
+  runner, handler = _connected()
+  try:
+    handler._context.process_instruction_id = 'bundle-1'
+    runner.conn.settimeout(0.2)
+    with state_socket.batched(handler):
+      held = [handler._request(_get(k)) for k in (b'a', b'b')]
+      with state_socket.batched(handler):  # inner: the outer batch sends
+        held.append(handler._request(_get(b'c')))
+      with pytest.raises(socket.timeout):
+        runner.conn.recv(1, socket.MSG_PEEK)
+    runner.conn.settimeout(10)
+    runner.serve(3)
+    assert [f.get().get.data for f in held] == [b'a!', b'b!', b'c!']
+    # A wait inside the batch sends what it holds first (no deadlock).
+    served = threading.Thread(target=runner.serve, args=(2,))
+    served.start()
+    with state_socket.batched(handler):
+      first = handler._request(_get(b'd'))
+      second = handler._request(_get(b'e'))
+      assert first.get(timeout=10).get.data == b'd!'
+      assert second.get(timeout=10).get.data == b'e!'
+    served.join(10)
+    # Under a caching handler the socket's batch is found; gRPC has none.
+    class Caching:
+      _underlying = handler
+    with state_socket.batched(Caching()):
+      third = handler._request(_get(b'f'))
+    runner.serve(1)
+    assert third.get(timeout=10).get.data == b'f!'
+    with state_socket.batched(object()):
+      pass
+  finally:
+    handler.done()
+    runner.listener.close()
+
+
 def test_an_answer_wakes_a_waiter_that_came_first_and_times_out_without_one():
   from apache_beam.runners.worker import sdk_worker
   answer_class = state_socket._answer_class(sdk_worker._Future)
   arrived = threading.Condition()
-  early, never = answer_class(arrived), answer_class(arrived)
+  early, never = answer_class(arrived, lambda: None), answer_class(arrived, lambda: None)
   got = []
   waiter = threading.Thread(target=lambda: got.append(early.get()))
   waiter.start()
@@ -116,7 +153,7 @@ def test_an_answer_wakes_a_waiter_that_came_first_and_times_out_without_one():
   with pytest.raises(LookupError):
     never.get(timeout=0.05)
   # An answer filled without a wake-up is still seen by the next wait.
-  later = answer_class(arrived)
+  later = answer_class(arrived, lambda: None)
   later.fill('filled')
   assert later.get(timeout=0) == 'filled'
   # Beam combines futures (a bag's appends) and wraps what is no future of

@@ -51,6 +51,13 @@ pub struct Flush {
     pub hold: bool,
 }
 
+/// Answered once Kafka acknowledged (or refused) every record the stage's
+/// processed bundles queued, with the first refusal's error: a failed
+/// commit asks, because a refused write says better why it failed.
+#[derive(Message)]
+#[rtype(result = "Option<String>")]
+pub struct Settle;
+
 /// The held cycle took every change of the bundles it flushed: bundles
 /// after them may run while it commits, but what they write waits for
 /// [`Resume`] (it belongs to the next transaction). So the SDK harness

@@ -25,17 +25,40 @@ pub struct KafkaSink {
     pub producer: Arc<KafkaProducer>,
 }
 
+/// Records a bundle queued on producers, not yet acknowledged: the stage
+/// runs its next bundle meanwhile (the producer keeps their order) and a
+/// flush waits for them.
+#[derive(Default)]
+pub struct Queued {
+    pub records: u64,
+    /// Each group with what its errors are prefixed with.
+    groups: Vec<(&'static str, Writes)>,
+}
+
+impl Queued {
+    pub fn is_empty(&self) -> bool {
+        self.groups.is_empty()
+    }
+
+    /// Waits until Kafka acknowledged every record (or one write failed).
+    pub async fn acknowledged(self) -> Result<(), String> {
+        for (prefix, writes) in self.groups {
+            writes.wait().await.map_err(|e| format!("{prefix}{e}"))?;
+        }
+        Ok(())
+    }
+}
+
 /// Splits each sink's encoded elements, packs them per partition
-/// (`runtime::packed`) and writes the packed records; returns once Kafka
-/// acknowledged every record.
+/// (`runtime::packed`) and queues the packed records on `producer`.
 /// A pack holds at most `pack_elements` elements (the job's bundle size).
-/// Returns how many records it wrote.
-pub async fn write_outputs(
+pub async fn queue_outputs(
+    queued: &mut Queued,
     producer: &KafkaProducer,
     sinks: &[OutputSink],
     outputs: HashMap<String, Vec<u8>>,
     pack_elements: usize,
-) -> Result<u64, String> {
+) -> Result<(), String> {
     let writes = Writes::new();
     let mut records = 0u64;
     let mut spread = rand_start();
@@ -77,7 +100,11 @@ pub async fn write_outputs(
             records += 1;
         }
     }
-    writes.wait().await.map(|_| records)
+    queued.records += records;
+    if records > 0 {
+        queued.groups.push(("", writes));
+    }
+    Ok(())
 }
 
 /// Where a bundle starts spreading keyless elements, so small bundles do not
@@ -86,11 +113,8 @@ fn rand_start() -> u32 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos())
 }
 
-/// Writes each Kafka sink's elements to its topic; returns once Kafka
-/// acknowledged every record. Returns how many records it wrote.
-pub async fn write_kafka_sinks(sinks: &[KafkaSink], outputs: &mut HashMap<String, Vec<u8>>) -> Result<u64, String> {
-    let mut groups = Vec::new();
-    let mut records = 0u64;
+/// Queues each Kafka sink's elements on its producer, for its topic.
+pub async fn queue_kafka_sinks(queued: &mut Queued, sinks: &[KafkaSink], outputs: &mut HashMap<String, Vec<u8>>) -> Result<(), String> {
     for sink in sinks {
         let Some(data) = outputs.remove(&sink.sink_transform) else { continue };
         let writes = Writes::new();
@@ -116,22 +140,27 @@ pub async fn write_kafka_sinks(sinks: &[KafkaSink], outputs: &mut HashMap<String
                 })
                 .await
                 .map_err(|e| format!("WriteToKafka '{}': {e}", sink.name))?;
-            records += 1;
+            queued.records += 1;
         }
-        groups.push(writes);
+        queued.groups.push(("WriteToKafka: ", writes));
     }
-    for writes in groups {
-        writes.wait().await.map_err(|e| format!("WriteToKafka: {e}"))?;
-    }
-    Ok(records)
+    Ok(())
 }
 
-/// Broadcasts a watermark report (an encoded envelope) to every partition
-/// of `topic`.
-pub async fn report_watermark(producer: &KafkaProducer, topic: &str, partitions: u32, payload: &[u8]) -> Result<(), String> {
+/// Queues a watermark report (an encoded envelope) to every partition of
+/// `topic`.
+pub async fn queue_watermark_report(
+    queued: &mut Queued,
+    producer: &KafkaProducer,
+    topic: &str,
+    partitions: u32,
+    payload: &[u8],
+) -> Result<(), String> {
     let writes = Writes::new();
     for p in 0..partitions {
         writes.send(producer, topic, p, None, Some(payload)).await?;
     }
-    writes.wait().await.map(|_| ())
+    queued.records += partitions as u64;
+    queued.groups.push(("", writes));
+    Ok(())
 }

@@ -100,18 +100,18 @@ pub fn read_changelog(
 /// State changes in order; a `None` value deletes the key.
 pub type Changes = Vec<(Vec<u8>, Option<Vec<u8>>)>;
 
-/// Writes state changes to the task's changelog partition; returns once
-/// Kafka acknowledged them, with the offset of the last one. Stops queueing
-/// (an error, `HANDED_OVER`) once `owner` says the task's partitions are
-/// being handed over: what it queued after that could land after the new
-/// owner read the changelog.
-pub async fn write_changelog(
+/// Queues state changes for the task's changelog partition; the group's
+/// `wait` gives the offset of the last one once Kafka acknowledged them.
+/// Stops queueing (an error, `HANDED_OVER`) once `owner` says the task's
+/// partitions are being handed over: what it queued after that could land
+/// after the new owner read the changelog.
+pub async fn queue_changelog(
     producer: &KafkaProducer,
     topic: &str,
     partition: u32,
     changes: &Changes,
     owner: impl Fn() -> bool,
-) -> Result<Option<i64>, String> {
+) -> Result<Writes, String> {
     let writes = Writes::new();
     in_flight().add(topic, partition as i32, Watched(writes.watch()));
     for (k, v) in changes {
@@ -120,7 +120,7 @@ pub async fn write_changelog(
         }
         writes.send(producer, topic, partition, Some(k), v.as_deref()).await?;
     }
-    writes.wait().await
+    Ok(writes)
 }
 
 /// Why a changelog write stopped half-way (the task is about to stop).

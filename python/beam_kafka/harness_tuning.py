@@ -8,6 +8,8 @@ differently from what it expects, so a newer SDK is never broken by it.
 import sys
 import threading
 
+from beam_kafka import state_socket
+
 # Objects that refer to nothing the cache would count: sys.getsizeof is all
 # of their weight.
 _FLAT_TYPES = frozenset((int, float, bool, str, bytes, type(None)))
@@ -99,8 +101,9 @@ def pipelined_state_commits():
     outer = getattr(_commit_scope, 'futures', None)
     futures = _commit_scope.futures = []
     try:
-      for state in all_states.values():
-        state.commit()
+      with state_socket.batched(getattr(self, '_state_handler', None)):
+        for state in all_states.values():
+          state.commit()
     finally:
       _commit_scope.futures = outer
     for future in futures:

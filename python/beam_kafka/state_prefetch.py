@@ -22,6 +22,8 @@ import contextlib
 import logging
 import threading
 
+from beam_kafka import state_socket
+
 # Prefetches a bundle may have waiting at once (bounds the requests a huge
 # chunk of new keys sends before the first element runs).
 MAX_PENDING = 4096
@@ -180,6 +182,11 @@ def _prefetch(ctx, names, values, pb):
   pending = getattr(grpc._context, 'prefetched', None)
   if pending is None:
     return
+  with state_socket.batched(grpc):
+    _request_missing(ctx, handler, grpc, pending, names, values, pb)
+
+
+def _request_missing(ctx, handler, grpc, pending, names, values, pb):
   tid = ctx._transform_id
   token = None
   seen = set()  # a chunk under a backlog repeats its keys many times

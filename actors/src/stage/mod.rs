@@ -2,9 +2,14 @@
 //!
 //! Bundles close on `max_bundle_size`, on `max_bundle_time_ms` (an actor timer,
 //! so closing never races with processing) and on a flush from the supervisor.
-//! One bundle is in flight at a time, so outputs keep their order. A flush
-//! that waited `max_bundle_time_ms` on a running bundle splits it (`split`).
-use std::collections::{BTreeMap, HashMap, VecDeque};
+//! One bundle is processed at a time and its outputs are queued on the
+//! producer before the next starts, so outputs keep their order; Kafka's
+//! acknowledgements are awaited beside the next bundles. An unheld flush
+//! (at_least_once) waits for them; a held one (exactly_once) does not: the
+//! transaction's commit flushes the producer and fails if a write failed.
+//! A flush that waited `max_bundle_time_ms` on a running bundle splits it
+//! (`split`).
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,8 +22,8 @@ use tokio::sync::{oneshot, watch};
 use crate::harnesses::HarnessLease;
 use crate::kafka::producer::KafkaProducer;
 
-use crate::messages::{Committed, Drain, Elements, FireTimers, Flush, Release, Resume, Shutdown, StageEvent};
-use crate::output::{write_kafka_sinks, write_outputs, KafkaSink, OutputSink};
+use crate::messages::{Committed, Drain, Elements, FireTimers, Flush, Release, Resume, Settle, Shutdown, StageEvent};
+use crate::output::{queue_kafka_sinks, queue_outputs, KafkaSink, OutputSink, Queued};
 
 pub struct StageSpec {
     /// For messages: the stage's transforms, by user name.
@@ -52,6 +57,11 @@ pub struct StageSpec {
 mod finalize;
 mod report;
 mod split;
+
+/// Most bundles whose outputs wait for Kafka's acknowledgement: the next
+/// waits, so a harness faster than the broker does not fill the producer's
+/// queue (and memory).
+const UNACKNOWLEDGED_BUNDLES: usize = 4;
 
 /// A sealed bundle waiting to run.
 struct Sealed {
@@ -96,7 +106,16 @@ pub struct StageActor {
     open: OpenBundle,
     queue: VecDeque<Sealed>,
     next_seq: u64,
-    completed_through: u64,
+    /// Bundles up to this one were processed and their outputs queued.
+    processed_through: u64,
+    /// Processed bundles whose queued outputs Kafka has not acknowledged.
+    unacknowledged: BTreeSet<u64>,
+    /// Whether flushes wait for the acknowledgements (unheld flushes).
+    flush_awaits_acks: bool,
+    /// The first write Kafka refused.
+    write_error: Option<String>,
+    /// `Settle` requests: answered once bundles through this one are acknowledged.
+    settling: Vec<(u64, oneshot::Sender<Option<String>>)>,
     running: Option<Running>,
     waiters: Vec<(u64, u64)>,
     /// Bundles after this one wait for a Release (a cycle is flushing).
@@ -127,7 +146,11 @@ impl StageActor {
             open: OpenBundle::default(),
             queue: VecDeque::new(),
             next_seq: 1,
-            completed_through: 0,
+            processed_through: 0,
+            unacknowledged: BTreeSet::new(),
+            flush_awaits_acks: true,
+            write_error: None,
+            settling: Vec::new(),
             running: None,
             waiters: Vec::new(),
             hold_after: None,
@@ -162,7 +185,7 @@ impl StageActor {
     }
 
     fn start_next(&mut self, ctx: &mut Context<Self>) {
-        if self.running.is_some() || self.failed || self.finalizing > 0 {
+        if self.running.is_some() || self.failed || self.finalizing > 0 || self.unacknowledged.len() >= UNACKNOWLEDGED_BUNDLES {
             return;
         }
         if let (Some(limit), Some(next)) = (self.hold_after, self.queue.front()) {
@@ -202,7 +225,6 @@ impl StageActor {
             split_asked: split_asked.clone(),
             processed: processed.clone(),
         });
-        // A bundle is complete once Kafka acknowledged everything it wrote.
         let sizes: Vec<(String, usize)> = inputs.iter().map(|i: &BundleInput| (i.transform_id.clone(), i.data.len())).collect();
         tracing::debug!(stage = %self.spec.display_name, "bundle {seq} inputs (bytes): {sizes:?}");
         let instruction = bundle_id.clone();
@@ -225,16 +247,17 @@ impl StageActor {
             // A bundle run during a commit writes in the next transaction.
             may_write.wait_for(|&through| seq <= through).await.map_err(|_| ("the stage stopped".to_string(), false))?;
             let mut written = result.outputs;
-            let mut records = write_kafka_sinks(&kafka_sinks, &mut written).await.map_err(|e| (e, true))?;
-            records += write_outputs(&producer, &outputs, written, pack_elements).await.map_err(|e| (e, true))?;
-            meters.records_written.fetch_add(records, std::sync::atomic::Ordering::Relaxed);
+            let mut queued = Queued::default();
+            queue_kafka_sinks(&mut queued, &kafka_sinks, &mut written).await.map_err(|e| (e, true))?;
+            queue_outputs(&mut queued, &producer, &outputs, written, pack_elements).await.map_err(|e| (e, true))?;
+            meters.records_written.fetch_add(queued.records, std::sync::atomic::Ordering::Relaxed);
             let done = Done { monitoring_infos: result.monitoring_infos, timers: result.timers, splits, residuals: result.residuals };
-            Ok::<_, (String, bool)>((done, result.requires_finalization))
+            Ok::<_, (String, bool)>((done, result.requires_finalization, queued))
         };
         ctx.spawn(run.into_actor(self).map(move |result, act, ctx| {
             let Some(running) = act.running.take() else { return };
             match result {
-                Ok((Done { monitoring_infos, timers, splits, residuals }, requires_finalization)) => {
+                Ok((Done { monitoring_infos, timers, splits, residuals }, requires_finalization, queued)) => {
                     let took = started.elapsed();
                     let millis = took.as_millis() as u64;
                     act.bundle_finished(&running, took);
@@ -259,7 +282,8 @@ impl StageActor {
                     if requires_finalization {
                         act.to_finalize.push((running.seq, instruction));
                     }
-                    act.completed_through = through;
+                    act.processed_through = through;
+                    act.await_acknowledgements(running.seq, queued, ctx);
                     act.supervisor.do_send(StageEvent::Processed { elements: processed, millis });
                     act.answer_waiters();
                     act.start_next(ctx);
@@ -274,8 +298,63 @@ impl StageActor {
         self.check_split(ctx);
     }
 
+    /// Waits beside the next bundles until Kafka acknowledged what bundle
+    /// `seq` queued; a failed write fails the stage (its cycle never commits).
+    fn await_acknowledgements(&mut self, seq: u64, queued: Queued, ctx: &mut Context<Self>) {
+        if queued.is_empty() {
+            return;
+        }
+        self.unacknowledged.insert(seq);
+        ctx.spawn(queued.acknowledged().into_actor(self).map(move |result, act, ctx| {
+            act.unacknowledged.remove(&seq);
+            match result {
+                Ok(()) => act.answer_waiters(),
+                Err(e) => {
+                    let error = format!("Error in {}: {e}", act.spec.display_name);
+                    if act.write_error.is_none() {
+                        act.write_error = Some(error.clone());
+                    }
+                    if !act.failed {
+                        act.failed = true;
+                        act.supervisor.do_send(StageEvent::Failed { error, kafka: true });
+                    }
+                }
+            }
+            act.answer_settling();
+            act.start_next(ctx);
+        }));
+    }
+
+    /// Bundles up to this one were processed and what they wrote acknowledged.
+    fn acknowledged_through(&self) -> u64 {
+        match self.unacknowledged.first() {
+            Some(&oldest) => oldest - 1,
+            None => self.processed_through,
+        }
+    }
+
+    /// Bundles up to this one are complete for a flush.
+    fn completed_through(&self) -> u64 {
+        if self.flush_awaits_acks {
+            self.acknowledged_through()
+        } else {
+            self.processed_through
+        }
+    }
+
+    fn answer_settling(&mut self) {
+        let (through, error) = (self.acknowledged_through(), self.write_error.clone());
+        for (target, tx) in std::mem::take(&mut self.settling) {
+            if error.is_some() || target <= through {
+                let _ = tx.send(error.clone());
+            } else {
+                self.settling.push((target, tx));
+            }
+        }
+    }
+
     fn answer_waiters(&mut self) {
-        let done = self.completed_through;
+        let done = self.completed_through();
         let supervisor = self.supervisor.clone();
         let flushed = &mut self.flushed;
         self.waiters.retain(|&(id, target)| {
@@ -334,6 +413,7 @@ impl Handler<Flush> for StageActor {
     type Result = ();
 
     fn handle(&mut self, msg: Flush, ctx: &mut Context<Self>) {
+        self.flush_awaits_acks = !msg.hold;
         self.seal(ctx);
         let target = self.next_seq - 1;
         if msg.hold {
@@ -345,6 +425,21 @@ impl Handler<Flush> for StageActor {
         self.waiters.push((msg.id, target));
         self.answer_waiters();
         self.check_split(ctx);
+    }
+}
+
+impl Handler<Settle> for StageActor {
+    type Result = ResponseFuture<Option<String>>;
+
+    fn handle(&mut self, _: Settle, _: &mut Context<Self>) -> Self::Result {
+        let target = self.processed_through;
+        if self.write_error.is_some() || self.acknowledged_through() >= target {
+            let error = self.write_error.clone();
+            return Box::pin(async move { error });
+        }
+        let (tx, rx) = oneshot::channel();
+        self.settling.push((target, tx));
+        Box::pin(async move { rx.await.ok().flatten() })
     }
 }
 

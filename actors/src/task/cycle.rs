@@ -16,12 +16,27 @@ use rdkafka::consumer::{CommitMode, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::{TaskEvent, TaskSupervisor};
+use crate::kafka::producer::Writes;
 use crate::kafka::transaction::{self, TxnError};
-use crate::messages::{Committed, Flush, Release, Resume};
-use crate::output::report_watermark;
-use crate::state::{write_changelog, HANDED_OVER};
+use crate::messages::{Committed, Flush, Release, Resume, Settle};
+use crate::output::{queue_watermark_report, Queued};
+use crate::state::{queue_changelog, HANDED_OVER};
 
 const RETRY_EVERY: Duration = Duration::from_millis(200);
+
+/// What a cycle queued itself: watermark reports and changelog entries.
+pub(super) struct CycleWrites {
+    reports: Queued,
+    changelog: Writes,
+}
+
+impl CycleWrites {
+    /// Waits until Kafka acknowledged them; the changelog offset of the last entry.
+    async fn acknowledged(self) -> Result<Option<i64>, String> {
+        self.reports.acknowledged().await?;
+        self.changelog.wait().await
+    }
+}
 
 impl TaskSupervisor {
     /// Opens a cycle unless one is open: snapshots what was handed over and
@@ -109,7 +124,9 @@ impl TaskSupervisor {
     }
 
     /// Reports the output watermark downstream and writes the changelog,
-    /// then commits.
+    /// then commits. Under exactly_once the commit does not wait for Kafka's
+    /// acknowledgements: it flushes the producer itself, and fails if a
+    /// write did.
     fn write(&mut self, ctx: &mut Context<Self>) {
         let c = match self.cycles.advance(Phase::Writing) {
             Ok(c) => c,
@@ -134,10 +151,16 @@ impl TaskSupervisor {
         // without transactions, writing stops when the partitions move.
         let (assignment, transactional) = (self.cfg.assignment.clone(), self.cfg.transactional);
         let send = async move {
+            let mut queued = Queued::default();
             for (topic, partitions) in reports {
-                report_watermark(&producer, &topic, partitions, &payload).await?;
+                queue_watermark_report(&mut queued, &producer, &topic, partitions, &payload).await?;
             }
-            write_changelog(&producer, &state_topic, partition, &changes, || transactional || assignment.current()).await
+            let changelog = queue_changelog(&producer, &state_topic, partition, &changes, || transactional || assignment.current()).await?;
+            let writes = CycleWrites { reports: queued, changelog };
+            if transactional {
+                return Ok((None, Some(writes)));
+            }
+            writes.acknowledged().await.map(|last| (last, None))
         };
         ctx.spawn(send.into_actor(self).map(move |result, act, ctx| {
             if !act.lifecycle.is_running() {
@@ -146,10 +169,11 @@ impl TaskSupervisor {
             match result {
                 Err(e) if e == HANDED_OVER => return act.stop_uncommitted(ctx, e),
                 Err(e) => return act.kafka_failed(ctx, e),
-                Ok(last) => {
+                Ok((last, writes)) => {
                     if let Some(c) = act.cycles.open_mut() {
                         c.changelog_last = last;
                     }
+                    act.cycle_writes = writes;
                 }
             }
             act.reported = act.reported.max(wm);
@@ -173,10 +197,34 @@ impl TaskSupervisor {
                 }
             }
             let commit = transaction::commit(self.producer.clone(), tpl, self.consumer.group_metadata());
-            ctx.spawn(commit.into_actor(self).map(move |result, act, ctx| {
+            let (writes, stage) = (self.cycle_writes.take(), self.stage.clone());
+            // Kafka acknowledged every write of the cycle (its own and its
+            // bundles') before it commits: a refused write says why better
+            // than an aborted commit would, and the commit finds nothing to
+            // flush (rdkafka's flush before a commit waits in 100 ms polls).
+            let commit = async move {
+                let last = match writes {
+                    Some(w) => w.acknowledged().await?,
+                    None => None,
+                };
+                if let Some(e) = stage.send(Settle).await.ok().flatten() {
+                    return Err(e);
+                }
+                Ok((last, commit.await))
+            };
+            ctx.spawn(commit.into_actor(self).map(move |written, act, ctx| {
                 if !act.lifecycle.is_running() {
                     return;
                 }
+                let result = match written {
+                    Err(e) => return act.kafka_failed(ctx, e),
+                    Ok((last, result)) => {
+                        if let Some(c) = act.cycles.open_mut() {
+                            c.changelog_last = c.changelog_last.max(last);
+                        }
+                        result
+                    }
+                };
                 if result.is_err() {
                     act.commit_failed();
                 }

@@ -264,6 +264,8 @@ pub struct TaskSupervisor {
     /// A GroupByKey fired panes on its own (a processing-time trigger, a
     /// watermark step) since the last snapshot: worth a cycle.
     panes_since_snapshot: bool,
+    /// What the open cycle queued and its commit (exactly_once) flushes.
+    cycle_writes: Option<cycle::CycleWrites>,
     /// TestStream progress of the inputs (see `runtime::progress`), and
     /// the last progress the task's reports carried.
     progress: Progress,
@@ -324,6 +326,7 @@ impl TaskSupervisor {
             side_maps_to_ask,
             flush_wanted: false,
             panes_since_snapshot: false,
+            cycle_writes: None,
             progress: Progress::default(),
             reported_progress: Progress::default(),
             input_watermark: restored.input_watermark.current(),
