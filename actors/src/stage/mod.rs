@@ -104,6 +104,12 @@ pub struct StageActor {
     supervisor: Recipient<StageEvent>,
     /// What the next bundle collects (never sealed empty).
     open: OpenBundle,
+    /// The open bundle's `max_bundle_time_ms` timer, cancelled when it is
+    /// sealed sooner: actix polls every pending timer of an actor on each
+    /// of its messages, and a timer left behind by each of ten bundles a
+    /// second (for 5 s each) took the runner's time in `Sleep::poll` from
+    /// 2.8% to 4.7% at 1,000 records/s.
+    open_timer: Option<SpawnHandle>,
     queue: VecDeque<Sealed>,
     next_seq: u64,
     /// Bundles up to this one were processed and their outputs queued.
@@ -144,6 +150,7 @@ impl StageActor {
             _harness: harness,
             supervisor,
             open: OpenBundle::default(),
+            open_timer: None,
             queue: VecDeque::new(),
             next_seq: 1,
             processed_through: 0,
@@ -165,6 +172,9 @@ impl StageActor {
     }
 
     fn seal(&mut self, ctx: &mut Context<Self>) {
+        if let Some(timer) = self.open_timer.take() {
+            ctx.cancel_future(timer);
+        }
         if let Some(SealedBundle { inputs, timers, elements }) = self.open.seal(&self.spec.sources) {
             let inputs = inputs.into_iter().map(|(transform_id, data, ends)| BundleInput { transform_id, data, ends }).collect();
             self.queue.push_back(Sealed { seq: self.next_seq, inputs, timers, elements });
@@ -177,11 +187,15 @@ impl StageActor {
     /// was sealed before.
     fn bound_open_bundle(&mut self, ctx: &mut Context<Self>) {
         let generation = self.open.generation();
-        ctx.run_later(self.spec.max_bundle_time, move |act, ctx| {
+        let timer = ctx.run_later(self.spec.max_bundle_time, move |act, ctx| {
+            act.open_timer = None;
             if act.open.generation() == generation {
                 act.seal(ctx);
             }
         });
+        if let Some(earlier) = self.open_timer.replace(timer) {
+            ctx.cancel_future(earlier);
+        }
     }
 
     fn start_next(&mut self, ctx: &mut Context<Self>) {
