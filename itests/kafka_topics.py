@@ -7,6 +7,7 @@ exactly what a downstream consumer of the pipeline's output would.
 
 import time
 import uuid
+from typing import Dict
 from typing import Iterable
 from typing import List
 from typing import Optional
@@ -24,10 +25,10 @@ def unique_topic(prefix: str) -> str:
   return '%s-%s' % (prefix, uuid.uuid4().hex[:8])
 
 
-def create_topic(broker: str, name: str, partitions: int) -> None:
+def create_topic(broker: str, name: str, partitions: int, config: Optional[Dict[str, str]] = None) -> None:
   admin = AdminClient({'bootstrap.servers': broker})
   futures = admin.create_topics(
-      [NewTopic(name, num_partitions=partitions, replication_factor=1)])
+      [NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})])
   futures[name].result(30)
   # Wait until every partition has a leader.
   deadline = time.monotonic() + 30

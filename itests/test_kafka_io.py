@@ -250,6 +250,33 @@ def test_a_missing_sink_topic_fails_the_job_with_its_name(
   assert missing in text and 'does not exist' in text, text
 
 
+@pytest.mark.parametrize('guarantee', ['exactly_once', 'at_least_once'])
+def test_a_record_the_broker_refuses_fails_the_job_with_the_reason(
+    job_server, broker, tmp_path, guarantee):
+  # Writes are queued, not awaited, bundle by bundle; the refusal must still
+  # end the job with Kafka's own reason (not an aborted commit's), and under
+  # exactly_once nothing of the failed transaction may become visible.
+  small = unique_topic('small-out')
+  create_topic(broker, small, 1, {'max.message.bytes': '2000'})
+  p = beam.Pipeline(options=_options(
+      job_server, broker, tmp_path, '--processing_guarantee=%s' % guarantee))
+  _ = (
+      p
+      | beam.Create([b'a', b'b' * 20000, b'c']).with_output_types(bytes)
+      | beam.Map(lambda v: (v[:1], v)).with_output_types(typing.Tuple[bytes, bytes])
+      | WriteToKafka(
+          producer_config={'bootstrap.servers': broker},
+          topic=small,
+          expansion_service=_expansion(job_server)))
+  with pytest.raises(Exception) as excinfo:
+    p.run().wait_until_finish()
+  text = str(excinfo.value)
+  assert 'MessageSizeTooLarge' in text and 'max.message.bytes' in text, text
+  assert 'aborted the transaction' not in text, text
+  if guarantee == 'exactly_once':
+    assert read_committed(broker, small, 0, timeout=3) == [], 'records of an aborted transaction became visible'
+
+
 class Header(typing.NamedTuple):
   key: str
   value: bytes
