@@ -18,6 +18,7 @@ use std::sync::Arc;
 use actix::prelude::*;
 use beam_kafka_runtime::gbk::GroupByKey;
 use beam_kafka_runtime::gbk_merge::MergeRequests;
+use beam_kafka_runtime::packed::Pack;
 use beam_kafka_runtime::task_state;
 use beam_kafka_runtime::window_fns::Merge;
 
@@ -46,30 +47,30 @@ impl GroupByKeyActor {
     }
 
     /// Adds a batch (with the SDK's merges for it) and answers the task.
-    fn add(&mut self, values: Vec<Vec<u8>>, merges: HashMap<Vec<u8>, Vec<Merge>>, ctx: &mut Context<Self>) {
+    fn add(&mut self, values: Vec<Pack>, merges: HashMap<Vec<u8>, Vec<Merge>>, ctx: &mut Context<Self>) {
         let mut panes = Vec::new();
         // Processing-time triggers count from when elements arrive.
         let now = self.test_clock.unwrap_or_else(crate::source::now_millis);
         self.gbk.set_processing_time(now, &mut panes);
         let added = if self.gbk.merges_in_sdk() {
-            self.gbk.add_batch_merged(values.iter().map(|v| v.as_slice()), merges, &mut panes)
+            self.gbk.add_batch_merged(values.iter().flat_map(Pack::iter), merges, &mut panes)
         } else {
-            self.gbk.add_batch(values.iter().map(|v| v.as_slice()), &mut panes)
+            self.gbk.add_batch(values.iter().flat_map(Pack::iter), &mut panes)
         };
         match added {
-            Ok(()) => self.output(values.len() as u64, panes, false, false),
+            Ok(()) => self.output(values.iter().map(Pack::len).sum::<usize>() as u64, panes, false, false),
             Err(e) => self.fail(e, ctx),
         }
     }
 
     /// What the SDK must tell about a batch first: the ends of windows not
     /// seen before, and merges. `None` if nothing.
-    fn to_ask(&self, values: &[Vec<u8>]) -> Result<Option<(Vec<beam_kafka_runtime::windowed::Window>, MergeRequests)>, String> {
+    fn to_ask(&self, values: &[Pack]) -> Result<Option<(Vec<beam_kafka_runtime::windowed::Window>, MergeRequests)>, String> {
         if self.window_fns.is_none() {
             return Ok(None);
         }
-        let unresolved = self.gbk.windows_to_resolve(values.iter().map(|v| v.as_slice()))?;
-        let requests = if self.gbk.merges_in_sdk() { self.gbk.merge_requests(values.iter().map(|v| v.as_slice()))? } else { Vec::new() };
+        let unresolved = self.gbk.windows_to_resolve(values.iter().flat_map(Pack::iter))?;
+        let requests = if self.gbk.merges_in_sdk() { self.gbk.merge_requests(values.iter().flat_map(Pack::iter))? } else { Vec::new() };
         Ok((!unresolved.is_empty() || !requests.is_empty()).then_some((unresolved, requests)))
     }
 

@@ -142,8 +142,9 @@ pub struct Shutdown;
 #[derive(Message)]
 #[rtype(result = "()")]
 pub enum GbkCommand {
-    /// Values of shuffle records (envelopes decoded), in offset order.
-    Data(Vec<Vec<u8>>),
+    /// Values of shuffle records (envelopes decoded, their packs read in
+    /// place), in offset order.
+    Data(Vec<beam_kafka_runtime::packed::Pack>),
     /// The task's input watermark moved (sent by its watermark aggregator).
     Watermark(Watermark),
     /// Fire up to `limit` closed panes.

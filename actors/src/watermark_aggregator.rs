@@ -113,6 +113,7 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use beam_kafka_runtime::gbk_fixtures::{interval_element, interval_gbk};
+    use beam_kafka_runtime::packed::Pack;
 
     use super::*;
     use crate::group_by_key::GroupByKeyActor;
@@ -179,7 +180,7 @@ mod tests {
             let w = WatermarkAggregator::new(main, HashMap::new(), vec![g.clone().recipient()], task.clone().recipient()).start();
             // What a task does in one batch: values to the GroupByKey, the
             // batch's watermark report to the aggregator, then a cycle.
-            g.do_send(GbkCommand::Data(vec![value("a", 3), value("b", 13)]));
+            g.do_send(GbkCommand::Data(vec![Pack::single(value("a", 3)), Pack::single(value("b", 13))]));
             let report = WatermarkReport {
                 input: WatermarkInput::Main,
                 upstream: "up".into(),

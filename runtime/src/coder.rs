@@ -178,6 +178,11 @@ fn skip_iterable(c: &Coder, buf: &[u8]) -> Result<usize, String> {
 /// any of them is read: a claimed 2^31 values of a coder that takes no
 /// bytes (the global window) would otherwise take minutes of looping.
 pub(crate) fn check_count(c: &Coder, count: u64, remaining: usize) -> Result<(), String> {
+    if count <= 1 {
+        // Nothing to pre-allocate (nearly every value: one window); a value
+        // too short fails when it is read.
+        return Ok(());
+    }
     let fits = match c.min_bytes() {
         // Values that take no bytes (the global window): a value is in it
         // once at most, else each copy of a value would cost nothing to claim.

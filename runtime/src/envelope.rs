@@ -38,8 +38,8 @@ pub fn watermark_with_progress(wm: Watermark, source: &str, partition: u32, tota
 /// A decoded record of a runner-owned topic.
 #[derive(Debug, PartialEq)]
 pub enum Record {
-    /// Its elements, in order: one, or a packed record's.
-    Data(Vec<Vec<u8>>),
+    /// Its elements, in order: one, or a packed record's (validated).
+    Data(Pack),
     Watermark {
         wm: Watermark,
         source: String,
@@ -57,8 +57,12 @@ pub fn decode_at(bytes: &[u8], topic: &str, partition: i32, offset: i64) -> Resu
 pub fn decode(bytes: &[u8]) -> Result<Record, String> {
     let env = Envelope::decode(bytes).map_err(|e| format!("undecodable record on a runner topic: {e}"))?;
     match env.body {
-        Some(Body::Data(d)) => Ok(Record::Data(vec![d.value])),
-        Some(Body::Batch(b)) => Ok(Record::Data(Pack { data: b.data, ends: b.ends }.elements()?)),
+        Some(Body::Data(d)) => Ok(Record::Data(Pack::single(d.value))),
+        Some(Body::Batch(b)) => {
+            let pack = Pack { data: b.data, ends: b.ends };
+            pack.validate()?;
+            Ok(Record::Data(pack))
+        }
         Some(Body::Watermark(w)) => Ok(Record::Watermark {
             wm: Watermark::from_millis(w.millis),
             source: w.source_transform,
@@ -76,7 +80,7 @@ mod tests {
 
     #[test]
     fn records_round_trip() {
-        assert_eq!(decode(&data(vec![1, 2])).unwrap(), Record::Data(vec![vec![1, 2]]));
+        assert_eq!(decode(&data(vec![1, 2])).unwrap(), Record::Data(Pack::single(vec![1, 2])));
         let r = decode(&watermark(Watermark::PosInf, "impulse", 0, 1)).unwrap();
         let none = Progress::default();
         assert_eq!(r, Record::Watermark { wm: Watermark::PosInf, source: "impulse".into(), partition: 0, total: 1, progress: none });
@@ -95,7 +99,9 @@ mod tests {
         }
         let (partition, pack) = packer.finish().pop().unwrap();
         assert_eq!(partition, 2);
-        assert_eq!(decode(&batch(pack)).unwrap(), Record::Data(elements));
+        let Record::Data(got) = decode(&batch(pack)).unwrap() else { panic!("not data") };
+        assert_eq!(got.iter().collect::<Vec<_>>(), elements.iter().map(Vec::as_slice).collect::<Vec<_>>());
+        assert_eq!(got.elements().unwrap(), elements);
     }
 
     #[test]

@@ -33,10 +33,15 @@ impl Pack {
         self.ends.push(self.data.len() as u32);
     }
 
-    /// The elements, after checking that `ends` describes `data`: rising,
-    /// non-empty elements, the last ending where the data ends.
-    pub fn elements(&self) -> Result<Vec<Vec<u8>>, String> {
-        let mut out = Vec::with_capacity(self.ends.len());
+    /// One element as a pack.
+    pub fn single(element: Vec<u8>) -> Pack {
+        let ends = vec![element.len() as u32];
+        Pack { data: element, ends }
+    }
+
+    /// Checks that `ends` describes `data`: rising, non-empty elements, the
+    /// last ending where the data ends.
+    pub fn validate(&self) -> Result<(), String> {
         let mut start = 0usize;
         for (i, &end) in self.ends.iter().enumerate() {
             let end = end as usize;
@@ -46,13 +51,29 @@ impl Pack {
                     self.data.len()
                 ));
             }
-            out.push(self.data[start..end].to_vec());
             start = end;
         }
         if start != self.data.len() {
             return Err(format!("malformed packed record: {} byte(s) after its last element", self.data.len() - start));
         }
-        Ok(out)
+        Ok(())
+    }
+
+    /// The elements, in place (of a pack `validate` accepted: an invalid
+    /// one's end the iteration where they stop making sense).
+    pub fn iter(&self) -> impl Iterator<Item = &[u8]> {
+        let mut start = 0usize;
+        self.ends.iter().map_while(move |&end| {
+            let element = self.data.get(start..end as usize)?;
+            start = end as usize;
+            Some(element)
+        })
+    }
+
+    /// The elements, copied, after checking that `ends` describes `data`.
+    pub fn elements(&self) -> Result<Vec<Vec<u8>>, String> {
+        self.validate()?;
+        Ok(self.iter().map(<[u8]>::to_vec).collect())
     }
 }
 

@@ -10,10 +10,51 @@ use std::sync::Arc;
 pub struct Header<'a> {
     pub timestamp: Millis,
     /// Each window's encoding.
-    pub windows: Vec<&'a [u8]>,
+    pub windows: Windows<'a>,
     pub pane: &'a [u8],
     /// Offset of the element's value within the buffer.
     pub value_offset: usize,
+}
+
+/// The encoded windows of one value. Nearly every value has one: it is held
+/// without an allocation (this split runs for every element the runner
+/// writes or groups).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Windows<'a> {
+    One(&'a [u8]),
+    Many(Vec<&'a [u8]>),
+}
+
+impl<'a> std::ops::Deref for Windows<'a> {
+    type Target = [&'a [u8]];
+
+    fn deref(&self) -> &[&'a [u8]] {
+        match self {
+            Windows::One(w) => std::slice::from_ref(w),
+            Windows::Many(ws) => ws,
+        }
+    }
+}
+
+impl<'a> IntoIterator for Windows<'a> {
+    type Item = &'a [u8];
+    type IntoIter = std::iter::Chain<std::option::IntoIter<&'a [u8]>, std::vec::IntoIter<&'a [u8]>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        match self {
+            Windows::One(w) => Some(w).into_iter().chain(Vec::new()),
+            Windows::Many(ws) => None.into_iter().chain(ws),
+        }
+    }
+}
+
+impl<'b, 'a> IntoIterator for &'b Windows<'a> {
+    type Item = &'b &'a [u8];
+    type IntoIter = std::slice::Iter<'b, &'a [u8]>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
 }
 
 fn read_timestamp(buf: &[u8]) -> Result<Millis, String> {
@@ -31,12 +72,19 @@ pub fn split<'a>(buf: &'a [u8], window: &Coder) -> Result<Header<'a>, String> {
         return Err(format!("bad window count {count}"));
     }
     crate::coder::check_count(window, count as u64, buf.len() - at)?;
-    let mut windows = Vec::with_capacity(count as usize);
-    for _ in 0..count {
+    let windows = if count == 1 {
         let n = window.skip(&buf[at..])?;
-        windows.push(&buf[at..at + n]);
         at += n;
-    }
+        Windows::One(&buf[at - n..at])
+    } else {
+        let mut windows = Vec::with_capacity(count as usize);
+        for _ in 0..count {
+            let n = window.skip(&buf[at..])?;
+            windows.push(&buf[at..at + n]);
+            at += n;
+        }
+        Windows::Many(windows)
+    };
     let pane_start = at;
     let first = *buf.get(at).ok_or("truncated pane")?;
     at += 1;
@@ -202,9 +250,31 @@ mod tests {
         encode_global_windowed_value(42, &[7, 8], &mut buf);
         let h = split(&buf, &Coder::GlobalWindow).unwrap();
         assert_eq!(h.timestamp, 42);
-        assert_eq!(h.windows, vec![&[] as &[u8]]);
+        assert_eq!(h.windows, Windows::One(&[]));
+        assert_eq!(h.windows.len(), 1);
         assert_eq!(h.pane, &[PANE_NO_FIRING]);
         assert_eq!(&buf[h.value_offset..], &[7, 8]);
+    }
+
+    #[test]
+    fn several_windows_split_in_their_order() {
+        let (a, b) = (Window::Interval { start: 0, end: 10 }, Window::Interval { start: 10, end: 20 });
+        let (mut one, mut other) = (Vec::new(), Vec::new());
+        encode(5, &a, &[PANE_NO_FIRING], &[1], &mut one);
+        encode(5, &b, &[PANE_NO_FIRING], &[1], &mut other);
+        let (wa, wb) = (split(&one, &Coder::IntervalWindow).unwrap().windows[0], split(&other, &Coder::IntervalWindow).unwrap().windows[0]);
+        // `one` with `b`'s window after its own and a count of two.
+        let mut buf = one[..8].to_vec();
+        buf.extend(2i32.to_be_bytes());
+        buf.extend(wa);
+        buf.extend(wb);
+        buf.extend(&one[12 + wa.len()..]);
+        let h = split(&buf, &Coder::IntervalWindow).unwrap();
+        assert_eq!(h.windows.len(), 2);
+        assert_eq!(&buf[h.value_offset..], &[1]);
+        let borrowed: Vec<Window> = h.windows.iter().map(|w| Window::decode(w, &Coder::IntervalWindow).unwrap()).collect();
+        let owned: Vec<Window> = h.windows.into_iter().map(|w| Window::decode(w, &Coder::IntervalWindow).unwrap()).collect();
+        assert_eq!((borrowed, owned), (vec![a.clone(), b.clone()], vec![a, b]));
     }
 
     #[test]

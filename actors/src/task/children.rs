@@ -11,6 +11,7 @@
 use std::time::Duration;
 
 use actix::prelude::*;
+use beam_kafka_runtime::packed::Pack;
 use beam_kafka_runtime::task_state;
 use beam_kafka_runtime::timestamp::Watermark;
 
@@ -75,13 +76,14 @@ impl TaskSupervisor {
 
     /// Values of a shuffle topic for its GroupByKey; they count as in flight
     /// until it answers.
-    pub(super) fn send_to_gbk(&mut self, topic: &str, values: Vec<Vec<u8>>) {
-        if values.is_empty() {
+    pub(super) fn send_to_gbk(&mut self, topic: &str, values: Vec<Pack>) {
+        let count: usize = values.iter().map(Pack::len).sum();
+        if count == 0 {
             return;
         }
         if let Some(g) = self.gbk_actors.get(topic) {
-            let bytes: usize = values.iter().map(Vec::len).sum();
-            self.flow.sent_bytes(values.len() as u64, bytes as u64);
+            let bytes: usize = values.iter().map(|p| p.data.len()).sum();
+            self.flow.sent_bytes(count as u64, bytes as u64);
             g.do_send(GbkCommand::Data(values));
         }
     }

@@ -9,6 +9,7 @@ use actix::prelude::*;
 use beam_kafka_runtime::coder::Coder;
 use beam_kafka_runtime::deferred::Deferred;
 use beam_kafka_runtime::held::Held;
+use beam_kafka_runtime::packed::Pack;
 use beam_kafka_runtime::task::flow::FlowCommand;
 use beam_kafka_runtime::timestamp::Watermark;
 use beam_kafka_runtime::windowed::{self, Window};
@@ -191,7 +192,7 @@ impl TaskSupervisor {
         let mut from_sources = false;
         // Values per GroupByKey input topic, and watermark reports: sent
         // once the batch is read, the values first.
-        let mut to_gbks: HashMap<String, Vec<Vec<u8>>> = HashMap::new();
+        let mut to_gbks: HashMap<String, Vec<Pack>> = HashMap::new();
         let mut reports = Vec::new();
         while handed < self.flow.room() {
             let Some(r) = records.pop_front() else { break };
@@ -223,11 +224,12 @@ impl TaskSupervisor {
             match record {
                 Record::Data(values) => {
                     if self.gbk_actors.contains_key(&r.topic) {
+                        // The GroupByKey reads the packed elements in place.
                         handed += values.len() as u64;
-                        to_gbks.entry(r.topic.clone()).or_default().extend(values);
+                        to_gbks.entry(r.topic.clone()).or_default().push(values);
                     } else {
                         let source = route.source_transform.clone();
-                        if let Err(e) = self.hand_to_stage(&mut out, &source, values) {
+                        if let Err(e) = self.hand_to_stage(&mut out, &source, values.iter().map(<[u8]>::to_vec).collect()) {
                             return self.fail(ctx, e);
                         }
                     }
@@ -385,8 +387,8 @@ impl TaskSupervisor {
         match record {
             Record::Data(values) => {
                 if let Some(data) = &self.cfg.side_data {
-                    for value in values {
-                        if let Err(e) = data.add(&r.topic, &value) {
+                    for value in values.iter() {
+                        if let Err(e) = data.add(&r.topic, value) {
                             return self.fail(ctx, format!("task {}: {e}", self.cfg.task));
                         }
                     }
