@@ -235,19 +235,25 @@ def test_a_write_of_untyped_elements_is_refused_with_a_fix(job_server, broker):
 def test_a_missing_sink_topic_fails_the_job_with_its_name(
     job_server, broker, tmp_path):
   missing = unique_topic('nowhere-out')
-  p = beam.Pipeline(options=_options(job_server, broker, tmp_path))
+  text = _failed_write(_options(job_server, broker, tmp_path), job_server, broker, missing, [(b'k', b'v')])
+  assert missing in text and 'does not exist' in text, text
+
+
+def _failed_write(options, job_server, broker, topic, pairs):
+  """Writes `pairs` to `topic` with WriteToKafka (after a Map, so from a
+  stage of its own); the job must fail: returns its error."""
+  p = beam.Pipeline(options=options)
   _ = (
       p
-      | beam.Create([(b'k', b'v')]).with_output_types(typing.Tuple[bytes, bytes])
+      | beam.Create(pairs).with_output_types(typing.Tuple[bytes, bytes])
       | beam.Map(lambda kv: kv).with_output_types(typing.Tuple[bytes, bytes])
       | WriteToKafka(
           producer_config={'bootstrap.servers': broker},
-          topic=missing,
+          topic=topic,
           expansion_service=_expansion(job_server)))
   with pytest.raises(Exception) as excinfo:
     p.run().wait_until_finish()
-  text = str(excinfo.value)
-  assert missing in text and 'does not exist' in text, text
+  return str(excinfo.value)
 
 
 @pytest.mark.parametrize('guarantee', ['exactly_once', 'at_least_once'])
@@ -258,19 +264,8 @@ def test_a_record_the_broker_refuses_fails_the_job_with_the_reason(
   # exactly_once nothing of the failed transaction may become visible.
   small = unique_topic('small-out')
   create_topic(broker, small, 1, {'max.message.bytes': '2000'})
-  p = beam.Pipeline(options=_options(
-      job_server, broker, tmp_path, '--processing_guarantee=%s' % guarantee))
-  _ = (
-      p
-      | beam.Create([b'a', b'b' * 20000, b'c']).with_output_types(bytes)
-      | beam.Map(lambda v: (v[:1], v)).with_output_types(typing.Tuple[bytes, bytes])
-      | WriteToKafka(
-          producer_config={'bootstrap.servers': broker},
-          topic=small,
-          expansion_service=_expansion(job_server)))
-  with pytest.raises(Exception) as excinfo:
-    p.run().wait_until_finish()
-  text = str(excinfo.value)
+  options = _options(job_server, broker, tmp_path, '--processing_guarantee=%s' % guarantee)
+  text = _failed_write(options, job_server, broker, small, [(b'a', b'a'), (b'b', b'b' * 20000), (b'c', b'c')])
   assert 'MessageSizeTooLarge' in text and 'max.message.bytes' in text, text
   assert 'aborted the transaction' not in text, text
   if guarantee == 'exactly_once':
