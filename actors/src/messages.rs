@@ -52,8 +52,9 @@ pub struct Flush {
 }
 
 /// Answered once Kafka acknowledged (or refused) every record the stage's
-/// processed bundles queued, with the first refusal's error: a failed
-/// commit asks, because a refused write says better why it failed.
+/// processed bundles queued, with the first refusal's error: an
+/// exactly_once commit asks before it commits (a refused write says better
+/// why the cycle failed than an aborted transaction would).
 #[derive(Message)]
 #[rtype(result = "Option<String>")]
 pub struct Settle;

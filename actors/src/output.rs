@@ -25,9 +25,9 @@ pub struct KafkaSink {
     pub producer: Arc<KafkaProducer>,
 }
 
-/// Records a bundle queued on producers, not yet acknowledged: the stage
-/// runs its next bundle meanwhile (the producer keeps their order) and a
-/// flush waits for them.
+/// Records queued on producers, not yet acknowledged: the stage runs its
+/// next bundle meanwhile (the producer keeps their order); a flush
+/// (at_least_once) or the commit (exactly_once) waits for them.
 #[derive(Default)]
 pub struct Queued {
     pub records: u64,

@@ -6,7 +6,8 @@
 //! producer before the next starts, so outputs keep their order; Kafka's
 //! acknowledgements are awaited beside the next bundles. An unheld flush
 //! (at_least_once) waits for them; a held one (exactly_once) does not: the
-//! transaction's commit flushes the producer and fails if a write failed.
+//! commit waits for them instead (`Settle`), after the flush's changes are
+//! taken, so the next bundle runs meanwhile.
 //! A flush that waited `max_bundle_time_ms` on a running bundle splits it
 //! (`split`).
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};

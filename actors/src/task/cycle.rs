@@ -124,9 +124,9 @@ impl TaskSupervisor {
     }
 
     /// Reports the output watermark downstream and writes the changelog,
-    /// then commits. Under exactly_once the commit does not wait for Kafka's
-    /// acknowledgements: it flushes the producer itself, and fails if a
-    /// write did.
+    /// then commits. The writes are queued; Kafka's acknowledgements are
+    /// awaited here under at_least_once, and by the commit (with those of
+    /// the stage's bundles) under exactly_once.
     fn write(&mut self, ctx: &mut Context<Self>) {
         let c = match self.cycles.advance(Phase::Writing) {
             Ok(c) => c,
