@@ -260,16 +260,17 @@ pub struct TaskSupervisor {
     /// Side windows the SDK told for main windows, and what to ask it.
     side_maps: beam_kafka_runtime::side_input::SideMaps,
     side_maps_to_ask: Vec<(usize, beam_kafka_runtime::windowed::Window)>,
-    /// A cycle was asked for while one was open: start one after it.
     /// A GroupByKey fired panes on its own (a processing-time trigger, a
     /// watermark step) since the last snapshot: worth a cycle.
     panes_since_snapshot: bool,
-    /// What the open cycle queued and its commit (exactly_once) flushes.
+    /// What the open cycle queued, whose acknowledgements its commit
+    /// (exactly_once) waits for.
     cycle_writes: Option<cycle::CycleWrites>,
     /// TestStream progress of the inputs (see `runtime::progress`), and
     /// the last progress the task's reports carried.
     progress: Progress,
     reported_progress: Progress,
+    /// A cycle was asked for while one was open: start one after it.
     flush_wanted: bool,
     /// How long the stage's bundles took.
     bundle_durations: DurationStats,
