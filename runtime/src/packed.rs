@@ -71,6 +71,7 @@ impl Pack {
     }
 
     /// The elements, copied, after checking that `ends` describes `data`.
+    #[cfg(test)]
     pub fn elements(&self) -> Result<Vec<Vec<u8>>, String> {
         self.validate()?;
         Ok(self.iter().map(<[u8]>::to_vec).collect())

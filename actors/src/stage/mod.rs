@@ -10,13 +10,14 @@
 //! taken, so the next bundle runs meanwhile.
 //! A flush that waited `max_bundle_time_ms` on a running bundle splits it
 //! (`split`).
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use beam_kafka_fnapi::{BundleError, BundleInput, SdkWorker, StateHandler, TimerFamily};
+use beam_kafka_runtime::task::acks::Acknowledgements;
 use beam_kafka_runtime::task::bundle::{OpenBundle, SealedBundle};
 use tokio::sync::{oneshot, watch};
 
@@ -58,11 +59,6 @@ pub struct StageSpec {
 mod finalize;
 mod report;
 mod split;
-
-/// Most bundles whose outputs wait for Kafka's acknowledgement: the next
-/// waits, so a harness faster than the broker does not fill the producer's
-/// queue (and memory).
-const UNACKNOWLEDGED_BUNDLES: usize = 4;
 
 /// A sealed bundle waiting to run.
 struct Sealed {
@@ -113,14 +109,10 @@ pub struct StageActor {
     open_timer: Option<SpawnHandle>,
     queue: VecDeque<Sealed>,
     next_seq: u64,
-    /// Bundles up to this one were processed and their outputs queued.
-    processed_through: u64,
-    /// Processed bundles whose queued outputs Kafka has not acknowledged.
-    unacknowledged: BTreeSet<u64>,
+    /// Which bundles are processed, and which Kafka acknowledged.
+    acks: Acknowledgements,
     /// Whether flushes wait for the acknowledgements (unheld flushes).
     flush_awaits_acks: bool,
-    /// The first write Kafka refused.
-    write_error: Option<String>,
     /// `Settle` requests: answered once bundles through this one are acknowledged.
     settling: Vec<(u64, oneshot::Sender<Option<String>>)>,
     running: Option<Running>,
@@ -154,10 +146,8 @@ impl StageActor {
             open_timer: None,
             queue: VecDeque::new(),
             next_seq: 1,
-            processed_through: 0,
-            unacknowledged: BTreeSet::new(),
+            acks: Acknowledgements::default(),
             flush_awaits_acks: true,
-            write_error: None,
             settling: Vec::new(),
             running: None,
             waiters: Vec::new(),
@@ -200,7 +190,7 @@ impl StageActor {
     }
 
     fn start_next(&mut self, ctx: &mut Context<Self>) {
-        if self.running.is_some() || self.failed || self.finalizing > 0 || self.unacknowledged.len() >= UNACKNOWLEDGED_BUNDLES {
+        if self.running.is_some() || self.failed || self.finalizing > 0 || self.acks.full() {
             return;
         }
         if let (Some(limit), Some(next)) = (self.hold_after, self.queue.front()) {
@@ -297,8 +287,7 @@ impl StageActor {
                     if requires_finalization {
                         act.to_finalize.push((running.seq, instruction));
                     }
-                    act.processed_through = through;
-                    act.await_acknowledgements(running.seq, queued, ctx);
+                    act.await_acknowledgements(running.seq, through, queued, ctx);
                     act.supervisor.do_send(StageEvent::Processed { elements: processed, millis });
                     act.answer_waiters();
                     act.start_next(ctx);
@@ -315,61 +304,45 @@ impl StageActor {
 
     /// Waits beside the next bundles until Kafka acknowledged what bundle
     /// `seq` queued; a failed write fails the stage (its cycle never commits).
-    fn await_acknowledgements(&mut self, seq: u64, queued: Queued, ctx: &mut Context<Self>) {
+    /// Bundle `seq` (and the bundles up to `through`) processed: waits
+    /// beside the next bundles until Kafka acknowledged what it queued; a
+    /// refused write fails the stage (its cycle never commits).
+    fn await_acknowledgements(&mut self, seq: u64, through: u64, queued: Queued, ctx: &mut Context<Self>) {
+        self.acks.processed(seq, through, !queued.is_empty());
         if queued.is_empty() {
             return;
         }
-        self.unacknowledged.insert(seq);
-        ctx.spawn(queued.acknowledged().into_actor(self).map(move |result, act, ctx| {
-            act.unacknowledged.remove(&seq);
-            match result {
-                Ok(()) => act.answer_waiters(),
-                Err(e) => {
-                    let error = format!("Error in {}: {e}", act.spec.display_name);
-                    if act.write_error.is_none() {
-                        act.write_error = Some(error.clone());
-                    }
-                    if !act.failed {
-                        act.failed = true;
-                        act.supervisor.do_send(StageEvent::Failed { error, kafka: true });
-                    }
+        let name = self.spec.display_name.clone();
+        let answered = async move { queued.acknowledged().await.map_err(|e| format!("Error in {name}: {e}")) };
+        ctx.spawn(answered.into_actor(self).map(move |result, act, ctx| {
+            let refused = result.as_ref().err().cloned();
+            let first = act.acks.answered(seq, result);
+            match refused {
+                None => act.answer_waiters(),
+                Some(error) if first && !act.failed => {
+                    act.failed = true;
+                    act.supervisor.do_send(StageEvent::Failed { error, kafka: true });
                 }
+                Some(_) => {}
             }
             act.answer_settling();
             act.start_next(ctx);
         }));
     }
 
-    /// Bundles up to this one were processed and what they wrote acknowledged.
-    fn acknowledged_through(&self) -> u64 {
-        match self.unacknowledged.first() {
-            Some(&oldest) => oldest - 1,
-            None => self.processed_through,
-        }
-    }
-
-    /// Bundles up to this one are complete for a flush.
-    fn completed_through(&self) -> u64 {
-        if self.flush_awaits_acks {
-            self.acknowledged_through()
-        } else {
-            self.processed_through
-        }
-    }
-
     fn answer_settling(&mut self) {
-        let (through, error) = (self.acknowledged_through(), self.write_error.clone());
         for (target, tx) in std::mem::take(&mut self.settling) {
-            if error.is_some() || target <= through {
-                let _ = tx.send(error.clone());
-            } else {
-                self.settling.push((target, tx));
+            match self.acks.answer_for(target) {
+                Ok(answer) => {
+                    let _ = tx.send(answer);
+                }
+                Err(_) => self.settling.push((target, tx)),
             }
         }
     }
 
     fn answer_waiters(&mut self) {
-        let done = self.completed_through();
+        let done = self.acks.complete_through(self.flush_awaits_acks);
         let supervisor = self.supervisor.clone();
         let flushed = &mut self.flushed;
         self.waiters.retain(|&(id, target)| {
@@ -447,14 +420,14 @@ impl Handler<Settle> for StageActor {
     type Result = ResponseFuture<Option<String>>;
 
     fn handle(&mut self, _: Settle, _: &mut Context<Self>) -> Self::Result {
-        let target = self.processed_through;
-        if self.write_error.is_some() || self.acknowledged_through() >= target {
-            let error = self.write_error.clone();
-            return Box::pin(async move { error });
+        match self.acks.settled() {
+            Ok(answer) => Box::pin(async move { answer }),
+            Err(target) => {
+                let (tx, rx) = oneshot::channel();
+                self.settling.push((target, tx));
+                Box::pin(async move { rx.await.ok().flatten() })
+            }
         }
-        let (tx, rx) = oneshot::channel();
-        self.settling.push((target, tx));
-        Box::pin(async move { rx.await.ok().flatten() })
     }
 }
 

@@ -1,10 +1,12 @@
 //! The decisions of one task, without I/O: its lifecycle, its commit cycle,
 //! how much work it may have in flight, what it knows of its GroupByKey
-//! actors, when its stage has a bundle to run and when it splits one, the
+//! actors, when its stage has a bundle to run, when it splits one and which
+//! bundles' writes Kafka acknowledged (`acks`), the
 //! durations it reports, which tasks run in this copy (`roster`) and which
 //! of them stalled (`stall`). The
 //! task supervisor actor (`actors::task`) feeds these events and carries out
 //! what they decide.
+pub mod acks;
 pub mod bundle;
 pub mod cycle;
 pub mod flow;
