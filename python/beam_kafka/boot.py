@@ -71,6 +71,7 @@ def main():
   })
   harness_tuning.cheap_cache_sizing()
   harness_tuning.pipelined_state_commits()
+  harness_tuning.prompt_state_sampler()
   state_prefetch.install()
   state_socket.install()
   from apache_beam.runners.worker import sdk_worker_main

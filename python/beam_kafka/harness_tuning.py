@@ -72,6 +72,46 @@ def _flat_list_weight(values):
   return weight
 
 
+# The longest sleep of a bundle's state-sampling thread (Beam's: 200 ms).
+SAMPLING_PERIOD_MS = 2
+
+
+def prompt_state_sampler():
+  """Beam's state sampler (the time each transform takes, its msecs
+  metrics) starts a thread per bundle that sleeps in growing steps, from
+  2 ms up to 200 ms, and the bundle ends by joining it: its response waits
+  out the rest of the current sleep. Measured on this machine that was
+  3.6 ms after a 30 ms bundle, 20 ms after a 100 ms one and 44 ms after a
+  500 ms one, with the harness idle meanwhile. Steps of at most 2 ms bound
+  the wait to about a millisecond; the thread wakes more often only while a
+  bundle runs, and samples as before (more finely)."""
+  try:
+    import inspect
+
+    from apache_beam.runners.worker import statesampler
+    sampler = statesampler.StateSampler
+    if 'sampling_period_ms' not in inspect.signature(sampler).parameters:
+      return
+  except (ImportError, AttributeError, TypeError, ValueError):
+    return
+  if getattr(sampler, 'beam_kafka_prompt', False):
+    return
+
+  class PromptStateSampler(sampler):
+    beam_kafka_prompt = True
+
+    def __init__(
+        self, prefix, counter_factory, sampling_period_ms=SAMPLING_PERIOD_MS):
+      super().__init__(
+          prefix,
+          counter_factory,
+          sampling_period_ms=min(sampling_period_ms, SAMPLING_PERIOD_MS))
+
+  PromptStateSampler.__name__ = PromptStateSampler.__qualname__ = (
+      sampler.__name__)
+  statesampler.StateSampler = PromptStateSampler
+
+
 def pipelined_state_commits():
   """At the end of a bundle the SDK writes each key's changed state (a clear
   and an append per bag, value or set) and waits for the runner's answer
