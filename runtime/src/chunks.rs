@@ -125,8 +125,14 @@ impl Stored {
 /// writes the value whole under the next generation (into the other slot
 /// unless it is one chunk), then deletes the old chunks.
 pub fn write(stored: &mut Stored, len: usize, appended: &[u8], chunk_key: impl Fn(u32) -> Vec<u8>, out: &mut Vec<Entry>) {
-    let pieces: Vec<&[u8]> = appended.chunks(CHUNK_BYTES - HEADER).collect();
-    let old = (stored.len == 0 || stored.slot == Slot::Bare).then(|| {
+    let mut pieces: Vec<&[u8]> = appended.chunks(CHUNK_BYTES - HEADER).collect();
+    let rewrite = stored.len == 0 || stored.slot == Slot::Bare;
+    if pieces.is_empty() && rewrite {
+        // An empty value is written as one empty chunk, so it restores as
+        // a value (a map key whose values encode to nothing), not as none.
+        pieces.push(&[]);
+    }
+    let old = rewrite.then(|| {
         // One record is written whole or not at all: a value of one chunk
         // replaces chunk 0 in place (its old successors, of an older
         // generation, no longer follow it); a longer one goes to the other slot.

@@ -180,12 +180,12 @@ impl UserState {
         self.map_cells(map).flat_map(|c| c.map_key.clone().unwrap_or_default()).collect()
     }
 
-    /// Multimap state: appends values to a map key (`cell.map_key`). A key
-    /// exists while it has values, so an empty append adds nothing.
+    /// Multimap state: appends values to a map key (`cell.map_key`). An
+    /// append makes the key exist even when its data is empty: values of
+    /// Java's `VoidCoder` encode to nothing, and its `SetState` is a
+    /// multimap of elements to such values.
     pub fn map_append(&mut self, cell: StateCell, data: &[u8]) {
-        if !data.is_empty() {
-            self.append(cell, data);
-        }
+        self.append(cell, data);
     }
 
     /// Multimap state: removes every key of the map.
@@ -267,8 +267,11 @@ impl UserState {
                 // written again at the next commit, which deletes it.
                 self.dirty.insert(cell.clone());
             }
-            // Chunks are newer than a whole entry of the same cell.
-            if restored.bytes.is_empty() {
+            // Chunks are newer than a whole entry of the same cell. A map
+            // key that was written holds no bytes when its values encode to
+            // none, and still exists.
+            let written = cell.map_key.is_some() && stored.chunks > 0;
+            if restored.bytes.is_empty() && !written {
                 self.bags.remove(&cell);
             } else {
                 self.bags.insert(cell.clone(), restored.bytes);
@@ -405,11 +408,10 @@ mod tests {
         s.map_append(map_entry(b"user", b"\x01b"), &[2]);
         s.map_append(map_entry(b"user", b"\x01a"), &[1]);
         s.map_append(map_entry(b"user", b"\x01a"), &[3]);
-        s.map_append(map_entry(b"user", b"\x01c"), &[]);
         // Another key's map and another state of the same key stay apart.
         s.map_append(map_entry(b"other", b"\x01z"), &[9]);
         s.append(cell(b"user", b""), &[7]);
-        assert_eq!(s.map_keys(&map), b"\x01a\x01b", "keys in byte order; an empty append adds none");
+        assert_eq!(s.map_keys(&map), b"\x01a\x01b", "keys in byte order");
         assert_eq!(s.get(&map_entry(b"user", b"\x01a")), &[1, 3]);
         s.clear(map_entry(b"user", b"\x01a"));
         assert_eq!(s.map_keys(&map), b"\x01b");
@@ -419,6 +421,30 @@ mod tests {
         assert_eq!(s.map_keys(&map_entry(b"other", b"")), b"\x01z");
         assert_eq!(s.get(&cell(b"user", b"")), &[7]);
         assert_eq!(touched(s.take_changes()), [(map_entry(b"user", b"\x01b"), false)]);
+    }
+
+    #[test]
+    fn a_map_key_whose_values_encode_to_nothing_exists_and_is_restored() {
+        // Java's SetState: each element is a map key with Void values.
+        let map = map_entry(b"user", b"");
+        let mut s = UserState::default();
+        s.map_append(map_entry(b"user", b"\x01a"), &[]);
+        s.map_append(map_entry(b"user", b"\x01b"), &[]);
+        assert_eq!(s.map_keys(&map), b"\x01a\x01b");
+        let mut store = BTreeMap::new();
+        apply(&mut store, s.take_changes());
+        assert_eq!(reloaded(&store).map_keys(&map), b"\x01a\x01b", "restored");
+        // Added again (Java's SetState.add clears the key, then appends).
+        s.clear(map_entry(b"user", b"\x01a"));
+        s.map_append(map_entry(b"user", b"\x01a"), &[]);
+        apply(&mut store, s.take_changes());
+        assert_eq!(reloaded(&store).map_keys(&map), b"\x01a\x01b", "rewritten, still there");
+        s.clear(map_entry(b"user", b"\x01a"));
+        apply(&mut store, s.take_changes());
+        assert_eq!(reloaded(&store).map_keys(&map), b"\x01b", "removed");
+        s.map_clear(&map);
+        apply(&mut store, s.take_changes());
+        assert!(store.is_empty(), "nothing left: {store:?}");
     }
 
     #[test]
