@@ -263,13 +263,15 @@ impl GroupByKey {
     /// watermark passed the window's end or expiry; `is_last`: the window
     /// closes with it — unless nothing came since the last pane, which only
     /// an on-time pane fires with (`OnTimeBehavior.FIRE_ALWAYS`: after early
-    /// panes discarded everything). Pane info as Beam defines it: early
+    /// panes discarded everything), and a last one with
+    /// `ClosingBehavior.FIRE_ALWAYS`. Pane info as Beam defines it: early
     /// while the watermark has not passed the end of the window, on time for
     /// the first watermark-driven firing after it, late otherwise.
     fn emit(&mut self, key: &[u8], window: Window, by_watermark: bool, is_last: bool, out: &mut Vec<Vec<u8>>) {
         let early = !self.end_passed(&window);
         let (accumulating, output_time) = (self.spec.accumulating, self.spec.output_time);
         let on_time_always = self.spec.on_time_always;
+        let final_pane_always = self.spec.final_pane_always;
         let keeps_hold = early && self.spec.trigger.has_on_time_pane();
         let Some(pane) = self.panes.get_mut(key, &window) else { return };
         if !pane.in_changes {
@@ -284,7 +286,7 @@ impl GroupByKey {
             Timing::Late
         };
         let new_data = pane.since_fire > 0;
-        let wanted = new_data || (timing == Timing::OnTime && on_time_always);
+        let wanted = new_data || (timing == Timing::OnTime && on_time_always) || (is_last && final_pane_always);
         if wanted {
             let ts = match output_time {
                 OutputTime::EndOfWindow => window.max_timestamp(),
@@ -402,12 +404,10 @@ impl GroupByKey {
             let before = out.len();
             let asked = self.evaluate(&key, window.clone(), true, expires, out);
             let pane = self.panes.get_mut(&key, &window).expect("looked up above");
-            if expires && !asked && !pane.closed && pane.since_fire > 0 {
+            if expires && !asked && !pane.closed && (pane.since_fire > 0 || self.spec.final_pane_always) {
                 // Garbage collection: the final pane of what the trigger left
-                // unfired. Only with something new in it, whatever the closing
-                // behaviour (Python's EMIT_ALWAYS too): an empty final pane
-                // per key and window tells nobody anything, and Beam's Python
-                // runners and Prism emit none.
+                // unfired. Only with something new in it, unless the closing
+                // behaviour asks for an empty one too (see WindowingSpec).
                 self.emit(&key, window.clone(), true, true, out);
             }
             let pane = self.panes.get_mut(&key, &window).expect("looked up above");

@@ -19,6 +19,7 @@ pub fn interval_gbk(merging: bool) -> GroupByKey {
         window_coder: Coder::IntervalWindow,
         sdk: None,
         on_time_always: true,
+        final_pane_always: false,
         bounded_input: false,
     };
     GroupByKey::new(spec, &Coder::Kv(Box::new(Coder::StringUtf8), Box::new(Coder::Varint))).expect("a readable KV coder")

@@ -19,6 +19,7 @@ fn spec(trigger: Trigger, window_coder: Coder) -> WindowingSpec {
         window_coder,
         sdk: None,
         on_time_always: true,
+        final_pane_always: false,
         bounded_input: false,
     }
 }
@@ -438,6 +439,35 @@ fn finished_triggers_close_windows_and_never_fires_at_garbage_collection() {
     g.advance(Watermark::At(10), &mut out);
     let f = fired(&out[0], &wc);
     assert_eq!((f.values, f.timing, f.last), (vec![1], ON_TIME, true));
+}
+
+/// Java's `ClosingBehavior.FIRE_ALWAYS` (CombineTest's
+/// testGlobalCombineWithDefaultsAndTriggers): a window whose trigger has
+/// not finished closes with a last pane even when nothing new came; with
+/// FIRE_IF_NON_EMPTY it closes silently.
+#[test]
+fn closing_behaviour_fire_always_closes_with_a_last_pane_even_when_empty() {
+    let wc = Coder::IntervalWindow;
+    for always in [true, false] {
+        let mut s = spec(repeated_count(1), wc.clone());
+        s.accumulating = true;
+        s.final_pane_always = always;
+        let mut g = GroupByKey::new(s, &kv_coder()).unwrap();
+        let mut out = Vec::new();
+        g.add(&fixed(1, "k"), &mut out).unwrap();
+        g.add(&fixed(2, "k"), &mut out).unwrap();
+        assert_eq!(out.len(), 2, "a pane per element");
+        assert!(!fired(&out[1], &wc).last);
+        g.advance(Watermark::PosInf, &mut out);
+        if always {
+            let last = fired(&out[2], &wc);
+            assert_eq!((last.values, last.timing, last.index, last.last), (vec![1, 2], ON_TIME, 2, true), "accumulated");
+            assert_eq!(out.len(), 3);
+        } else {
+            assert_eq!(out.len(), 2, "nothing new: no final pane");
+        }
+        assert!(g.is_empty());
+    }
 }
 
 #[test]

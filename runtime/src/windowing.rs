@@ -29,6 +29,10 @@ pub struct WindowingSpec {
     pub sdk: Option<SdkWindowFn>,
     /// An on-time pane fires even when empty (`OnTimeBehavior.FIRE_ALWAYS`).
     pub on_time_always: bool,
+    /// The final pane fires even when empty (`ClosingBehavior.FIRE_ALWAYS`):
+    /// at expiry, a window whose trigger has not finished closes with a
+    /// pane marked last.
+    pub final_pane_always: bool,
     /// The GroupByKey's input is bounded: its triggers are asked about
     /// elements at watermark steps only (see `gbk`).
     pub bounded_input: bool,
@@ -68,9 +72,20 @@ impl WindowingSpec {
             window_coder,
             sdk,
             on_time_always: ws.on_time_behavior != pb::on_time_behavior::Enum::FireIfNonempty as i32,
+            final_pane_always: ws.closing_behavior == pb::closing_behavior::Enum::EmitAlways as i32
+                && !written_by_python(components, &ws.environment_id),
             bounded_input: false,
         })
     }
+}
+
+/// Whether Python's SDK wrote the strategy: it writes `EMIT_ALWAYS` as the
+/// closing behaviour whatever the pipeline (it has no closing behaviour of
+/// its own), and Beam's Python runners close windows without an empty final
+/// pane, so its pipelines keep that.
+fn written_by_python(components: &pb::Components, environment_id: &str) -> bool {
+    let Some(env) = components.environments.get(environment_id) else { return false };
+    env.capabilities.iter().filter_map(|c| crate::sdk_version::parse_capability(c)).any(|sdk| sdk.sdk == "Python")
 }
 
 #[cfg(test)]
@@ -108,6 +123,27 @@ mod tests {
         assert!(!WindowingSpec::from_proto(&c, &ws).unwrap().on_time_always);
         let s = WindowingSpec::from_proto(&c, &with_trigger(T::Always(Default::default()))).unwrap();
         assert!(s.on_time_always, "unspecified: Java's default");
+        assert!(!s.final_pane_always, "unspecified: Java's default, FIRE_IF_NON_EMPTY");
+    }
+
+    #[test]
+    fn an_empty_final_pane_is_asked_for_by_closing_behaviour_except_in_python_s_strategies() {
+        let mut c = components();
+        let sdk = |image: &str| pb::Environment {
+            capabilities: vec![format!("{}{image}", crate::sdk_version::SDK_BASE_PREFIX)],
+            ..Default::default()
+        };
+        c.environments.insert("java".into(), sdk("apache/beam_java17_sdk:2.73.0"));
+        c.environments.insert("py".into(), sdk("apache/beam_python3.11_sdk:2.73.0"));
+        let mut ws = with_trigger(T::Default(Default::default()));
+        ws.closing_behavior = pb::closing_behavior::Enum::EmitAlways as i32;
+        for (env, always) in [("java", true), ("", true), ("py", false)] {
+            ws.environment_id = env.into();
+            assert_eq!(WindowingSpec::from_proto(&c, &ws).unwrap().final_pane_always, always, "{env}");
+        }
+        ws.environment_id = "java".into();
+        ws.closing_behavior = pb::closing_behavior::Enum::EmitIfNonempty as i32;
+        assert!(!WindowingSpec::from_proto(&c, &ws).unwrap().final_pane_always);
     }
 
     #[test]
