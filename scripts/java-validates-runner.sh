@@ -26,8 +26,6 @@ excluded=(
   # Merging WindowFns of Java code (beam:window_fn:serialized_java:v1): the runner merges windows
   # only through Python's SDK.
   UsesCustomWindowMerging
-  # OnWindowExpiration (beam:requirement:pardo:on_window_expiration:v1): refused at Prepare.
-  UsesOnWindowExpiration
   # MultimapState.entries(): the runner serves no MultimapEntriesUserState requests.
   UsesMultimapState
   # @RequiresTimeSortedInput (beam:requirement:pardo:time_sorted_input:v1): refused at Prepare.

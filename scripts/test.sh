@@ -50,14 +50,16 @@ log "Beam's Go integration suite (--short)"
 go_rc=0; run go-integration "$REPO_ROOT/scripts/go-integration.sh" --short || go_rc=$?
 grep -E '^(go-integration|FAIL) ' "$results/go-integration.log" || true
 
-# Beam's Java @ValidatesRunner tests, two of its classes, ParDoTest's timer tests, its set
-# state tests and CombineTest's triggered global combine (a final pane under FIRE_ALWAYS)
-# (scripts/java-validates-runner.sh with no arguments runs all 34, ~20 min): Java pipelines
-# through TestBeamKafkaRunner.
-log "Beam's Java ValidatesRunner tests (GroupByKeyTest, SplittableDoFnTest, ParDoTest\$TimerTests, set state, FIRE_ALWAYS)"
-java_rc=0; run java-validates-runner "$REPO_ROOT/scripts/java-validates-runner.sh" \
-  -Dtest='GroupByKeyTest*,SplittableDoFnTest*,ParDoTest$TimerTests*,ParDoTest$StateTests#testSetState*,CombineTest$WindowingTests#testGlobalCombineWithDefaultsAndTriggers' \
-  || java_rc=$?
+# Beam's Java @ValidatesRunner tests, two of its classes, ParDoTest's timer and
+# OnWindowExpiration tests, its set state and ordered-list range tests (the latter flush
+# through OnWindowExpiration) and CombineTest's triggered global combine (a final pane under
+# FIRE_ALWAYS) (scripts/java-validates-runner.sh with no arguments runs all 34, ~20 min):
+# Java pipelines through TestBeamKafkaRunner.
+log "Beam's Java ValidatesRunner tests (GroupByKeyTest, SplittableDoFnTest, ParDoTest\$TimerTests, OnWindowExpiration, set state, FIRE_ALWAYS)"
+java_tests='GroupByKeyTest*,SplittableDoFnTest*,ParDoTest$TimerTests*,ParDoTest$OnWindowExpirationTests*'
+java_tests+=',ParDoTest$TimestampTests#testOnWindowTimestampSkew,ParDoTest$StateTests#testSetState*'
+java_tests+=',ParDoTest$StateTests#testOrderedListStateRange*,CombineTest$WindowingTests#testGlobalCombineWithDefaultsAndTriggers'
+java_rc=0; run java-validates-runner "$REPO_ROOT/scripts/java-validates-runner.sh" -Dtest="$java_tests" || java_rc=$?
 grep -E '^java-validates-runner' "$results/java-validates-runner.log" || true
 
 # Packaging: the wheel, installed into an empty venv, runs the hello example

@@ -162,6 +162,7 @@ fn start_tasks(
                     source,
                     window_coder: i.window_coder.clone(),
                     allowed_lateness: i.allowed_lateness,
+                    expiry: i.expiry.clone(),
                     window_fns: match (&i.window_fns, &i.gbk) {
                         (Some(d), Some((spec, _))) => {
                             Some(Arc::new(WindowFnClient::new(input.harnesses.lease(), d.clone(), spec.window_coder.clone())))
@@ -202,6 +203,9 @@ fn start_tasks(
         let mut deferred = Vec::new();
         let mut user = UserState::default();
         let mut timers = Timers::default();
+        timers.set_expiry_families(
+            sub.timers.iter().filter(|t| t.on_window_expiration).map(|t| (t.transform.clone(), t.family.clone())).collect(),
+        );
         let mut gbk_entries: HashMap<String, Entries> = HashMap::new();
         for (k, v) in entries {
             match task_state::split(&k).map_err(|e| format!("task {task}: unreadable state: {e}"))? {

@@ -8,6 +8,7 @@ pub mod deferred;
 pub mod descriptor;
 pub mod envelope;
 pub mod expansion;
+pub mod expiry;
 pub mod failure;
 pub mod fusion;
 pub mod gbk;

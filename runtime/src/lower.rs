@@ -122,6 +122,7 @@ pub fn lower(
                 window_coder: wire_coders(components, &i.pcollection)?.1,
                 allowed_lateness: allowed_lateness(components, &i.pcollection),
                 window_fns,
+                expiry: expiry_reader(graph, &sub.stage.transforms, &i.pcollection)?,
             });
         }
         let mut side_inputs = Vec::new();
@@ -282,6 +283,23 @@ fn feeds_splittable(graph: &PipelineGraph, pcollection: &str) -> bool {
     graph.consumers.get(pcollection).is_some_and(|cs| cs.iter().any(|c| graph.urn(c) == crate::urns::SDF_PROCESS))
 }
 
+/// The ParDo of `transforms` with an OnWindowExpiration callback that
+/// reads `pcollection`, with the key coder of its elements.
+fn expiry_reader(graph: &PipelineGraph, transforms: &[String], pcollection: &str) -> Result<Option<(String, Coder)>, String> {
+    for id in graph.consumers.get(pcollection).into_iter().flatten().filter(|c| transforms.contains(c)) {
+        let Some(spec) = graph.transform(id).spec.as_ref().filter(|s| s.urn == crate::urns::PAR_DO) else { continue };
+        let Ok(payload) = ParDoPayload::decode(spec.payload.as_slice()) else { continue };
+        if payload.on_window_expiration_timer_family_spec.is_empty() {
+            continue;
+        }
+        return match wire_coders(graph.components(), pcollection)?.0 {
+            Coder::Kv(key, _) => Ok(Some((id.clone(), *key))),
+            other => Err(format!("'{}': a stateful ParDo's input is not keyed ({other:?})", graph.transform(id).unique_name)),
+        };
+    }
+    Ok(None)
+}
+
 /// The timer families of a stage's ParDos, with the coders the runner reads
 /// their timers with (keys length-prefixed as in the stage's descriptor).
 fn timer_families(graph: &PipelineGraph, transforms: &[String]) -> Result<Vec<TimerFamilySpec>, String> {
@@ -310,7 +328,8 @@ fn timer_families(graph: &PipelineGraph, transforms: &[String]) -> Result<Vec<Ti
             let lp_key = crate::coder::length_prefixed(&mut scratch, key);
             let lp_window = crate::coder::length_prefixed(&mut scratch, window);
             let codec = TimerCodec { key: Coder::from_components(&scratch, &lp_key), window: Coder::from_components(&scratch, &lp_window) };
-            out.push(TimerFamilySpec { transform: id.clone(), family: family.clone(), domain, codec });
+            let on_window_expiration = payload.on_window_expiration_timer_family_spec == *family;
+            out.push(TimerFamilySpec { transform: id.clone(), family: family.clone(), domain, codec, on_window_expiration });
         }
     }
     Ok(out)

@@ -33,6 +33,10 @@ pub struct InputSpec {
     /// The descriptors through which the SDK merges windows or tells their
     /// ends for the GroupByKey, if its WindowFn needs that.
     pub window_fns: Option<WindowFnDescriptors>,
+    /// The stateful ParDo with an OnWindowExpiration callback that reads
+    /// this input, and the key coder of its elements: each key and window
+    /// it sees arms the callback's timer.
+    pub expiry: Option<(String, Coder)>,
 }
 
 /// Helper descriptors of a custom WindowFn (see `window_fns`), by id.
@@ -50,6 +54,9 @@ pub struct TimerFamilySpec {
     pub family: String,
     pub domain: TimeDomain,
     pub codec: TimerCodec,
+    /// The family of the ParDo's OnWindowExpiration callback, which the
+    /// runner sets (`Timers::arm_expiry`).
+    pub on_window_expiration: bool,
 }
 
 /// A stage output written to a user topic by WriteToKafka.

@@ -173,6 +173,11 @@ pub struct Timers {
     /// (transform, window) → how many pending timers.
     windows: HashMap<(String, Vec<u8>), usize>,
     dirty: BTreeSet<TimerId>,
+    /// Transform → its OnWindowExpiration timer family.
+    expiry_families: HashMap<String, String>,
+    /// Expiration timers fired since the last `take_changes`: the state
+    /// their callbacks write does not arm them again.
+    fired_expiries: BTreeSet<TimerId>,
 }
 
 impl Timers {
@@ -203,6 +208,32 @@ impl Timers {
             }
         }
         Some(t)
+    }
+
+    /// The ParDos with an OnWindowExpiration callback
+    /// (`on_window_expiration_timer_family_spec`): transform → timer family.
+    pub fn set_expiry_families(&mut self, families: HashMap<String, String>) {
+        self.expiry_families = families;
+    }
+
+    pub fn has_expiry_families(&self) -> bool {
+        !self.expiry_families.is_empty()
+    }
+
+    /// Arms the OnWindowExpiration timer of `transform`'s `key` in `window`
+    /// (which now holds user state), unless it is pending or fired in this
+    /// cycle. The SDK calls the callback when it fires; the runner, not the
+    /// SDK, sets it, once per key and window.
+    pub fn arm_expiry(&mut self, transform: &str, key: &[u8], window: &[u8], times: impl FnOnce() -> Option<TimerTimes>) {
+        let Some(family) = self.expiry_families.get(transform) else { return };
+        let id =
+            TimerId { transform: transform.into(), family: family.clone(), key: key.to_vec(), window: window.to_vec(), tag: String::new() };
+        if self.pending.contains_key(&id) || self.fired_expiries.contains(&id) {
+            return;
+        }
+        let Some(times) = times() else { return };
+        self.insert(id.clone(), PendingTimer { domain: TimeDomain::EventTime, times });
+        self.dirty.insert(id);
     }
 
     /// Applies the SDK's settings for one family (set replaces, clear removes).
@@ -238,6 +269,9 @@ impl Timers {
         let mut out = Vec::with_capacity(ids.len());
         for (_, id) in ids {
             if let Some(t) = self.remove(&id) {
+                if self.expiry_families.get(&id.transform) == Some(&id.family) {
+                    self.fired_expiries.insert(id.clone());
+                }
                 self.dirty.insert(id.clone());
                 out.push((id, t));
             }
@@ -269,8 +303,10 @@ impl Timers {
         self.windows.contains_key(&(transform.to_string(), window.to_vec()))
     }
 
-    /// What changed since the last call (`None`: the timer is gone).
+    /// What changed since the last call (`None`: the timer is gone). Ends
+    /// a commit cycle: expiration timers fired in it may be armed again.
     pub fn take_changes(&mut self) -> Vec<(TimerId, Option<PendingTimer>)> {
+        self.fired_expiries.clear();
         std::mem::take(&mut self.dirty)
             .into_iter()
             .map(|id| {
@@ -471,5 +507,31 @@ mod tests {
         assert_eq!(t.hold(), Watermark::At(299));
         assert_eq!(t.take_due(Watermark::NegInf, 300).len(), 1);
         assert_eq!((t.hold(), t.next_processing_time(), t.pending_in("p", b"w2")), (Watermark::PosInf, None, false));
+    }
+
+    /// OnWindowExpiration: armed once per key and window, fired when the
+    /// watermark passes the window's expiry, and not armed again by what
+    /// its callback writes in the same cycle.
+    #[test]
+    fn expiration_timers_are_armed_once_and_not_again_by_their_callback() {
+        let mut t = Timers::default();
+        t.set_expiry_families(HashMap::from([("pardo".to_string(), "expiry".to_string())]));
+        let times = |fire| move || Some(TimerTimes { fire, hold: 10, pane: vec![0x0f] });
+        t.arm_expiry("other", b"k", b"w", times(20));
+        assert!(t.is_empty(), "a ParDo without the callback");
+        t.arm_expiry("pardo", b"k", b"w", times(20));
+        t.arm_expiry("pardo", b"k", b"w", times(99));
+        assert_eq!((t.len(), t.hold()), (1, Watermark::At(10)), "armed once, holding the output");
+        let armed = t.take_changes();
+        assert_eq!(armed.len(), 1);
+        assert_eq!(armed[0].1.as_ref().unwrap().times.fire, 20, "the first arming stands");
+        assert!(t.take_due(Watermark::At(20), 0).is_empty(), "due once the watermark passed it");
+        let fired = t.take_due(Watermark::At(21), 0);
+        assert_eq!((fired[0].0.family.as_str(), fired[0].0.tag.as_str()), ("expiry", ""));
+        t.arm_expiry("pardo", b"k", b"w", times(20));
+        assert!(t.is_empty(), "the callback's own writes do not arm it again");
+        t.take_changes();
+        t.arm_expiry("pardo", b"k", b"w", times(20));
+        assert_eq!(t.len(), 1, "state written in a later cycle does");
     }
 }

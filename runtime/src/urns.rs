@@ -50,6 +50,7 @@ pub const ENV_EMBEDDED_PYTHON: &str = "beam:env:embedded_python:v1";
 pub const REQUIREMENT_STATEFUL: &str = "beam:requirement:pardo:stateful:v1";
 pub const REQUIREMENT_SPLITTABLE: &str = "beam:requirement:pardo:splittable_dofn:v1";
 pub const REQUIREMENT_FINALIZATION: &str = "beam:requirement:pardo:finalization:v1";
+pub const REQUIREMENT_ON_WINDOW_EXPIRATION: &str = "beam:requirement:pardo:on_window_expiration:v1";
 pub const REQUIREMENT_TIME_SORTED: &str = "beam:requirement:pardo:time_sorted_input:v1";
 pub const REQUIREMENT_STABLE_INPUT: &str = "beam:requirement:pardo:stable_input:v1";
 

@@ -215,6 +215,12 @@ impl UserState {
         format!("user-state/{}/{}/{}", std::process::id(), self.instance, self.generation).into_bytes()
     }
 
+    /// The cells changed since the last `take_changes` that hold state now
+    /// (as of an append, even an empty one).
+    pub fn written_cells(&self) -> impl Iterator<Item = &StateCell> + '_ {
+        self.dirty.iter().filter(|c| self.bags.contains_key(*c))
+    }
+
     /// The task-state entries changed since the last call.
     pub fn take_changes(&mut self) -> Vec<Entry> {
         let mut out = Vec::new();
@@ -420,7 +426,11 @@ mod tests {
         assert!(s.map_keys(&map).is_empty());
         assert_eq!(s.map_keys(&map_entry(b"other", b"")), b"\x01z");
         assert_eq!(s.get(&cell(b"user", b"")), &[7]);
+        let written: Vec<&StateCell> = s.written_cells().collect();
+        assert!(written.is_empty(), "cleared cells hold nothing: {written:?}");
         assert_eq!(touched(s.take_changes()), [(map_entry(b"user", b"\x01b"), false)]);
+        s.map_append(map_entry(b"user", b"\x01d"), &[]);
+        assert_eq!(s.written_cells().cloned().collect::<Vec<_>>(), [map_entry(b"user", b"\x01d")]);
     }
 
     #[test]

@@ -28,7 +28,8 @@ impl std::fmt::Display for Unsupported {
 }
 
 /// Requirements (`Pipeline.requirements`) this runner honours.
-const SUPPORTED_REQUIREMENTS: &[&str] = &[urns::REQUIREMENT_STATEFUL, urns::REQUIREMENT_SPLITTABLE, urns::REQUIREMENT_FINALIZATION];
+const SUPPORTED_REQUIREMENTS: &[&str] =
+    &[urns::REQUIREMENT_STATEFUL, urns::REQUIREMENT_SPLITTABLE, urns::REQUIREMENT_FINALIZATION, urns::REQUIREMENT_ON_WINDOW_EXPIRATION];
 
 /// Checks the whole pipeline; an empty result means it can run.
 pub fn validate(pipeline: &pb::Pipeline) -> Vec<Unsupported> {
@@ -212,6 +213,7 @@ fn requirement_name(urn: &str) -> &'static str {
         urns::REQUIREMENT_STATEFUL => "stateful ParDo",
         urns::REQUIREMENT_SPLITTABLE => "splittable DoFn",
         urns::REQUIREMENT_FINALIZATION => "bundle finalization",
+        urns::REQUIREMENT_ON_WINDOW_EXPIRATION => "OnWindowExpiration",
         urns::REQUIREMENT_TIME_SORTED => "time-sorted input",
         urns::REQUIREMENT_STABLE_INPUT => "stable input",
         _ => "unknown requirement",
@@ -271,8 +273,9 @@ fn pardo_problems(t: &pb::PTransform) -> Vec<String> {
             out.push(format!("uses timer family '{name}' in a time domain this runner does not serve (event and processing time only)"));
         }
     }
-    if !p.on_window_expiration_timer_family_spec.is_empty() {
-        out.push("asks for on-window-expiration timers, not supported yet".to_string());
+    let expiry = &p.on_window_expiration_timer_family_spec;
+    if !expiry.is_empty() && p.timer_family_specs.get(expiry).is_none_or(|tf| tf.time_domain != pb::time_domain::Enum::EventTime as i32) {
+        out.push(format!("asks for OnWindowExpiration through '{expiry}', which is not one of its event-time timer families"));
     }
     // A splittable ParDo runs as the steps `sdf::expand_splittable` makes.
     if !p.restriction_coder_id.is_empty() && t.spec.as_ref().is_some_and(|s| s.urn == urns::PAR_DO) {

@@ -99,6 +99,7 @@ impl TaskSupervisor {
         self.expire_user_state(self.barrier_watermark);
         // Every bundle before the flush made its user state changes by now
         // (later ones wait for the commit under exactly_once).
+        self.arm_window_expiries();
         let user_changes = self.cfg.user_state.as_ref().map(|u| u.lock().expect("user state lock").take_changes()).unwrap_or_default();
         // Timers fired at the cycle's start and set by its bundles; a timer
         // set meanwhile holds the reported watermark.

@@ -264,6 +264,7 @@ impl TaskSupervisor {
     /// Adds elements for the stage: at once, or, for a stage with side
     /// inputs, once the side windows each element needs are complete.
     pub(super) fn hand_to_stage(&mut self, out: &mut ToStage, source: &str, elements: Vec<Vec<u8>>) -> Result<(), String> {
+        self.arm_expiries_of(source, &elements)?;
         if self.cfg.side_inputs.is_empty() {
             self.push(out, source, elements);
             return Ok(());

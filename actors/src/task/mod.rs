@@ -105,6 +105,9 @@ pub struct InputRoute {
     pub allowed_lateness: i64,
     /// Runs the GroupByKey's custom WindowFn in the SDK, if it has one.
     pub window_fns: Option<std::sync::Arc<crate::window_fns::WindowFnClient>>,
+    /// The ParDo with an OnWindowExpiration callback reading it, and the
+    /// key coder of its elements.
+    pub expiry: Option<(String, Coder)>,
 }
 
 /// A topic this task reports its output watermark to.
@@ -249,6 +252,8 @@ pub struct TaskSupervisor {
     source_reported: HashMap<String, Watermark>,
     /// The window coder of each stage data source, to read element windows.
     window_coders: HashMap<String, Coder>,
+    /// Stage data sources read by a ParDo with an OnWindowExpiration callback.
+    expiry_inputs: HashMap<String, timers::ExpiryInput>,
     /// Pending timers; fired when a commit cycle's flush completed.
     timers: Timers,
     /// Input waits while a cycle of a stage with timers decides which fire
@@ -288,6 +293,7 @@ impl TaskSupervisor {
         let dropped_warned = sources::cfg_dropped(&cfg);
         let window_coders: HashMap<String, Coder> =
             cfg.inputs.values().map(|r| (r.source_transform.clone(), r.window_coder.clone())).collect();
+        let expiry_inputs = timers::expiry_inputs(&cfg.inputs);
         let mut side_aggregates = HashMap::new();
         for s in &cfg.side_inputs {
             side_aggregates.entry(s.topic.clone()).or_insert_with(|| InputWatermark::new([s.upstream.clone()]));
@@ -366,6 +372,7 @@ impl TaskSupervisor {
             residuals_total: 0,
             side_watermarks,
             window_coders,
+            expiry_inputs,
             bundle_durations: DurationStats::default(),
         }
     }

@@ -3,6 +3,8 @@
 use std::collections::HashMap;
 
 use beam_kafka_fnapi::TimerFamily;
+use beam_kafka_runtime::coder::Coder;
+use beam_kafka_runtime::expiry;
 use beam_kafka_runtime::timers::{firing_watermark, TimerCodec};
 use beam_kafka_runtime::timestamp::Watermark;
 use beam_kafka_runtime::windowed::Window;
@@ -10,6 +12,26 @@ use beam_kafka_runtime::windowed::Window;
 use super::cycle::clock_now;
 use super::TaskSupervisor;
 use crate::messages::FireTimers;
+
+/// A stage data source read by a ParDo with an OnWindowExpiration callback.
+pub(super) struct ExpiryInput {
+    transform: String,
+    key_coder: Coder,
+    window_coder: Coder,
+    allowed_lateness: i64,
+}
+
+/// The expiry inputs of a task's input routes, by stage data source.
+pub(super) fn expiry_inputs(routes: &HashMap<String, super::InputRoute>) -> HashMap<String, ExpiryInput> {
+    let expiry = |r: &super::InputRoute| {
+        let (transform, key_coder) = r.expiry.clone()?;
+        Some((
+            r.source_transform.clone(),
+            ExpiryInput { transform, key_coder, window_coder: r.window_coder.clone(), allowed_lateness: r.allowed_lateness },
+        ))
+    };
+    routes.values().filter_map(expiry).collect()
+}
 
 impl TaskSupervisor {
     /// The watermark the stage's timers see (`timers::firing_watermark`):
@@ -78,6 +100,39 @@ impl TaskSupervisor {
             let settings = spec.codec.decode_all(&bytes).map_err(|e| format!("timers of {family} of {transform}: {e}"))?;
             tracing::debug!(task = %self.cfg.task, "timers set: {:?}", settings.iter().map(|s| (&s.tag, s.set.as_ref().map(|t| (t.fire, t.hold)))).collect::<Vec<_>>());
             self.timers.apply(&transform, &family, spec.domain, settings);
+        }
+        Ok(())
+    }
+
+    /// Arms the OnWindowExpiration timer of each key and window whose
+    /// user state a bundle of this cycle wrote: it fires at the window's
+    /// expiry (end plus allowed lateness), holding the output watermark at
+    /// the window's end (or the input watermark, if that is past it) so
+    /// what the callback outputs is not late; the state it reads is kept
+    /// until it fired.
+    pub(super) fn arm_window_expiries(&mut self) {
+        if !self.timers.has_expiry_families() {
+            return;
+        }
+        let (Some(user), Some(route)) = (&self.cfg.user_state, self.cfg.inputs.values().next()) else { return };
+        let (coder, lateness) = (&route.window_coder, route.allowed_lateness);
+        let input = self.stage_watermark();
+        let user = user.lock().expect("user state lock");
+        for cell in user.written_cells() {
+            self.timers.arm_expiry(&cell.transform, &cell.key, &cell.window, || expiry::timer(&cell.window, coder, lateness, input));
+        }
+    }
+
+    /// Arms the OnWindowExpiration timer of each key and window of elements
+    /// handed to a ParDo with that callback (see `arm_window_expiries`).
+    pub(super) fn arm_expiries_of(&mut self, source: &str, elements: &[Vec<u8>]) -> Result<(), String> {
+        let Some(e) = self.expiry_inputs.get(source) else { return Ok(()) };
+        let input = self.stage_watermark();
+        for element in elements {
+            let (key, windows) = expiry::key_and_windows(element, &e.window_coder, &e.key_coder)?;
+            for window in windows {
+                self.timers.arm_expiry(&e.transform, key, window, || expiry::timer(window, &e.window_coder, e.allowed_lateness, input));
+            }
         }
         Ok(())
     }
