@@ -37,6 +37,7 @@ fuzz_target!(|data: &[u8]| {
         window_coder,
         sdk: None,
         on_time_always: true,
+        final_pane_always: flags & 16 != 0,
         bounded_input: false,
     };
     let input = Coder::Kv(Box::new(Coder::LengthPrefix(Box::new(Coder::Bytes))), Box::new(Coder::Varint));
