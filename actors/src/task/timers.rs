@@ -126,6 +126,10 @@ impl TaskSupervisor {
     /// Arms the OnWindowExpiration timer of each key and window of elements
     /// handed to a ParDo with that callback (see `arm_window_expiries`).
     pub(super) fn arm_expiries_of(&mut self, source: &str, elements: &[Vec<u8>]) -> Result<(), String> {
+        // Called per record of a source: no hashing when no ParDo has the callback.
+        if self.expiry_inputs.is_empty() {
+            return Ok(());
+        }
         let Some(e) = self.expiry_inputs.get(source) else { return Ok(()) };
         let input = self.stage_watermark();
         for element in elements {
