@@ -15,6 +15,7 @@ Environment:
 import dataclasses
 import faulthandler
 import os
+import random
 import re
 import signal
 import socket
@@ -161,17 +162,44 @@ def binary():
     pytest.fail(str(e), pytrace=False)
 
 
-def free_ports(count: int) -> List[int]:
-  sockets = []
+def _ephemeral_range():
   try:
-    for _ in range(count):
-      s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-      s.bind(('localhost', 0))
-      sockets.append(s)
-    return [s.getsockname()[1] for s in sockets]
-  finally:
-    for s in sockets:
-      s.close()
+    low, high = open('/proc/sys/net/ipv4/ip_local_port_range').read().split()
+    return int(low), int(high)
+  except (OSError, ValueError):
+    return 32768, 60999
+
+
+# Test brokers listen on 19092-19094, 29092-29094 and 29500-29502.
+_FREE_PORT_RANGE = (20000, 29000)
+
+
+def free_ports(count: int) -> List[int]:
+  """Ports a server may bind, outside the kernel's ephemeral range.
+
+  A port the kernel hands out for bind(0) is also one it hands out to
+  outgoing connections (the Kafka clients of a running job make many), so
+  one picked that way can be taken before the server binds it. Ports below
+  the ephemeral range are only ever taken by servers.
+  """
+  low, high = _FREE_PORT_RANGE
+  ephemeral_low, _ = _ephemeral_range()
+  high = min(high, ephemeral_low)
+  rng = random.Random(os.getpid() ^ time.monotonic_ns())
+  chosen: List[int] = []
+  for _ in range(2000):
+    if len(chosen) == count:
+      return chosen
+    port = rng.randrange(low, high)
+    if port in chosen:
+      continue
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+      try:
+        s.bind(('127.0.0.1', port))
+      except OSError:
+        continue
+    chosen.append(port)
+  raise RuntimeError('no %d free ports in %d-%d' % (count, low, high))
 
 
 @dataclasses.dataclass

@@ -179,6 +179,15 @@ _LEVELS = {
 }
 
 
+# How often start() chooses new ports when one it chose was taken meanwhile.
+PORT_ATTEMPTS = 3
+_ADDRESS_IN_USE = 'Address already in use'
+
+
+class _PortTaken(RuntimeError):
+  """The job server exited because a port chosen for it was taken."""
+
+
 def _free_port() -> int:
   with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
     s.bind(('localhost', 0))
@@ -282,11 +291,18 @@ class KafkaStreamsJobServer(job_server.JobServer):
             self._process.returncode,
             self.log_tail())
         self.stop()
-      try:
-        return self._start_locked()
-      except BaseException:
-        self.stop()
-        raise
+      for attempt in range(PORT_ATTEMPTS):
+        try:
+          return self._start_locked()
+        except _PortTaken:
+          # A port chosen here was taken before the server bound it.
+          self.stop()
+          if attempt + 1 == PORT_ATTEMPTS:
+            raise
+          _LOGGER.info('a chosen port was taken meanwhile; choosing again')
+        except BaseException:
+          self.stop()
+          raise
 
   def _start_locked(self):
     if self._requested_artifacts_dir:
@@ -325,7 +341,11 @@ class KafkaStreamsJobServer(job_server.JobServer):
       code = self._process.poll()
       if code is not None:
         self._log_thread.join(2)
-        raise RuntimeError(
+        chose_ports = not (
+            self._requested_job_port and self._requested_expansion_port)
+        error = _PortTaken if chose_ports and _ADDRESS_IN_USE in (
+            self.log_tail()) else RuntimeError
+        raise error(
             'The beam-kafka job server exited with code %s during start-up '
             '(command: %s). Its output:\n%s' %
             (code, ' '.join(cmd), self.log_tail()))

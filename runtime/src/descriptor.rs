@@ -142,6 +142,22 @@ pub fn build(graph: &PipelineGraph, stage: &Stage, descriptor_id: &str, data_url
         add_coder(&scratch, &mut coders, &element);
         pc.coder_id = element;
     }
+    // Java's and Python's harnesses read a PCollection coder that is a
+    // windowed_value coder as the coder of the windowed value, not of the
+    // element: a PCollection whose elements are windowed values (Java's
+    // Create.windowedValues, a metadata-preserving Reshuffle) is described
+    // wrapped once more, as it travels.
+    for pc in d.pcollections.values_mut() {
+        let windowed = coders.get(&pc.coder_id).and_then(|c| c.spec.as_ref()).is_some_and(|s| s.urn == urns::CODER_WINDOWED_VALUE);
+        let Some(ws) = components.windowing_strategies.get(&pc.windowing_strategy_id).filter(|_| windowed) else { continue };
+        let id = format!("{}/as-element", pc.coder_id);
+        let wrapped = pb::Coder {
+            spec: Some(pb::FunctionSpec { urn: urns::CODER_WINDOWED_VALUE.into(), payload: vec![] }),
+            component_coder_ids: vec![pc.coder_id.clone(), ws.window_coder_id.clone()],
+        };
+        coders.insert(id.clone(), wrapped);
+        pc.coder_id = id;
+    }
     // Timers travel with keys the runner can split (length-prefixed where
     // their coder is not one it reads), as for data.
     let mut has_timers = false;
@@ -242,5 +258,27 @@ mod tests {
         assert!(d.transforms.contains_key(&source_id("a")) && d.transforms.contains_key(&sink_id("a")));
         let pc = &d.pcollections["a"];
         assert!(d.coders.contains_key(&pc.coder_id) && d.windowing_strategies.contains_key(&pc.windowing_strategy_id));
+    }
+
+    #[test]
+    fn a_pcollection_of_windowed_values_is_described_wrapped_once_more() {
+        // Java's Create.windowedValues and a metadata-preserving Reshuffle:
+        // the PCollection's own coder is windowed_value(bytes, gw).
+        let mut b = Builder::new();
+        b.leaf("impulse", IMPULSE, &[], &["a"], false).leaf("map", PAR_DO, &["a"], &["b"], true);
+        let comps = b.p.components.as_mut().unwrap();
+        let spec = Some(pb::FunctionSpec { urn: CODER_WINDOWED_VALUE.into(), payload: vec![] });
+        comps.coders.insert("wv".into(), pb::Coder { spec, component_coder_ids: vec!["bytes".into(), "gw".into()] });
+        comps.pcollections.get_mut("b").unwrap().coder_id = "wv".into();
+        let p = b.build();
+        let g = PipelineGraph::new(&p).unwrap();
+        let stage = &fuse(&g)[0];
+        let d = build(&g, stage, "pbd-3", "localhost:1", "localhost:2");
+        let described = &d.coders[&d.pcollections["b"].coder_id];
+        assert_eq!(described.spec.as_ref().unwrap().urn, CODER_WINDOWED_VALUE);
+        assert_eq!(described.component_coder_ids, ["wv", "gw"]);
+        assert!(d.coders.contains_key("wv") && d.coders.contains_key("gw"));
+        // Plain element coders are left as they are.
+        assert_eq!(d.pcollections["a"].coder_id, "bytes");
     }
 }
