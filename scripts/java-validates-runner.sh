@@ -23,16 +23,6 @@ excluded=(
   # They check the Java SDK container's JVM (jamm agent, TLS settings, log4j); here the harness is
   # the test JVM itself.
   UsesSdkHarnessEnvironment
-  # Merging WindowFns of Java code (beam:window_fn:serialized_java:v1): the runner merges windows
-  # only through Python's SDK.
-  UsesCustomWindowMerging
-  # MultimapState.entries(): the runner serves no MultimapEntriesUserState requests.
-  UsesMultimapState
-  # @RequiresTimeSortedInput (beam:requirement:pardo:time_sorted_input:v1): refused at Prepare.
-  UsesRequiresTimeSortedInput
-  # Bounded-trie metrics: the job server keeps the newest report instead of merging them, and
-  # this client does not decode them.
-  UsesBoundedTrieMetrics
   # Records over 64 MiB: the runner's topics take records up to 64 MiB (max.message.bytes).
   'LargeKeys$Above100MB'
 )
@@ -78,7 +68,9 @@ done
 grep -q "job server listening" "$log_file" || die "the job server did not start within 60 s: see $log_file"
 log "job server at $endpoint, broker at $bootstrap"
 
-test_timeout="${BEAM_KAFKA_JAVA_TEST_TIMEOUT:-120}"  # seconds per test pipeline (TestPipeline's 900 is long)
+# Seconds per test pipeline (TestPipeline's 900 is long). 240: the time-sorted input tests replay
+# 1000 TestStream steps, one at a time (~0.1 s each).
+test_timeout="${BEAM_KAFKA_JAVA_TEST_TIMEOUT:-240}"
 options="[\"--runner=dev.beamkafka.runner.TestBeamKafkaRunner\",\"--jobEndpoint=$endpoint\",\
 \"--bootstrapServers=$bootstrap\",\"--sdkWorkerParallelism=1\",\"--testTimeoutSeconds=$test_timeout\"]"
 categories="$(printf 'org.apache.beam.sdk.testing.%s,' "${excluded[@]}")"

@@ -163,6 +163,7 @@ fn start_tasks(
                     window_coder: i.window_coder.clone(),
                     allowed_lateness: i.allowed_lateness,
                     expiry: i.expiry.clone(),
+                    time_sorted: i.time_sorted,
                     window_fns: match (&i.window_fns, &i.gbk) {
                         (Some(d), Some((spec, _))) => {
                             Some(Arc::new(WindowFnClient::new(input.harnesses.lease(), d.clone(), spec.window_coder.clone())))
@@ -202,6 +203,7 @@ fn start_tasks(
         let mut held = Vec::new();
         let mut deferred = Vec::new();
         let mut user = UserState::default();
+        user.set_map_value_coders(sub.multimap_values.clone());
         let mut timers = Timers::default();
         timers.set_expiry_families(
             sub.timers.iter().filter(|t| t.on_window_expiration).map(|t| (t.transform.clone(), t.family.clone())).collect(),

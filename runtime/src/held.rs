@@ -1,6 +1,9 @@
-//! Main-input elements held back until the side-input windows they need are
-//! complete. They were taken from the input (their offsets commit), so they
-//! are durable state: each is an entry of the task's changelog until it is
+//! Main-input elements held back: until the side-input windows they need
+//! are complete, and, for a ParDo that requires time-sorted input
+//! (`@RequiresTimeSortedInput`), until the input watermark passed their
+//! timestamp plus the allowed lateness. They leave in timestamp order.
+//! They were taken from the input (their offsets commit), so they are
+//! durable state: each is an entry of the task's changelog until it is
 //! released to the stage.
 use std::collections::BTreeMap;
 
@@ -18,10 +21,11 @@ pub struct Held {
     pub windows: Vec<Window>,
 }
 
-/// Held elements in arrival order, with the changes to persist.
+/// Held elements in timestamp order (then arrival order), with the
+/// changes to persist.
 #[derive(Debug, Default)]
 pub struct HeldElements {
-    held: BTreeMap<u64, Held>,
+    held: BTreeMap<(Millis, u64), Held>,
     next: u64,
     /// Entries changed since the last `take_changes` (`None` deletes).
     changes: Vec<(u64, Option<Vec<u8>>)>,
@@ -43,18 +47,25 @@ pub fn decode(buf: &[u8]) -> Result<(String, Vec<u8>), String> {
     Ok((source, buf[r.at..].to_vec()))
 }
 
+/// Whether the input watermark passed `timestamp` plus `allowed_lateness`:
+/// an element of a time-sorted input is then due (if held) or too late (if
+/// it arrives now: Beam's runners drop it, as nothing before it may follow).
+pub fn past_lateness(timestamp: Millis, allowed_lateness: i64, input: Watermark) -> bool {
+    Watermark::At(timestamp.saturating_add(allowed_lateness.max(0))) < input
+}
+
 impl HeldElements {
     pub fn hold(&mut self, h: Held) {
         let seq = self.next;
         self.next += 1;
         self.changes.push((seq, Some(encode(&h))));
-        self.held.insert(seq, h);
+        self.held.insert((h.timestamp, seq), h);
     }
 
     /// Restores an element saved under `seq`.
     pub fn restore(&mut self, seq: u64, h: Held) {
         self.next = self.next.max(seq + 1);
-        self.held.insert(seq, h);
+        self.held.insert((h.timestamp, seq), h);
     }
 
     pub fn is_empty(&self) -> bool {
@@ -70,22 +81,21 @@ impl HeldElements {
         self.held.values().flat_map(|h| h.windows.iter())
     }
 
-    /// Releases, in arrival order, up to `limit` elements all of whose
-    /// windows are ready (the rest stay held, and durable, until there is
-    /// room for them).
-    pub fn release(&mut self, ready: impl Fn(&Window) -> bool, limit: usize) -> Vec<Held> {
-        let seqs: Vec<u64> = self.held.iter().filter(|(_, h)| h.windows.iter().all(&ready)).map(|(s, _)| *s).take(limit).collect();
-        seqs.into_iter()
-            .map(|s| {
-                self.changes.push((s, None));
-                self.held.remove(&s).expect("listed above")
+    /// Releases, in timestamp order, up to `limit` elements that are
+    /// `ready` (the rest stay held, and durable, until there is room).
+    pub fn release(&mut self, ready: impl Fn(&Held) -> bool, limit: usize) -> Vec<Held> {
+        let keys: Vec<(Millis, u64)> = self.held.iter().filter(|(_, h)| ready(h)).map(|(k, _)| *k).take(limit).collect();
+        keys.into_iter()
+            .map(|k| {
+                self.changes.push((k.1, None));
+                self.held.remove(&k).expect("listed above")
             })
             .collect()
     }
 
     /// The earliest timestamp held: the task's output watermark may not pass it.
     pub fn hold_watermark(&self) -> Watermark {
-        self.held.values().map(|h| Watermark::At(h.timestamp)).min().unwrap_or(Watermark::PosInf)
+        self.held.keys().next().map_or(Watermark::PosInf, |(ts, _)| Watermark::At(*ts))
     }
 
     pub fn take_changes(&mut self) -> Vec<(u64, Option<Vec<u8>>)> {
@@ -108,13 +118,14 @@ mod tests {
         h.hold(held(15, 20));
         h.hold(held(7, 10));
         assert_eq!(h.hold_watermark(), Watermark::At(5));
-        assert_eq!(h.release(|w| w.max_timestamp() < 10, 1).len(), 1, "no more than the limit");
-        let out = h.release(|w| w.max_timestamp() < 10, usize::MAX);
+        let closed = |h: &Held| h.windows.iter().all(|w| w.max_timestamp() < 10);
+        assert_eq!(h.release(closed, 1).len(), 1, "no more than the limit");
+        let out = h.release(closed, usize::MAX);
         assert_eq!(out.iter().map(|e| e.timestamp).collect::<Vec<_>>(), [7]);
         assert_eq!(h.hold_watermark(), Watermark::At(15));
         let changes = h.take_changes();
         assert_eq!(changes.len(), 5, "three holds, two releases");
-        assert_eq!(changes[3], (0, None));
+        assert_eq!(changes[3], (0, None), "the earliest timestamp first");
         assert!(h.release(|_| false, usize::MAX).is_empty());
         assert_eq!(h.release(|_| true, usize::MAX).len(), 1);
         assert!(h.is_empty());
@@ -132,5 +143,21 @@ mod tests {
         again.restore(4, held(5, 10));
         again.hold(held(6, 10));
         assert_eq!(again.take_changes()[0].0, 5, "new entries continue after restored ones");
+    }
+
+    #[test]
+    fn time_sorted_elements_leave_in_timestamp_order_once_the_watermark_passed_them() {
+        let mut h = HeldElements::default();
+        for ts in [30, 10, 20, 10] {
+            h.hold(held(ts, 100));
+        }
+        let due = |wm: Millis| move |e: &Held| past_lateness(e.timestamp, 5, Watermark::At(wm));
+        assert!(h.release(due(15), usize::MAX).is_empty(), "10 + 5 is not yet passed");
+        let out = h.release(due(26), usize::MAX);
+        assert_eq!(out.iter().map(|e| e.timestamp).collect::<Vec<_>>(), [10, 10, 20]);
+        assert_eq!(h.hold_watermark(), Watermark::At(30));
+        assert!(past_lateness(3, 5, Watermark::At(9)) && !past_lateness(4, 5, Watermark::At(9)));
+        assert!(past_lateness(Millis::MAX, 5, Watermark::PosInf), "saturates");
+        assert!(!past_lateness(0, 0, Watermark::NegInf));
     }
 }

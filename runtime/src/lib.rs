@@ -1,6 +1,7 @@
 //! The pure core of beam-kafka: what a pipeline means and how it maps onto
 //! Kafka, with no I/O, no async, no gRPC and no Kafka client. Everything here is
 //! unit-tested without a broker.
+pub mod bounded_trie;
 pub mod chunks;
 pub mod coder;
 pub mod coders;
@@ -25,6 +26,7 @@ pub mod kafka_sink;
 pub mod kafka_source;
 pub mod lift;
 pub mod lower;
+pub mod multimap_state;
 pub mod packed;
 mod panes;
 pub mod partition;

@@ -123,6 +123,7 @@ pub fn lower(
                 allowed_lateness: allowed_lateness(components, &i.pcollection),
                 window_fns,
                 expiry: expiry_reader(graph, &sub.stage.transforms, &i.pcollection)?,
+                time_sorted: reads_time_sorted(graph, &sub.stage.transforms, &i.pcollection),
             });
         }
         let mut side_inputs = Vec::new();
@@ -215,6 +216,10 @@ pub fn lower(
                 side_inputs,
                 stateful: sub.stage.transforms.iter().any(|t| graph.is_stateful(t)),
                 timers: timer_families(graph, &sub.stage.transforms)?,
+                multimap_values: crate::multimap_state::value_coders(
+                    graph.components(),
+                    sub.stage.transforms.iter().map(|t| (t, graph.transform(t))),
+                )?,
                 outputs,
                 kafka_sinks,
                 residual_sources: sub
@@ -281,6 +286,16 @@ fn allowed_lateness(components: &Components, pcollection: &str) -> i64 {
 /// Whether `pcollection` is the input of a splittable DoFn's process step.
 fn feeds_splittable(graph: &PipelineGraph, pcollection: &str) -> bool {
     graph.consumers.get(pcollection).is_some_and(|cs| cs.iter().any(|c| graph.urn(c) == crate::urns::SDF_PROCESS))
+}
+
+/// Whether a ParDo of `transforms` that requires time-sorted input reads
+/// `pcollection` (a stateful ParDo: its keyed input comes through a
+/// shuffle, straight into its stage).
+fn reads_time_sorted(graph: &PipelineGraph, transforms: &[String], pcollection: &str) -> bool {
+    graph.consumers.get(pcollection).into_iter().flatten().filter(|c| transforms.contains(c)).any(|id| {
+        let spec = graph.transform(id).spec.as_ref().filter(|s| s.urn == crate::urns::PAR_DO);
+        spec.and_then(|s| ParDoPayload::decode(s.payload.as_slice()).ok()).is_some_and(|p| p.requires_time_sorted_input)
+    })
 }
 
 /// The ParDo of `transforms` with an OnWindowExpiration callback that

@@ -3,7 +3,7 @@
 //! outputs, WriteToKafka sinks and timer families, with the coders the
 //! runner reads each with. Built once at job start from the plan
 //! (`crate::lower`), read by the actors.
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use crate::coder::Coder;
@@ -37,6 +37,9 @@ pub struct InputSpec {
     /// this input, and the key coder of its elements: each key and window
     /// it sees arms the callback's timer.
     pub expiry: Option<(String, Coder)>,
+    /// The stateful ParDo reading this input requires it time-sorted: its
+    /// elements are held until the watermark passed them (see `held`).
+    pub time_sorted: bool,
 }
 
 /// Helper descriptors of a custom WindowFn (see `window_fns`), by id.
@@ -83,6 +86,8 @@ pub struct SubTopologySpec {
     pub stateful: bool,
     /// The timer families of its stateful ParDos.
     pub timers: Vec<TimerFamilySpec>,
+    /// The value coders of its ParDos' map and multimap states.
+    pub multimap_values: HashMap<crate::multimap_state::StateName, Coder>,
     pub outputs: Vec<OutputSink>,
     pub kafka_sinks: Vec<KafkaSinkSpec>,
     /// Splittable DoFn process steps of its stage → the data source their

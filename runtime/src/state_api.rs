@@ -22,6 +22,7 @@ pub fn user_state_transform(request: &fn_pb::StateRequest) -> Option<&str> {
         Key::OrderedListUserState(k) => Some(&k.transform_id),
         Key::MultimapUserState(k) => Some(&k.transform_id),
         Key::MultimapKeysUserState(k) => Some(&k.transform_id),
+        Key::MultimapEntriesUserState(k) => Some(&k.transform_id),
         _ => None,
     }
 }
@@ -97,6 +98,18 @@ pub fn serve_user_state(state: &mut UserState, request: &fn_pb::StateRequest) ->
                     Ok(CLEARED)
                 }
                 Request::Append(_) => Err("an append to the keys of a multimap (append to one key's values instead)".into()),
+            }
+        }
+        // ... and every key with its values (Java's MultimapState.entries()).
+        Some(Key::MultimapEntriesUserState(k)) => {
+            let map = cell(&k.transform_id, &k.user_state_id, &k.key, &k.window, None);
+            match op {
+                Request::Get(_) => Ok(got(state.map_entries(&map)?)),
+                Request::Clear(_) => {
+                    state.map_clear(&map);
+                    Ok(CLEARED)
+                }
+                Request::Append(_) => Err("an append to the entries of a multimap (append to one key's values instead)".into()),
             }
         }
         _ => Err("not a user state request".into()),
@@ -220,5 +233,46 @@ mod tests {
         assert_eq!(serve_user_state(&mut s, &get).unwrap(), got(Vec::new()));
         let empty = fn_pb::StateRequest { request: None, ..get };
         assert!(serve_user_state(&mut s, &empty).is_err());
+    }
+
+    fn request(key: Key, op: Request) -> fn_pb::StateRequest {
+        let state_key = Some(fn_pb::StateKey { r#type: Some(key) });
+        fn_pb::StateRequest { id: "1".into(), instruction_id: "b".into(), state_key, request: Some(op) }
+    }
+
+    #[test]
+    fn multimap_entries_list_each_key_with_its_value_count() {
+        let mut s = UserState::default();
+        s.set_map_value_coders([(("t".to_string(), "m".to_string()), crate::coder::Coder::Varint)].into());
+        let put = |map_key: &[u8], data: &[u8]| {
+            let key = fn_pb::state_key::MultimapUserState {
+                transform_id: "t".into(),
+                user_state_id: "m".into(),
+                window: vec![],
+                key: b"k".to_vec(),
+                map_key: map_key.to_vec(),
+            };
+            request(Key::MultimapUserState(key), Request::Append(fn_pb::StateAppendRequest { data: data.to_vec() }))
+        };
+        serve_user_state(&mut s, &put(b"\x01b", b"\x07")).unwrap();
+        serve_user_state(&mut s, &put(b"\x01a", b"\x01\x02")).unwrap();
+        serve_user_state(&mut s, &put(b"\x01a", b"\x03")).unwrap();
+        let entries = |state_id: &str, op: Request| {
+            let key = fn_pb::state_key::MultimapEntriesUserState {
+                transform_id: "t".into(),
+                user_state_id: state_id.into(),
+                window: vec![],
+                key: b"k".to_vec(),
+            };
+            request(Key::MultimapEntriesUserState(key), op)
+        };
+        let get = entries("m", Request::Get(fn_pb::StateGetRequest::default()));
+        assert_eq!(user_state_transform(&get), Some("t"));
+        let want = b"\x01a\x00\x00\x00\x03\x01\x02\x03\x01b\x00\x00\x00\x01\x07".to_vec();
+        assert_eq!(serve_user_state(&mut s, &get).unwrap(), got(want));
+        // A state the stage does not declare as a multimap is an error, not a guess.
+        assert!(serve_user_state(&mut s, &entries("other", Request::Get(fn_pb::StateGetRequest::default()))).is_err());
+        serve_user_state(&mut s, &entries("m", Request::Clear(fn_pb::StateClearRequest {}))).unwrap();
+        assert_eq!(serve_user_state(&mut s, &get).unwrap(), got(Vec::new()));
     }
 }

@@ -10,10 +10,12 @@
 //! a commit writes only what was appended, however large the bag. A cell of
 //! the older layout is one whole entry; it still restores and is rewritten
 //! as chunks when it next changes.
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::chunks::{self, Entry, Stored};
+use crate::coder::Coder;
 use crate::coders::{encode_varint, ByteReader};
+use crate::multimap_state::StateName;
 use crate::task_state;
 
 pub const BAG_PROTOCOL: &str = "beam:user_state:bag:v1";
@@ -93,6 +95,8 @@ pub struct UserState {
     legacy: BTreeSet<StateCell>,
     /// Chunks read back while restoring, assembled by `finish_restore`.
     restoring: BTreeMap<StateCell, BTreeMap<u32, Vec<u8>>>,
+    /// The value coders of map and multimap states, to count values.
+    map_values: HashMap<StateName, Coder>,
 }
 
 impl Default for UserState {
@@ -105,6 +109,7 @@ impl Default for UserState {
             stored: BTreeMap::new(),
             legacy: BTreeSet::new(),
             restoring: BTreeMap::new(),
+            map_values: HashMap::new(),
         }
     }
 }
@@ -178,6 +183,22 @@ impl UserState {
     /// Multimap state: the map's keys, each as the SDK encoded it, concatenated.
     pub fn map_keys(&self, map: &StateCell) -> Vec<u8> {
         self.map_cells(map).flat_map(|c| c.map_key.clone().unwrap_or_default()).collect()
+    }
+
+    /// The value coders of the task's map and multimap states.
+    pub fn set_map_value_coders(&mut self, coders: HashMap<StateName, Coder>) {
+        self.map_values = coders;
+    }
+
+    /// Multimap state: every key with its values (see `multimap_state`).
+    pub fn map_entries(&self, map: &StateCell) -> Result<Vec<u8>, String> {
+        let name = (map.transform.clone(), map.state_id.clone());
+        let coder = self
+            .map_values
+            .get(&name)
+            .ok_or_else(|| format!("'{}' of '{}' is not a multimap state of this stage", map.state_id, map.transform))?;
+        let entries = self.map_cells(map).map(|c| (c.map_key.as_deref().unwrap_or_default(), self.get(c)));
+        crate::multimap_state::encode_entries(coder, entries)
     }
 
     /// Multimap state: appends values to a map key (`cell.map_key`). An

@@ -28,8 +28,13 @@ impl std::fmt::Display for Unsupported {
 }
 
 /// Requirements (`Pipeline.requirements`) this runner honours.
-const SUPPORTED_REQUIREMENTS: &[&str] =
-    &[urns::REQUIREMENT_STATEFUL, urns::REQUIREMENT_SPLITTABLE, urns::REQUIREMENT_FINALIZATION, urns::REQUIREMENT_ON_WINDOW_EXPIRATION];
+const SUPPORTED_REQUIREMENTS: &[&str] = &[
+    urns::REQUIREMENT_STATEFUL,
+    urns::REQUIREMENT_SPLITTABLE,
+    urns::REQUIREMENT_FINALIZATION,
+    urns::REQUIREMENT_ON_WINDOW_EXPIRATION,
+    urns::REQUIREMENT_TIME_SORTED,
+];
 
 /// Checks the whole pipeline; an empty result means it can run.
 pub fn validate(pipeline: &pb::Pipeline) -> Vec<Unsupported> {
@@ -281,8 +286,9 @@ fn pardo_problems(t: &pb::PTransform) -> Vec<String> {
     if !p.restriction_coder_id.is_empty() && t.spec.as_ref().is_some_and(|s| s.urn == urns::PAR_DO) {
         out.push("is a splittable DoFn that was not expanded into its steps (sdf::expand_splittable)".to_string());
     }
-    if p.requires_time_sorted_input {
-        out.push("requires time-sorted input, not supported yet".to_string());
+    // The runner sorts a stateful ParDo's keyed input (see `held`).
+    if p.requires_time_sorted_input && p.state_specs.is_empty() && p.timer_family_specs.is_empty() {
+        out.push("requires time-sorted input but has no state or timers: time-sorted input is for a stateful ParDo".to_string());
     }
     out
 }
@@ -334,6 +340,27 @@ mod tests {
         assert_eq!(text.len(), 2, "{text:?}");
         assert!(text.iter().any(|t| t.contains("'stateful'") && t.contains("user state of an unknown kind")));
         assert!(text.iter().any(|t| t.contains("splittable")));
+    }
+
+    #[test]
+    fn time_sorted_input_runs_for_stateful_pardos_only() {
+        let bag = pb::StateSpec {
+            protocol: Some(pb::FunctionSpec { urn: crate::user_state::BAG_PROTOCOL.into(), payload: vec![] }),
+            ..Default::default()
+        };
+        let with = |state: Vec<(String, pb::StateSpec)>| {
+            let mut b = Builder::new();
+            b.leaf("impulse", IMPULSE, &[], &["a"], false).leaf("sorted", PAR_DO, &["a"], &["b"], true);
+            let mut p = b.build();
+            let payload =
+                pb::ParDoPayload { state_specs: state.into_iter().collect(), requires_time_sorted_input: true, ..Default::default() };
+            p.components.as_mut().unwrap().transforms.get_mut("sorted").unwrap().spec.as_mut().unwrap().payload = payload.encode_to_vec();
+            p.requirements.push(REQUIREMENT_TIME_SORTED.into());
+            validate(&p).iter().map(|u| u.to_string()).collect::<Vec<_>>()
+        };
+        assert_eq!(with(vec![("last".into(), bag)]), Vec::<String>::new());
+        let text = with(vec![]);
+        assert!(text.len() == 1 && text[0].contains("'sorted'") && text[0].contains("stateful ParDo"), "{text:?}");
     }
 
     #[test]

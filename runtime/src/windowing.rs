@@ -48,10 +48,13 @@ impl WindowingSpec {
         }
         let merging = ws.merge_status == pb::merge_status::Enum::NeedsMerge as i32;
         let sdk = SdkWindowFn::of(components, ws);
-        if sdk.as_ref().is_some_and(|s| s.window_fn.urn != crate::window_fns::PICKLED_WINDOW_FN) {
-            // Only Python's SDK implements merge_windows and map_windows.
+        if sdk.as_ref().is_some_and(|s| s.opaque && s.window_fn.urn != crate::window_fns::PICKLED_WINDOW_FN) {
+            // Every SDK merges windows (merge_windows); the ends of windows
+            // the runner cannot read come from Python's window mapping.
             let urn = &ws.window_fn.as_ref().map(|f| f.urn.as_str()).unwrap_or("");
-            return Err(format!("the WindowFn '{urn}' needs its SDK to merge or read its windows, which only Python's SDK does"));
+            return Err(format!(
+                "the WindowFn '{urn}' has windows of a coder the runner cannot read: only Python's SDK tells the runner their ends"
+            ));
         }
         let accumulating = match pb::accumulation_mode::Enum::try_from(ws.accumulation_mode) {
             Ok(pb::accumulation_mode::Enum::Accumulating) => true,
@@ -167,5 +170,11 @@ mod tests {
         assert!(!sdk.merges && sdk.opaque);
         ws.window_fn = Some(pb::FunctionSpec { urn: "beam:window_fn:java_calendar:v1".into(), payload: vec![] });
         assert!(WindowingSpec::from_proto(&c, &ws).unwrap_err().contains("java_calendar"));
+        // A Java WindowFn merges in Java's SDK when the runner reads its windows.
+        ws.window_fn = Some(pb::FunctionSpec { urn: "beam:window_fn:serialized_java:v1".into(), payload: vec![2] });
+        ws.window_coder_id = "iw".into();
+        ws.merge_status = pb::merge_status::Enum::NeedsMerge as i32;
+        let java = WindowingSpec::from_proto(&c, &ws).unwrap().sdk.unwrap();
+        assert!(java.merges && !java.opaque);
     }
 }

@@ -1,7 +1,8 @@
 //! Metrics of a job, aggregated from the monitoring infos of every bundle:
-//! sums add up, distributions merge, string sets unite, gauges keep the
-//! latest value. Attempted metrics count every finished bundle; committed
-//! ones only bundles whose task committed its progress after them.
+//! sums add up, distributions merge, string sets unite, bounded tries
+//! combine (`bounded_trie`), gauges keep the latest value. Attempted
+//! metrics count every finished bundle; committed ones only bundles whose
+//! task committed its progress after them.
 use std::collections::BTreeMap;
 
 use beam_kafka_proto::pipeline::MonitoringInfo;
@@ -11,6 +12,7 @@ const SUM_INT64: &str = "beam:metrics:sum_int64:v1";
 const DISTRIBUTION_INT64: &str = "beam:metrics:distribution_int64:v1";
 const LATEST_INT64: &str = "beam:metrics:latest_int64:v1";
 const SET_STRING: &str = "beam:metrics:set_string:v1";
+const BOUNDED_TRIE: &str = "beam:metrics:bounded_trie:v1";
 
 fn read_i64(buf: &[u8], at: &mut usize) -> Option<i64> {
     let (v, n) = decode_varint(&buf[*at..])?;
@@ -88,6 +90,11 @@ fn merge(old: &mut MonitoringInfo, new: MonitoringInfo) {
                 old.payload = encode_strings(&a);
             }
         }
+        BOUNDED_TRIE => {
+            if let Some(combined) = beam_kafka_runtime::bounded_trie::combine_encoded(&old.payload, &new.payload) {
+                old.payload = combined;
+            }
+        }
         // Kinds not aggregated here (e.g. progress): keep the newest report.
         _ => *old = new,
     }
@@ -153,5 +160,21 @@ mod tests {
         let got = decode_strings(&m.all()[0].payload).unwrap();
         assert_eq!(got.len(), 3);
         assert!(got.contains(b"zzz".as_slice()));
+    }
+
+    #[test]
+    fn bounded_tries_combine() {
+        use prost::Message;
+        let trie = |path: &[&str]| beam_kafka_proto::pipeline::BoundedTrie {
+            bound: 100,
+            root: None,
+            singleton: path.iter().map(|s| s.to_string()).collect(),
+        };
+        let mut m = Aggregate::default();
+        m.add(vec![info(BOUNDED_TRIE, "t", trie(&["a", "b"]).encode_to_vec())]);
+        m.add(vec![info(BOUNDED_TRIE, "t", trie(&["a", "c"]).encode_to_vec())]);
+        let got = beam_kafka_proto::pipeline::BoundedTrie::decode(m.all()[0].payload.as_slice()).unwrap();
+        let a = &got.root.unwrap().children["a"];
+        assert_eq!(a.children.len(), 2, "both reports' paths are kept");
     }
 }

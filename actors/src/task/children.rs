@@ -171,6 +171,7 @@ impl TaskSupervisor {
                 }
                 self.barrier_watermark = current;
                 self.input_watermark = self.input_watermark.max(current);
+                self.releasing |= !self.time_sorted.is_empty() && !self.held.is_empty();
                 if self.cycles.aligned(AGGREGATOR) {
                     self.on_aligned(ctx);
                 }
@@ -288,6 +289,8 @@ impl TaskSupervisor {
     pub(super) fn on_input_watermark(&mut self, wm: Watermark, ctx: &mut Context<Self>) {
         tracing::debug!(task = %self.cfg.task, "input watermark {wm:?}");
         self.input_watermark = self.input_watermark.max(wm);
+        // Held elements of time-sorted inputs may be due.
+        self.releasing |= !self.time_sorted.is_empty() && !self.held.is_empty();
         if !self.input_blocked() && self.flow.has_room() {
             // The GroupByKeys' reports of what the step closed are on their
             // way: ask each at once.

@@ -8,7 +8,7 @@ use std::time::Duration;
 use actix::prelude::*;
 use beam_kafka_runtime::coder::Coder;
 use beam_kafka_runtime::deferred::Deferred;
-use beam_kafka_runtime::held::Held;
+use beam_kafka_runtime::held::{self, Held};
 use beam_kafka_runtime::packed::Pack;
 use beam_kafka_runtime::task::flow::FlowCommand;
 use beam_kafka_runtime::timestamp::Watermark;
@@ -261,24 +261,43 @@ impl TaskSupervisor {
         }
     }
 
-    /// Adds elements for the stage: at once, or, for a stage with side
-    /// inputs, once the side windows each element needs are complete.
+    /// Adds elements for the stage: at once, or held: for a stage with side
+    /// inputs, until the side windows each element needs are complete; for
+    /// a time-sorted input, until the input watermark passed the element
+    /// (one that arrives past it is dropped, and said so).
     pub(super) fn hand_to_stage(&mut self, out: &mut ToStage, source: &str, elements: Vec<Vec<u8>>) -> Result<(), String> {
-        self.arm_expiries_of(source, &elements)?;
-        if self.cfg.side_inputs.is_empty() {
+        let sorted = self.time_sorted.get(source).copied();
+        if self.cfg.side_inputs.is_empty() && sorted.is_none() {
+            self.arm_expiries_of(source, &elements)?;
             self.push(out, source, elements);
             return Ok(());
         }
         let coder = self.window_coders.get(source).ok_or_else(|| format!("no window coder for {source}"))?.clone();
-        let mut ready = Vec::new();
+        let (mut ready, mut late) = (Vec::new(), 0u64);
         for element in elements {
             let h = held_element(&coder, source.to_string(), element)?;
-            if h.windows.iter().all(|w| self.side_ready(w)) {
-                ready.push(h.element);
-            } else {
-                self.want_side_maps(&h.windows);
-                self.held.hold(h);
+            if sorted.is_some_and(|lateness| held::past_lateness(h.timestamp, lateness, self.input_watermark)) {
+                late += 1;
+                continue;
             }
+            self.arm_expiries_of(source, std::slice::from_ref(&h.element))?;
+            let side_ready = h.windows.iter().all(|w| self.side_ready(w));
+            if side_ready && sorted.is_none() {
+                ready.push(h.element);
+                continue;
+            }
+            if !side_ready {
+                self.want_side_maps(&h.windows);
+            }
+            self.held.hold(h);
+        }
+        if late > 0 {
+            crate::telemetry::instruments().late_dropped.add(late, &[]);
+            tracing::warn!(
+                task = %self.cfg.task,
+                "dropped {late} element(s) of {source} that arrived after the watermark passed them (time-sorted input, allowed lateness {} ms)",
+                sorted.unwrap_or_default()
+            );
         }
         self.push(out, source, ready);
         Ok(())
@@ -316,11 +335,16 @@ impl TaskSupervisor {
     fn release_held(&mut self) -> bool {
         let limit = (self.flow.room() as usize).max(1);
         let (specs, wms, maps) = (&self.cfg.side_inputs, &self.side_watermarks, &self.side_maps);
-        let ready = |w: &Window| {
+        let side_ready = |w: &Window| {
             specs
                 .iter()
                 .enumerate()
                 .all(|(i, s)| super::side_maps::side_ready(maps, i, s, w, wms.get(&s.topic).copied().unwrap_or(Watermark::NegInf)))
+        };
+        let (sorted, input) = (&self.time_sorted, self.input_watermark);
+        let ready = |h: &Held| {
+            h.windows.iter().all(side_ready)
+                && sorted.get(&h.source).is_none_or(|lateness| held::past_lateness(h.timestamp, *lateness, input))
         };
         let released = self.held.release(ready, limit);
         let more = released.len() == limit;

@@ -108,6 +108,8 @@ pub struct InputRoute {
     /// The ParDo with an OnWindowExpiration callback reading it, and the
     /// key coder of its elements.
     pub expiry: Option<(String, Coder)>,
+    /// The stateful ParDo reading it requires time-sorted input.
+    pub time_sorted: bool,
 }
 
 /// A topic this task reports its output watermark to.
@@ -254,6 +256,9 @@ pub struct TaskSupervisor {
     window_coders: HashMap<String, Coder>,
     /// Stage data sources read by a ParDo with an OnWindowExpiration callback.
     expiry_inputs: HashMap<String, timers::ExpiryInput>,
+    /// Stage data sources that go in timestamp order, with their allowed
+    /// lateness: their elements are held until the watermark passed them.
+    time_sorted: HashMap<String, i64>,
     /// Pending timers; fired when a commit cycle's flush completed.
     timers: Timers,
     /// Input waits while a cycle of a stage with timers decides which fire
@@ -294,6 +299,7 @@ impl TaskSupervisor {
         let window_coders: HashMap<String, Coder> =
             cfg.inputs.values().map(|r| (r.source_transform.clone(), r.window_coder.clone())).collect();
         let expiry_inputs = timers::expiry_inputs(&cfg.inputs);
+        let time_sorted = cfg.inputs.values().filter(|r| r.time_sorted).map(|r| (r.source_transform.clone(), r.allowed_lateness)).collect();
         let mut side_aggregates = HashMap::new();
         for s in &cfg.side_inputs {
             side_aggregates.entry(s.topic.clone()).or_insert_with(|| InputWatermark::new([s.upstream.clone()]));
@@ -373,6 +379,7 @@ impl TaskSupervisor {
             side_watermarks,
             window_coders,
             expiry_inputs,
+            time_sorted,
             bundle_durations: DurationStats::default(),
         }
     }

@@ -9,9 +9,12 @@ import java.util.List;
 import java.util.Map;
 import java.util.function.Function;
 import org.apache.beam.model.jobmanagement.v1.JobApi;
+import org.apache.beam.model.pipeline.v1.MetricsApi.BoundedTrie;
 import org.apache.beam.model.pipeline.v1.MetricsApi.MonitoringInfo;
+import org.apache.beam.runners.core.metrics.BoundedTrieData;
 import org.apache.beam.sdk.coders.IterableCoder;
 import org.apache.beam.sdk.coders.StringUtf8Coder;
+import org.apache.beam.sdk.metrics.BoundedTrieResult;
 import org.apache.beam.sdk.metrics.DistributionResult;
 import org.apache.beam.sdk.metrics.GaugeResult;
 import org.apache.beam.sdk.metrics.MetricFiltering;
@@ -27,7 +30,8 @@ import org.joda.time.Instant;
 
 /**
  * User metrics from GetJobMetrics: the job server's attempted and committed MonitoringInfos
- * (counters, distributions, gauges and string sets; labels NAMESPACE, NAME and PTRANSFORM) as
+ * (counters, distributions, gauges, string sets and bounded tries; labels NAMESPACE, NAME and
+ * PTRANSFORM) as
  * Beam's {@link MetricResults}. A metric with no committed report has the empty committed value.
  */
 public class BeamKafkaMetrics extends MetricResults {
@@ -36,11 +40,13 @@ public class BeamKafkaMetrics extends MetricResults {
   private static final String DISTRIBUTION = "beam:metrics:distribution_int64:v1";
   private static final String LATEST = "beam:metrics:latest_int64:v1";
   private static final String STRING_SET = "beam:metrics:set_string:v1";
+  private static final String BOUNDED_TRIE = "beam:metrics:bounded_trie:v1";
 
   private final List<MetricResult<Long>> counters;
   private final List<MetricResult<DistributionResult>> distributions;
   private final List<MetricResult<GaugeResult>> gauges;
   private final List<MetricResult<StringSetResult>> stringSets;
+  private final List<MetricResult<BoundedTrieResult>> boundedTries;
 
   private BeamKafkaMetrics(JobApi.MetricResults m) {
     counters = results(m, SUM, BeamKafkaMetrics::sum, 0L);
@@ -48,6 +54,8 @@ public class BeamKafkaMetrics extends MetricResults {
         results(m, DISTRIBUTION, BeamKafkaMetrics::distribution, DistributionResult.IDENTITY_ELEMENT);
     gauges = results(m, LATEST, BeamKafkaMetrics::gauge, GaugeResult.empty());
     stringSets = results(m, STRING_SET, BeamKafkaMetrics::stringSet, StringSetResult.empty());
+    boundedTries =
+        results(m, BOUNDED_TRIE, BeamKafkaMetrics::boundedTrie, BoundedTrieResult.empty());
   }
 
   public static BeamKafkaMetrics of(JobApi.MetricResults m) {
@@ -61,7 +69,7 @@ public class BeamKafkaMetrics extends MetricResults {
         matching(distributions, filter),
         matching(gauges, filter),
         matching(stringSets, filter),
-        List.of(),
+        matching(boundedTries, filter),
         List.of());
   }
 
@@ -134,6 +142,14 @@ public class BeamKafkaMetrics extends MetricResults {
       return StringSetResult.create(set);
     } catch (IOException e) {
       throw new IllegalStateException("Undecodable string set " + info, e);
+    }
+  }
+
+  private static BoundedTrieResult boundedTrie(MonitoringInfo info) {
+    try {
+      return BoundedTrieData.fromProto(BoundedTrie.parseFrom(info.getPayload())).extractResult();
+    } catch (IOException e) {
+      throw new IllegalStateException("Undecodable bounded trie " + info, e);
     }
   }
 
