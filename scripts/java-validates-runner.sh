@@ -46,11 +46,21 @@ if ! "$REPO_ROOT/scripts/kafka.sh" status "$port" 2>/dev/null; then
 fi
 
 # The job server, on free ports chosen here (its log shows --job-port as given, 0 included).
+# Below the kernel's ephemeral range: a port bind(0) hands out may be taken by an outgoing
+# connection before the server binds it.
 read -r job_port artifact_port expansion_port < <(python3 -c '
-import socket
-socks = [socket.socket() for _ in range(3)]
-for s in socks: s.bind(("127.0.0.1", 0))
-print(*[s.getsockname()[1] for s in socks])')
+import random, socket
+ports = []
+while len(ports) < 3:
+    p = random.randrange(20000, 29000)
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", p))
+        except OSError:
+            continue
+    if p not in ports:
+        ports.append(p)
+print(*ports)')
 endpoint="localhost:$job_port"
 log_file="$out/job-server.log"
 reports="$BEAM_KAFKA_CACHE/java/build-vr/surefire-reports"

@@ -128,7 +128,10 @@ pub fn fuse(graph: &PipelineGraph) -> Vec<Stage> {
     // feeds one task, so two stages could not both read it. Merged first, as
     // the plan needs them; a refused one is reported by the topology plan.
     let mut readers: BTreeMap<String, Vec<usize>> = BTreeMap::new();
-    for &i in &sdk {
+    // A Flatten the runner does itself (`runner_flatten`) stays apart from
+    // what produces its inputs, and from other readers of them.
+    let runner_flatten = |i: usize| crate::runner_flatten::is_runner_flatten(graph, &graph.leaves[i]);
+    for &i in sdk.iter().filter(|&&i| !runner_flatten(i)) {
         for pc in graph.main_inputs_of(&graph.leaves[i]) {
             let from_sdk = graph.producer.get(&pc).is_some_and(|p| is_sdk_executed(graph, p));
             if !from_sdk {
@@ -152,7 +155,7 @@ pub fn fuse(graph: &PipelineGraph) -> Vec<Stage> {
         // process step: the restrictions its input was split into cross an
         // edge topic, spreading over the tasks.
         let gated = !graph.side_inputs_of(id).is_empty() && !reads_sides_its_producer_held(graph, id);
-        if gated || graph.is_stateful(id) || graph.urn(id) == urns::SDF_PROCESS {
+        if gated || graph.is_stateful(id) || graph.urn(id) == urns::SDF_PROCESS || runner_flatten(i) {
             continue;
         }
         for pc in graph.main_inputs_of(id) {

@@ -34,6 +34,7 @@ pub mod pickle;
 pub mod progress;
 pub mod prometheus;
 pub mod row;
+pub mod runner_flatten;
 pub mod sdf;
 pub mod sdk_version;
 pub mod side_input;

@@ -309,37 +309,42 @@ impl TopologyPlan {
                 input_coders: Vec::new(),
             });
         }
+        // Flattens the runner does itself: their inputs' records all feed
+        // the data source of their output.
+        let flattened = crate::runner_flatten::take(graph, &mut stages);
         let mut edges = 0;
         let mut sub_topologies = Vec::new();
         for stage in &stages {
             let id = sub_topologies.len() as u32;
             let mut inputs = Vec::new();
             for pc in &stage.inputs {
-                let recoder = !stage.input_coders.is_empty();
-                if let Some(feeds) = fed_by.get(pc).filter(|_| recoder || !recoded.contains(pc)) {
-                    for (topic, kind) in feeds.clone() {
-                        inputs.push(SubInput { topic, kind, pcollection: pc.clone() });
+                for read in flattened.get(pc).cloned().unwrap_or_else(|| vec![pc.clone()]) {
+                    let recoder = !stage.input_coders.is_empty();
+                    if let Some(feeds) = fed_by.get(&read).filter(|_| recoder || !recoded.contains(&read)) {
+                        for (topic, kind) in feeds.clone() {
+                            inputs.push(SubInput { topic, kind, pcollection: pc.clone() });
+                        }
+                        continue;
                     }
-                    continue;
+                    let from_stage = recoded.contains(&read)
+                        || graph.producer.get(&read).is_some_and(|p| stages.iter().any(|st| st.transforms.contains(p)));
+                    if !from_stage {
+                        let producer = graph.producer.get(&read).map(|p| name_of(graph, p)).unwrap_or_default();
+                        return Err(format!("stage {} reads '{read}' from '{producer}', which this runner cannot connect yet", stage.id));
+                    }
+                    // Another stage's output, past a fusion break: an edge topic
+                    // per reading stage (a topic's partitions go to one task each).
+                    inputs.push(SubInput { topic: topics.len(), kind: InputKind::Direct, pcollection: pc.clone() });
+                    topics.push(TopicPlan {
+                        name: format!("{prefix}edge_{edges}"),
+                        kind: TopicKind::Edge,
+                        partitions: parallelism.max(1),
+                        pcollection: read,
+                        upstream: String::new(),
+                        upstream_partitions: 0,
+                    });
+                    edges += 1;
                 }
-                let from_stage =
-                    recoded.contains(pc) || graph.producer.get(pc).is_some_and(|p| stages.iter().any(|st| st.transforms.contains(p)));
-                if !from_stage {
-                    let producer = graph.producer.get(pc).map(|p| name_of(graph, p)).unwrap_or_default();
-                    return Err(format!("stage {} reads '{pc}' from '{producer}', which this runner cannot connect yet", stage.id));
-                }
-                // Another stage's output, past a fusion break: an edge topic
-                // per reading stage (a topic's partitions go to one task each).
-                inputs.push(SubInput { topic: topics.len(), kind: InputKind::Direct, pcollection: pc.clone() });
-                topics.push(TopicPlan {
-                    name: format!("{prefix}edge_{edges}"),
-                    kind: TopicKind::Edge,
-                    partitions: parallelism.max(1),
-                    pcollection: pc.clone(),
-                    upstream: String::new(),
-                    upstream_partitions: 0,
-                });
-                edges += 1;
             }
             // A stateful ParDo keeps state per key in the task owning the key:
             // its input must arrive partitioned by key (a shuffle or an edge).
@@ -405,8 +410,13 @@ impl TopologyPlan {
                     }
                 }
                 for (i, t) in topics.iter().enumerate() {
+                    // A stage of no transforms writes shuffle and edge topics
+                    // when it recodes or flattens (else it relays a side input).
+                    let moves = !sub.stage.transforms.is_empty()
+                        || !sub.stage.input_coders.is_empty()
+                        || sub.stage.inputs.iter().any(|i| flattened.contains_key(i));
                     let fed = match t.kind {
-                        TopicKind::Shuffle | TopicKind::Edge => !sub.stage.transforms.is_empty() || !sub.stage.input_coders.is_empty(),
+                        TopicKind::Shuffle | TopicKind::Edge => moves,
                         TopicKind::Side => true,
                         TopicKind::Impulse | TopicKind::Empty | TopicKind::Source | TopicKind::TestStream => false,
                     };

@@ -464,3 +464,33 @@ fn a_task_id_reads_back_as_it_is_written() {
         assert!(bad.parse::<TaskId>().is_err(), "{bad}");
     }
 }
+
+#[test]
+fn a_go_flatten_feeds_both_branches_edge_topics_to_one_stage_input() {
+    // Go's harness reads one data input per bundle (see `runner_flatten`).
+    let mut b = Builder::new();
+    b.leaf("imp1", IMPULSE, &[], &["i1"], false)
+        .leaf("imp2", IMPULSE, &[], &["i2"], false)
+        .leaf("left", PAR_DO, &["i1"], &["l"], true)
+        .leaf("right", PAR_DO, &["i2"], &["r"], true)
+        .leaf("flatten", FLATTEN, &["l", "r"], &["f"], true)
+        .leaf("gbk", GROUP_BY_KEY, &["f"], &["g"], false)
+        .leaf("after", PAR_DO, &["g"], &["out"], true);
+    let env = b.p.components.as_mut().unwrap().environments.get_mut("py").unwrap();
+    env.capabilities = vec![format!("{}apache/beam_go_sdk:2.73.0", crate::sdk_version::SDK_BASE_PREFIX)];
+    let p = b.build();
+    let g = PipelineGraph::new(&p).unwrap();
+    let plan = TopologyPlan::plan(&g, "go", 2).unwrap();
+    let flatten =
+        plan.sub_topologies.iter().find(|s| s.inputs.iter().any(|i| i.pcollection == "f")).expect("a stage reads the Flatten's output");
+    assert!(flatten.stage.transforms.is_empty(), "the runner flattens: {:?}", flatten.stage);
+    let mut read: Vec<&str> = flatten.inputs.iter().map(|i| plan.topics[i.topic].pcollection.as_str()).collect();
+    read.sort();
+    assert_eq!(read, ["l", "r"], "each branch on its own edge topic");
+    assert!(flatten
+        .inputs
+        .iter()
+        .all(|i| plan.topics[i.topic].kind == TopicKind::Edge && plan.topics[i.topic].upstream.starts_with("sub-")));
+    // It writes the Flatten's output on to the GroupByKey's shuffle.
+    assert!(flatten.outputs.iter().any(|o| plan.topics[o.topic].kind == TopicKind::Shuffle && o.pcollection == "f"));
+}
