@@ -63,20 +63,41 @@ pub fn expand(request: &ExpansionRequest) -> Result<ExpansionResponse, String> {
             let input = transform.inputs.values().next().ok_or("WriteToKafka has no input")?;
             check_write_input(&components, input, &write)?;
             // A primitive without an output is dropped by the Python SDK's
-            // pre-run optimisation, so the write has one that stays empty.
-            let bytes = add_coder(&mut components, format!("{ns}_kafka_written_coder"), urns::CODER_BYTES, &[], Vec::new());
-            let written = add_pcollection(&mut components, ns, "written", &transform.unique_name, bytes, true);
+            // pre-run optimisation, so for Python the write has one that
+            // stays empty; Go (like Java's KafkaIO) expects none.
+            let mut outputs = std::collections::HashMap::new();
+            if asked_by_python(request, &components) {
+                let bytes = add_coder(&mut components, format!("{ns}_kafka_written_coder"), urns::CODER_BYTES, &[], Vec::new());
+                let written = add_pcollection(&mut components, ns, "written", &transform.unique_name, bytes, true);
+                outputs.insert("written".to_string(), written);
+            }
             pb::PTransform {
                 unique_name: transform.unique_name.clone(),
                 spec: Some(pb::FunctionSpec { urn: urns::KAFKA_WRITE.into(), payload: write.encode_to_vec() }),
                 inputs: transform.inputs.clone(),
-                outputs: [("written".to_string(), written)].into_iter().collect(),
+                outputs,
                 ..Default::default()
             }
         }
         _ => unreachable!("checked above"),
     };
     Ok(ExpansionResponse { components: Some(components), transform: Some(transform), ..Default::default() })
+}
+
+/// Whether the expansion is for Python's SDK: it names Python's environment,
+/// or no SDK but sends pipeline options (Python's always does; Go's request
+/// has neither an environment nor options).
+fn asked_by_python(request: &ExpansionRequest, components: &pb::Components) -> bool {
+    let sdks: Vec<String> = components
+        .environments
+        .values()
+        .flat_map(|e| e.capabilities.iter().filter_map(|c| crate::sdk_version::parse_capability(c)))
+        .map(|r| r.sdk)
+        .collect();
+    match sdks.iter().find(|s| ["Python", "Go", "Java"].contains(&s.as_str())) {
+        Some(sdk) => sdk == "Python",
+        None => request.pipeline_options.is_some() || !components.environments.is_empty(),
+    }
 }
 
 fn add_coder(components: &mut pb::Components, id: String, urn: &str, parts: &[&str], payload: Vec<u8>) -> String {
@@ -250,6 +271,8 @@ mod tests {
                 ..Default::default()
             }),
             namespace: "external_1".into(),
+            // As Python's SDK sends them.
+            pipeline_options: Some(Default::default()),
             ..Default::default()
         }
     }
@@ -306,8 +329,21 @@ mod tests {
         let t = resp.transform.unwrap();
         assert_eq!(t.spec.unwrap().urn, urns::KAFKA_WRITE);
         assert_eq!(t.inputs["input"], "good");
-        let err = expand(&request(JAVA_WRITE, fields(), &[("input", "bad")], components)).unwrap_err();
+        assert_eq!(t.outputs.len(), 1, "Python's SDK would drop a primitive of no output");
+        let err = expand(&request(JAVA_WRITE, fields(), &[("input", "bad")], components.clone())).unwrap_err();
         assert!(err.contains("with_output_types") && err.contains("pickled_python"), "{err}");
+        // Go's SDK expects a write of no output.
+        let go = pb::Environment {
+            capabilities: vec![format!("{}apache/beam_go_sdk:2.73.0", crate::sdk_version::SDK_BASE_PREFIX)],
+            ..Default::default()
+        };
+        let mut from_go = components.clone();
+        from_go.environments.insert("go".into(), go);
+        let t = expand(&request(JAVA_WRITE, fields(), &[("input", "good")], from_go)).unwrap().transform.unwrap();
+        assert!(t.outputs.is_empty());
+        // Go's request as its SDK sends it: no environment, no options.
+        let bare = ExpansionRequest { pipeline_options: None, ..request(JAVA_WRITE, fields(), &[("input", "good")], components) };
+        assert!(expand(&bare).unwrap().transform.unwrap().outputs.is_empty());
     }
 
     #[test]

@@ -79,6 +79,37 @@ fn nested_from_outer(wire: &Coder, outer: &[u8]) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
+/// Go's custom coders: its SDK writes their values length-prefixed.
+const GO_CUSTOM_CODER: &str = "beam:go:coder:custom:v1";
+
+/// A nested element as the runner's wire form has it: length-prefixed once
+/// more where the runner prefixes a coder the SDK does not (Go's schema
+/// rows); Go's custom coders come prefixed already.
+fn nested_as_wire(wire: &Coder, runner_prefixed: bool, nested: &[u8]) -> Vec<u8> {
+    if !runner_prefixed || !matches!(wire, Coder::LengthPrefix(_)) {
+        return nested.to_vec();
+    }
+    let mut out = Vec::with_capacity(nested.len() + 4);
+    encode_varint(nested.len() as u64, &mut out);
+    out.extend_from_slice(nested);
+    out
+}
+
+/// Whether Go's SDK wrote the TestStream: it encodes elements nested (Go
+/// has no outer context; bytes, strings and its custom coders come
+/// length-prefixed), as the runner's wire form has them; Python's and
+/// Java's encode in the outer context.
+fn written_nested(t: &pb::PTransform, components: &pb::Components) -> bool {
+    let sdk = |env: &pb::Environment| env.capabilities.iter().find_map(|c| crate::sdk_version::parse_capability(c)).map(|r| r.sdk);
+    match components.environments.get(&t.environment_id) {
+        Some(env) => sdk(env).as_deref() == Some("Go"),
+        None => {
+            let sdks: Vec<Option<String>> = components.environments.values().map(sdk).collect();
+            !sdks.is_empty() && sdks.iter().all(|s| s.as_deref() == Some("Go"))
+        }
+    }
+}
+
 /// The output local name an event tag names ("None" or "" for the one
 /// untagged output).
 fn output_index(outputs: &[(String, String)], tag: &str) -> Result<usize, String> {
@@ -126,6 +157,15 @@ impl TestStreamSpec {
             return Err(format!("TestStream '{name}' has no output"));
         }
         let wire = element_wire_coder(components, &payload.coder_id).map_err(|e| format!("TestStream '{name}': {e}"))?;
+        let nested = written_nested(t, components);
+        // The runner wrapped the whole element in a length prefix (a coder
+        // it cannot read that the SDK did not prefix itself).
+        let runner_prefixed = matches!(wire, Coder::LengthPrefix(_))
+            && components
+                .coders
+                .get(&payload.coder_id)
+                .and_then(|c| c.spec.as_ref())
+                .is_none_or(|s| s.urn != crate::urns::CODER_LENGTH_PREFIX && s.urn != GO_CUSTOM_CODER);
         let mut events = Vec::with_capacity(payload.events.len());
         for e in payload.events {
             events.push(match e.event {
@@ -133,7 +173,11 @@ impl TestStreamSpec {
                     let output = output_index(&outputs, &add.tag)?;
                     let mut elements = Vec::with_capacity(add.elements.len());
                     for el in &add.elements {
-                        let value = nested_from_outer(&wire, &el.encoded_element).map_err(|e| format!("TestStream '{name}': {e}"))?;
+                        let value = if nested {
+                            nested_as_wire(&wire, runner_prefixed, &el.encoded_element)
+                        } else {
+                            nested_from_outer(&wire, &el.encoded_element).map_err(|e| format!("TestStream '{name}': {e}"))?
+                        };
                         let mut windowed = Vec::with_capacity(value.len() + 16);
                         encode_global_windowed_value(el.timestamp, &value, &mut windowed);
                         elements.push(windowed);

@@ -125,3 +125,29 @@ fn an_event_service_is_refused_by_name() {
     t.spec.as_mut().unwrap().payload = payload.encode_to_vec();
     assert!(TestStreamSpec::read("t", &t, &c).unwrap_err().contains("interactive"));
 }
+
+#[test]
+fn go_elements_come_nested_and_are_prefixed_only_where_go_does_not() {
+    let go = pb::Environment {
+        capabilities: vec![format!("{}go:apache/beam_go_sdk:2.73.0", crate::sdk_version::SDK_BASE_PREFIX)],
+        ..Default::default()
+    };
+    // Go writes values of its custom coders length-prefixed: a custom-coded
+    // 42 (zigzag 0x54) comes as 01 54.
+    let (t, mut c) = setup("gocustom", vec![elements("None", &[(b"\x01\x54", 3)])], &["None"]);
+    coder(&mut c, "gocustom", "beam:go:coder:custom:v1", &[]);
+    c.environments.insert("go".into(), go.clone());
+    let spec = TestStreamSpec::read("t", &t, &c).unwrap();
+    let TestEvent::Elements { elements: got, .. } = &spec.events[0] else { panic!() };
+    let mut expected = Vec::new();
+    encode_global_windowed_value(3, b"\x01\x54", &mut expected);
+    assert_eq!(got[0], expected, "not prefixed twice");
+    // A coder the runner prefixes and Go does not (its schema rows).
+    let (t, mut c) = setup("pickled", vec![elements("None", &[(b"\x01\x02", 4)])], &["None"]);
+    c.environments.insert("go".into(), go);
+    let spec = TestStreamSpec::read("t", &t, &c).unwrap();
+    let TestEvent::Elements { elements: got, .. } = &spec.events[0] else { panic!() };
+    let mut expected = Vec::new();
+    encode_global_windowed_value(4, b"\x02\x01\x02", &mut expected);
+    assert_eq!(got[0], expected);
+}

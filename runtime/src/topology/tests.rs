@@ -432,6 +432,29 @@ fn a_test_stream_is_recoded_by_a_stage_of_its_own_and_awaits_the_terminal_tasks_
     assert!(plan.terminal_tasks().len() > awaited.len(), "the impulse's branch is not awaited");
 }
 
+#[test]
+fn a_test_stream_read_as_a_side_input_too_is_written_once_to_each_topic() {
+    // Go's passert reads the TestStream's output as a main and a side input.
+    let mut b = Builder::new();
+    b.leaf("ts", TEST_STREAM, &[], &["t"], false)
+        .leaf("count", PAR_DO, &["t"], &["c"], true)
+        .leaf("impulse", IMPULSE, &[], &["a"], false)
+        .leaf("check", PAR_DO, &["a"], &["d"], true)
+        .side_input("check", "side0", "t");
+    let mut p = b.build();
+    let coder = p.components.as_ref().unwrap().pcollections["t"].coder_id.clone();
+    with_test_stream(&mut p, "ts", &coder);
+    let g = PipelineGraph::new(&p).unwrap();
+    let plan = TopologyPlan::plan(&g, "app", 1).unwrap();
+    let recoder = plan.sub_topologies.iter().find(|s| !s.stage.input_coders.is_empty()).unwrap();
+    let mut written: Vec<usize> = recoder.outputs.iter().map(|o| o.topic).collect();
+    let all = written.len();
+    written.sort();
+    written.dedup();
+    assert_eq!(written.len(), all, "each topic once: {:?}", recoder.outputs);
+    assert_eq!(all, 2, "the edge to `count` and the side topic");
+}
+
 /// A Flatten of no inputs (Java's `Flatten.pCollections()` of an empty
 /// list, Python's `() | beam.Flatten(pipeline=p)`) used as a side input:
 /// its output is a topic that holds only the end of event time, copied to
