@@ -50,6 +50,11 @@ pub struct GroupByKey {
     closed: VecDeque<PaneId>,
     /// Panes that took elements since their trigger was last asked.
     touched: Vec<PaneId>,
+    /// Panes the element being added reached, asked at once (see `add_batch`).
+    just_touched: Vec<PaneId>,
+    /// Within a batch: triggers on the batch's own clock (synchronized
+    /// processing time) wait for its end.
+    mid_batch: bool,
     /// Processing-time deadlines of triggers (stale entries are skipped).
     deadlines: BTreeSet<(Millis, Vec<u8>, Window)>,
     /// The last timestamps of opaque windows, as the SDK told them (see
@@ -81,6 +86,8 @@ impl GroupByKey {
             gone: BTreeMap::new(),
             closed: VecDeque::new(),
             touched: Vec::new(),
+            just_touched: Vec::new(),
+            mid_batch: false,
             deadlines: BTreeSet::new(),
             ends: HashMap::new(),
             plan: HashMap::new(),
@@ -109,7 +116,7 @@ impl GroupByKey {
     }
 
     fn now(&self, w: &Window) -> Now {
-        Now { watermark: self.input_watermark, processing: self.processing_time, window_max: w.max_timestamp() }
+        Now { watermark: self.input_watermark, processing: self.processing_time, window_max: w.max_timestamp(), mid_batch: self.mid_batch }
     }
 
     /// Adds one encoded element (a windowed KV) as a batch of its own.
@@ -117,17 +124,26 @@ impl GroupByKey {
         self.add_batch([element], out)
     }
 
-    /// Adds a batch of encoded elements, then asks the trigger of every
-    /// window they reached; appends the panes that fire. Nothing is copied
-    /// per element but its value, into its pane.
+    /// Adds a batch of encoded elements, asking the trigger of the window
+    /// each reached after it (as Prism does: an element-count trigger fires
+    /// at its count, however the elements were batched); appends the panes
+    /// that fire. Nothing is copied per element but its value, into its pane.
     pub fn add_batch<'a>(&mut self, elements: impl IntoIterator<Item = &'a [u8]>, out: &mut Vec<Vec<u8>>) -> Result<(), String> {
         let mut result = Ok(());
+        self.mid_batch = true;
         for element in elements {
-            if let Err(e) = self.push(element) {
+            let pushed = self.push(element);
+            for (key, window) in std::mem::take(&mut self.just_touched) {
+                if !self.spec.bounded_input && self.panes.get(&key, &window).is_some_and(|p| !p.queued) {
+                    self.evaluate(&key, window, false, false, out);
+                }
+            }
+            if let Err(e) = pushed {
                 result = Err(e);
                 break;
             }
         }
+        self.mid_batch = false;
         if !self.spec.bounded_input {
             self.evaluate_touched(out);
         }
@@ -186,9 +202,12 @@ impl GroupByKey {
             self.spec.trigger.on_element(&mut pane.trigger, &now);
             // The default trigger fires on elements only once the window's
             // end passed: spare the open windows the list.
-            if !pane.touched && (end_passed || !self.spec.trigger.is_watermark_only()) {
-                pane.touched = true;
-                self.touched.push((key.to_vec(), window.clone()));
+            if end_passed || !self.spec.trigger.is_watermark_only() {
+                if !pane.touched {
+                    pane.touched = true;
+                    self.touched.push((key.to_vec(), window.clone()));
+                }
+                self.just_touched.push((key.to_vec(), window.clone()));
             }
             if self.spec.trigger.uses_processing_time() {
                 self.note_deadline(key, &window);

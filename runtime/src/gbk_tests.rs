@@ -422,11 +422,12 @@ fn finished_triggers_close_windows_and_never_fires_at_garbage_collection() {
     let mut out = Vec::new();
     let els: Vec<Vec<u8>> = [1, 2, 3, 4, 5, 11, 12].iter().map(|&t| fixed(t, "k")).collect();
     g.add_batch(els.iter().map(|e| e.as_slice()), &mut out).unwrap();
-    assert_eq!(out.len(), 1, "one batch: the trigger is asked once");
-    assert_eq!(fired(&out[0], &wc).values, vec![1, 2, 3, 4, 5]);
+    assert_eq!(out.len(), 1, "the trigger is asked after each element: it fires at its count");
+    assert_eq!(fired(&out[0], &wc).values, vec![1, 2, 3]);
     assert!(fired(&out[0], &wc).last);
+    assert_eq!(g.dropped_late, 2, "4 and 5 came after the window closed");
     g.add(&fixed(6, "k"), &mut out).unwrap();
-    assert_eq!(g.dropped_late, 1, "the window is closed");
+    assert_eq!(g.dropped_late, 3, "the window is closed");
     g.advance(Watermark::PosInf, &mut out);
     let last = fired(&out[1], &wc);
     assert_eq!((last.window, last.values, last.timing, last.last), (w(10, 20), vec![11, 12], ON_TIME, true));
@@ -605,4 +606,34 @@ fn a_passed_deadline_of_a_pane_that_does_not_fire_is_taken_once() {
     assert_eq!(g.next_deadline(), None);
     g.add(&fixed(2, "k"), &mut out).unwrap();
     assert_eq!(out.iter().map(|o| fired(o, &wc).values).collect::<Vec<_>>(), vec![vec![1, 2]]);
+}
+
+/// Triggers are asked after each element of a batch (a TestStream step, a
+/// poll), as Prism asks them: an element count fires at its count. A
+/// trigger on synchronized processing time, the batch's clock, fires once
+/// the batch is in.
+#[test]
+fn triggers_are_asked_per_element_and_synchronized_time_per_batch() {
+    let mut g = GroupByKey::new(spec(always(), Coder::GlobalWindow), &kv_coder()).unwrap();
+    let mut out = Vec::new();
+    let els: Vec<Vec<u8>> = (1..=3).map(|v| element(v, Window::Global, "k", v as u64)).collect();
+    g.add_batch(els.iter().map(|e| e.as_slice()), &mut out).unwrap();
+    let panes: Vec<Vec<u64>> = out.iter().map(|o| decode(o, &Coder::GlobalWindow).3).collect();
+    assert_eq!(panes, [vec![1], vec![2], vec![3]]);
+
+    let mut g = GroupByKey::new(spec(repeated_count(2), Coder::GlobalWindow), &kv_coder()).unwrap();
+    let mut out = Vec::new();
+    let els: Vec<Vec<u8>> = (1..=5).map(|v| element(v, Window::Global, "k", v as u64)).collect();
+    g.add_batch(els.iter().map(|e| e.as_slice()), &mut out).unwrap();
+    let panes: Vec<Vec<u64>> = out.iter().map(|o| decode(o, &Coder::GlobalWindow).3).collect();
+    assert_eq!(panes, [vec![1, 2], vec![3, 4]]);
+
+    use crate::pb::trigger::{AfterSynchronizedProcessingTime, Repeat, Trigger as T};
+    let sync = T::AfterSynchronizedProcessingTime(AfterSynchronizedProcessingTime {});
+    let repeat = T::Repeat(Box::new(Repeat { subtrigger: Some(Box::new(crate::pb::Trigger { trigger: Some(sync) })) }));
+    let mut g = GroupByKey::new(spec(trigger(repeat), Coder::GlobalWindow), &kv_coder()).unwrap();
+    let mut out = Vec::new();
+    g.add_batch(els.iter().map(|e| e.as_slice()), &mut out).unwrap();
+    assert_eq!(out.len(), 1, "one pane for the batch");
+    assert_eq!(decode(&out[0], &Coder::GlobalWindow).3, vec![1, 2, 3, 4, 5]);
 }

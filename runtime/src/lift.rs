@@ -10,13 +10,13 @@ use crate::urns;
 
 const COMBINE_PER_KEY: &str = "beam:transform:combine_per_key:v1";
 
-/// Triggers that see every element must not be lifted (Beam's rule): only
-/// those that fire at most once per element batch are compatible.
+/// Triggers that see every element must not be lifted (Beam's rule): the
+/// GroupByKey asks triggers after each element (`gbk::add_batch`), so only
+/// those that never fire on elements are compatible.
 fn liftable_trigger(t: &Option<pb::Trigger>) -> bool {
     use pb::trigger::Trigger as T;
     match t.as_ref().and_then(|t| t.trigger.as_ref()) {
-        None | Some(T::Default(_)) | Some(T::Always(_)) | Some(T::Never(_)) => true,
-        Some(T::ElementCount(c)) => c.element_count == 1,
+        None | Some(T::Default(_)) | Some(T::Never(_)) => true,
         Some(T::AfterEndOfWindow(a)) => {
             liftable_trigger(&a.early_firings.as_deref().cloned()) && liftable_trigger(&a.late_firings.as_deref().cloned())
         }

@@ -97,6 +97,9 @@ pub struct Now {
     pub watermark: Watermark,
     pub processing: Millis,
     pub window_max: Millis,
+    /// Asked after an element, before the rest of its batch: a trigger on
+    /// synchronized processing time (the batch's clock) waits for its end.
+    pub mid_batch: bool,
 }
 
 impl Now {
@@ -241,7 +244,8 @@ impl Trigger {
         let node = &self.nodes[n];
         match &node.kind {
             Kind::Default => now.end_of_window_passed(),
-            Kind::Always | Kind::AfterSynchronizedProcessingTime => cell.count > 0,
+            Kind::Always => cell.count > 0,
+            Kind::AfterSynchronizedProcessingTime => cell.count > 0 && !now.mid_batch,
             Kind::Never => false,
             Kind::AfterCount(n) => cell.count >= *n,
             Kind::AfterProcessingTime(_) => cell.deadline.is_some_and(|d| now.processing >= d),

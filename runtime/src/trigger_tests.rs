@@ -54,7 +54,7 @@ impl Driver {
     fn new(x: T) -> Driver {
         let trigger = Trigger::from_proto(Some(&tr(x))).unwrap();
         let state = trigger.new_state();
-        Driver { trigger, state, now: Now { watermark: Watermark::NegInf, processing: 0, window_max: 9 } }
+        Driver { trigger, state, now: Now { watermark: Watermark::NegInf, processing: 0, window_max: 9, mid_batch: false } }
     }
     fn elements(&mut self, n: usize) -> &mut Self {
         for _ in 0..n {
@@ -242,7 +242,7 @@ fn always_never_and_synchronized_processing_time() {
 #[test]
 fn merged_windows_add_counts_keep_the_earliest_deadline_and_carry_finishing() {
     let trigger = Trigger::from_proto(Some(&tr(any(vec![count(4), processing(100)])))).unwrap();
-    let now = |p| Now { watermark: Watermark::NegInf, processing: p, window_max: 30 };
+    let now = |p| Now { watermark: Watermark::NegInf, processing: p, window_max: 30, mid_batch: false };
     let (mut a, mut b) = (trigger.new_state(), trigger.new_state());
     trigger.on_element(&mut a, &now(50));
     trigger.on_element(&mut b, &now(10));
