@@ -61,9 +61,10 @@ done
 # time timer tests among them: they fired a key's timer twice after a split
 # bundle, under load, until timers fired at a watermark held by the split's
 # deferred rest; the Flatten and CoGBK tests: a Flatten the runner does for Go's
-# harness; the TestStream ones: Go's nested element coding).
+# harness; the TestStream ones: Go's nested element coding; the trigger ones:
+# triggers asked per element, synchronized processing time per batch).
 SHORT_PACKAGES=(primitives wordcount synthetic)
-SHORT_PRIMITIVES='^(TestParDoMultiOutput|TestParDoSideInput|TestParDoKVSideInput|TestParDoMultiMapSideInput|TestReshuffle|TestGBKShortRead|TestCheckpointing|TestValueState|TestBagState|TestCombiningState|TestMapState|TestSetState|TestOrderedListState|TestTimers_EventTime_Bounded|TestTimers_EventTime_Unbounded|TestTimers_EventTime_WithOutputTimestamp|TestTimers_ProcessingTime_Bounded|TestWindowSums_GBK|TestValidateWindowedSideInputs|TestParDoBundleFinalizer|TestPanes|TestTestStreamTimersEventTime|TestFlatten|TestFlattenDup|TestCoGBK|TestTestStreamSimple|TestTestStreamStrings|TestTestStreamTwoUserTypeSequences)$'
+SHORT_PRIMITIVES='^(TestParDoMultiOutput|TestParDoSideInput|TestParDoKVSideInput|TestParDoMultiMapSideInput|TestReshuffle|TestGBKShortRead|TestCheckpointing|TestValueState|TestBagState|TestCombiningState|TestMapState|TestSetState|TestOrderedListState|TestTimers_EventTime_Bounded|TestTimers_EventTime_Unbounded|TestTimers_EventTime_WithOutputTimestamp|TestTimers_ProcessingTime_Bounded|TestWindowSums_GBK|TestValidateWindowedSideInputs|TestParDoBundleFinalizer|TestPanes|TestTestStreamTimersEventTime|TestFlatten|TestFlattenDup|TestCoGBK|TestTestStreamSimple|TestTestStreamStrings|TestTestStreamTwoUserTypeSequences|TestTriggerAlways|TestTriggerRepeat|TestTriggerAfterEndOfWindow|TestTriggerAfterSynchronizedProcessingTime)$'
 
 
 command -v python3 >/dev/null || die "python3 is needed (it reads go test -json)"
