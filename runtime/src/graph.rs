@@ -287,6 +287,24 @@ pub(crate) mod test_pipelines {
         }
     }
 
+    /// Two impulses, a ParDo after each, flattened into `f`.
+    pub fn two_branches_flattened() -> Builder {
+        use crate::urns::{FLATTEN, IMPULSE, PAR_DO};
+        let mut b = Builder::new();
+        b.leaf("imp1", IMPULSE, &[], &["i1"], false)
+            .leaf("imp2", IMPULSE, &[], &["i2"], false)
+            .leaf("left", PAR_DO, &["i1"], &["l"], true)
+            .leaf("right", PAR_DO, &["i2"], &["r"], true)
+            .leaf("flatten", FLATTEN, &["l", "r"], &["f"], true);
+        b
+    }
+
+    /// Makes the pipeline's SDK environment Go's.
+    pub fn in_go(b: &mut Builder) {
+        let env = b.p.components.as_mut().unwrap().environments.get_mut("py").unwrap();
+        env.capabilities = vec![format!("{}apache/beam_go_sdk:2.73.0", crate::sdk_version::SDK_BASE_PREFIX)];
+    }
+
     /// `left` and `flatten` both read gbk1's output, and `flatten` also
     /// reads what `left` sends through gbk2: one stage cannot hold both.
     pub fn siblings_through_a_shuffle() -> pb::Pipeline {

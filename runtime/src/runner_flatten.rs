@@ -98,23 +98,13 @@ pub fn take(graph: &PipelineGraph, stages: &mut [Stage]) -> BTreeMap<String, Vec
 mod tests {
     use super::*;
     use crate::fusion::fuse;
-    use crate::graph::test_pipelines::Builder;
+    use crate::graph::test_pipelines::{in_go as go, two_branches_flattened, Builder};
     use crate::urns::*;
-
-    fn go(b: &mut Builder) {
-        let env = b.p.components.as_mut().unwrap().environments.get_mut("py").unwrap();
-        env.capabilities = vec![format!("{}apache/beam_go_sdk:2.73.0", crate::sdk_version::SDK_BASE_PREFIX)];
-    }
 
     /// Two impulses, a ParDo each, flattened, then a ParDo.
     fn two_branches(go_sdk: bool) -> pb::Pipeline {
-        let mut b = Builder::new();
-        b.leaf("imp1", IMPULSE, &[], &["i1"], false)
-            .leaf("imp2", IMPULSE, &[], &["i2"], false)
-            .leaf("left", PAR_DO, &["i1"], &["l"], true)
-            .leaf("right", PAR_DO, &["i2"], &["r"], true)
-            .leaf("flatten", FLATTEN, &["l", "r"], &["f"], true)
-            .leaf("after", PAR_DO, &["f"], &["out"], true);
+        let mut b = two_branches_flattened();
+        b.leaf("after", PAR_DO, &["f"], &["out"], true);
         if go_sdk {
             go(&mut b);
         }

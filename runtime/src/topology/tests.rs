@@ -491,16 +491,9 @@ fn a_task_id_reads_back_as_it_is_written() {
 #[test]
 fn a_go_flatten_feeds_both_branches_edge_topics_to_one_stage_input() {
     // Go's harness reads one data input per bundle (see `runner_flatten`).
-    let mut b = Builder::new();
-    b.leaf("imp1", IMPULSE, &[], &["i1"], false)
-        .leaf("imp2", IMPULSE, &[], &["i2"], false)
-        .leaf("left", PAR_DO, &["i1"], &["l"], true)
-        .leaf("right", PAR_DO, &["i2"], &["r"], true)
-        .leaf("flatten", FLATTEN, &["l", "r"], &["f"], true)
-        .leaf("gbk", GROUP_BY_KEY, &["f"], &["g"], false)
-        .leaf("after", PAR_DO, &["g"], &["out"], true);
-    let env = b.p.components.as_mut().unwrap().environments.get_mut("py").unwrap();
-    env.capabilities = vec![format!("{}apache/beam_go_sdk:2.73.0", crate::sdk_version::SDK_BASE_PREFIX)];
+    let mut b = crate::graph::test_pipelines::two_branches_flattened();
+    b.leaf("gbk", GROUP_BY_KEY, &["f"], &["g"], false).leaf("after", PAR_DO, &["g"], &["out"], true);
+    crate::graph::test_pipelines::in_go(&mut b);
     let p = b.build();
     let g = PipelineGraph::new(&p).unwrap();
     let plan = TopologyPlan::plan(&g, "go", 2).unwrap();
