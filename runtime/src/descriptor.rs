@@ -159,10 +159,10 @@ pub fn build(graph: &PipelineGraph, stage: &Stage, descriptor_id: &str, data_url
         pc.coder_id = id;
     }
     // Map and multimap values the runner counts (see multimap_state).
+    let mut scratch = pb::Components { coders: components.coders.clone(), ..Default::default() };
     for id in &stage.transforms {
         let Some(spec) = d.transforms.get_mut(id).and_then(|t| t.spec.as_mut()).filter(|s| s.urn == urns::PAR_DO) else { continue };
         let Ok(mut payload) = pb::ParDoPayload::decode(spec.payload.as_slice()) else { continue };
-        let mut scratch = pb::Components { coders: components.coders.clone(), ..Default::default() };
         if crate::multimap_state::length_prefix_values(&mut payload, &mut scratch) {
             for spec in payload.state_specs.values().filter_map(|s| s.spec.as_ref()) {
                 if let pb::state_spec::Spec::MultimapSpec(pb::MultimapStateSpec { value_coder_id, .. })

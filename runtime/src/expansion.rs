@@ -88,13 +88,9 @@ pub fn expand(request: &ExpansionRequest) -> Result<ExpansionResponse, String> {
 /// or no SDK but sends pipeline options (Python's always does; Go's request
 /// has neither an environment nor options).
 fn asked_by_python(request: &ExpansionRequest, components: &pb::Components) -> bool {
-    let sdks: Vec<String> = components
-        .environments
-        .values()
-        .flat_map(|e| e.capabilities.iter().filter_map(|c| crate::sdk_version::parse_capability(c)))
-        .map(|r| r.sdk)
-        .collect();
-    match sdks.iter().find(|s| ["Python", "Go", "Java"].contains(&s.as_str())) {
+    let known = ["Python", "Go", "Java"];
+    let sdk = components.environments.values().filter_map(crate::sdk_version::sdk_of).find(|s| known.contains(&s.as_str()));
+    match sdk {
         Some(sdk) => sdk == "Python",
         None => request.pipeline_options.is_some() || !components.environments.is_empty(),
     }

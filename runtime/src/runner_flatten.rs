@@ -15,8 +15,7 @@ use crate::urns;
 
 /// Whether the harness of `environment_id` reads one data input per bundle.
 pub fn one_input_per_bundle(graph: &PipelineGraph, environment_id: &str) -> bool {
-    let Some(env) = graph.components().environments.get(environment_id) else { return false };
-    env.capabilities.iter().filter_map(|c| crate::sdk_version::parse_capability(c)).any(|s| s.sdk == "Go")
+    crate::sdk_version::is_sdk(graph.components(), environment_id, "Go")
 }
 
 /// Whether `id` is a Flatten the runner does itself: several distinct

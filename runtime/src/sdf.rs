@@ -127,8 +127,7 @@ fn expand_one(c: &mut pb::Components, id: &str) -> Option<()> {
 /// Whether the SDK of `environment` lets restriction methods read side
 /// inputs (Java's does).
 fn restriction_methods_read_side_inputs(c: &pb::Components, environment: &str) -> bool {
-    let Some(env) = c.environments.get(environment) else { return false };
-    env.capabilities.iter().filter_map(|cap| crate::sdk_version::parse_capability(cap)).any(|sdk| sdk.sdk == "Java")
+    crate::sdk_version::is_sdk(c, environment, "Java")
 }
 
 /// The descriptor a stage runs with while its job drains: each splittable

@@ -60,6 +60,16 @@ pub fn parse_capability(capability: &str) -> Option<SdkRelease> {
     Some(SdkRelease { sdk: sdk.to_string(), release, version: version.to_string(), prerelease })
 }
 
+/// The SDK an environment names (`Python`, `Go`, `Java`, ...), if any.
+pub fn sdk_of(env: &pb::Environment) -> Option<String> {
+    env.capabilities.iter().find_map(|c| parse_capability(c)).map(|r| r.sdk)
+}
+
+/// Whether environment `id` of `components` is `sdk`'s.
+pub fn is_sdk(components: &pb::Components, id: &str, sdk: &str) -> bool {
+    components.environments.get(id).and_then(sdk_of).is_some_and(|s| s == sdk)
+}
+
 /// `2.77.0`, `2.78.0.dev`, `2.74.0rc1` → the release's three numbers.
 fn parse_release(version: &str) -> Option<Release> {
     let mut parts = version.splitn(3, '.');

@@ -100,12 +100,12 @@ fn nested_as_wire(wire: &Coder, runner_prefixed: bool, nested: &[u8]) -> Vec<u8>
 /// length-prefixed), as the runner's wire form has them; Python's and
 /// Java's encode in the outer context.
 fn written_nested(t: &pb::PTransform, components: &pb::Components) -> bool {
-    let sdk = |env: &pb::Environment| env.capabilities.iter().find_map(|c| crate::sdk_version::parse_capability(c)).map(|r| r.sdk);
+    use crate::sdk_version::sdk_of;
     match components.environments.get(&t.environment_id) {
-        Some(env) => sdk(env).as_deref() == Some("Go"),
+        Some(env) => sdk_of(env).as_deref() == Some("Go"),
         None => {
-            let sdks: Vec<Option<String>> = components.environments.values().map(sdk).collect();
-            !sdks.is_empty() && sdks.iter().all(|s| s.as_deref() == Some("Go"))
+            let envs = &components.environments;
+            !envs.is_empty() && envs.values().all(|e| sdk_of(e).as_deref() == Some("Go"))
         }
     }
 }

@@ -87,8 +87,7 @@ impl WindowingSpec {
 /// its own), and Beam's Python runners close windows without an empty final
 /// pane, so its pipelines keep that.
 fn written_by_python(components: &pb::Components, environment_id: &str) -> bool {
-    let Some(env) = components.environments.get(environment_id) else { return false };
-    env.capabilities.iter().filter_map(|c| crate::sdk_version::parse_capability(c)).any(|sdk| sdk.sdk == "Python")
+    crate::sdk_version::is_sdk(components, environment_id, "Python")
 }
 
 #[cfg(test)]
