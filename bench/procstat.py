@@ -33,25 +33,30 @@ def descendants_cpu_seconds(pid):
   return (int(fields[13]) + int(fields[14])) / TICKS + _running_descendants_cpu_seconds(pid)
 
 
-def _running_descendants_cpu_seconds(pid):
+def _running_descendants_cpu_seconds(pid, exclude=()):
+  """`exclude`: processes whose own CPU is left out (their descendants
+  still count)."""
   total = 0.0
   todo = _children(pid)
   while todo:
     kid = todo.pop()
     try:
-      total += cpu_seconds(kid)
+      if kid not in exclude:
+        total += cpu_seconds(kid)
       todo += _children(kid)
     except OSError:  # ended meanwhile (and is then counted once waited for)
       pass
   return total
 
 
-def own_tree_cpu_seconds():
+def own_tree_cpu_seconds(exclude=()):
   """CPU of this process, of its children that ended (and were waited for),
-  and of every descendant still running: what the SDK harnesses this process
-  runs (threads, or processes of a LOOPBACK pool) used."""
+  and of every descendant still running but those in `exclude`: what the SDK
+  harnesses this process runs (threads, or processes of a LOOPBACK pool)
+  used. The runner under test is a child of this process too: exclude it,
+  or its CPU counts as the SDK's."""
   t = os.times()
-  return t.user + t.system + t.children_user + t.children_system + _running_descendants_cpu_seconds(os.getpid())
+  return t.user + t.system + t.children_user + t.children_system + _running_descendants_cpu_seconds(os.getpid(), exclude)
 
 
 def peak_rss_mb(pid):

@@ -40,8 +40,10 @@ pub struct GroupByKey {
     processing_time: Millis,
     /// Elements dropped because their window had expired or was closed.
     pub dropped_late: u64,
-    /// Panes changed since the last `take_changes` (see `gbk_state`).
-    pub(crate) dirty: BTreeSet<PaneId>,
+    /// Panes changed since the last `take_changes` (see `gbk_state`), in
+    /// no order and possibly listed twice: sorted and deduplicated when
+    /// taken (a set costs a tree search per changed pane).
+    pub(crate) dirty: Vec<PaneId>,
     pub(crate) meta_dirty: bool,
     /// Chunk entries of panes removed since the last `take_changes`, to delete.
     pub(crate) gone: BTreeMap<PaneId, Stored>,
@@ -81,7 +83,7 @@ impl GroupByKey {
             input_watermark: Watermark::NegInf,
             processing_time: 0,
             dropped_late: 0,
-            dirty: BTreeSet::new(),
+            dirty: Vec::new(),
             meta_dirty: false,
             gone: BTreeMap::new(),
             closed: VecDeque::new(),
@@ -185,7 +187,7 @@ impl GroupByKey {
             }
             if !pane.in_changes {
                 pane.in_changes = true;
-                self.dirty.insert((key.to_vec(), window.clone()));
+                self.dirty.push((key.to_vec(), window.clone()));
             }
             // A window the watermark passed whose trigger was not asked yet
             // (a merged session): asked with the others of its step.
@@ -274,7 +276,7 @@ impl GroupByKey {
         if !stored.is_empty() {
             self.gone.entry(id.clone()).or_default().absorb(stored);
         }
-        self.dirty.insert(id);
+        self.dirty.push(id);
         Some(pane)
     }
 
@@ -295,7 +297,7 @@ impl GroupByKey {
         let Some(pane) = self.panes.get_mut(key, &window) else { return };
         if !pane.in_changes {
             pane.in_changes = true;
-            self.dirty.insert((key.to_vec(), window.clone()));
+            self.dirty.push((key.to_vec(), window.clone()));
         }
         let timing = if early {
             Timing::Early

@@ -223,7 +223,7 @@ impl GroupByKey {
         if merged.closed {
             merged.values.clear();
         }
-        self.dirty.insert((key.to_vec(), merged_window.clone()));
+        self.dirty.push((key.to_vec(), merged_window.clone()));
         // Queue entries and deadlines of the merged windows now find no
         // pane; the merged one is queued (by `push`) if the watermark
         // passed an end no merged window saw, and its deadline listed.

@@ -134,7 +134,10 @@ impl GroupByKey {
             encode_varint(self.dropped_late, &mut v);
             out.push((vec![META], Some(v)));
         }
-        for id in std::mem::take(&mut self.dirty) {
+        let mut dirty = std::mem::take(&mut self.dirty);
+        dirty.sort_unstable();
+        dirty.dedup();
+        for id in dirty {
             let gone = self.gone.remove(&id);
             let Some(p) = self.panes.get_mut(&id.0, &id.1) else {
                 chunks::delete(gone.unwrap_or_default(), chunk_key(&id), &mut out);
@@ -188,7 +191,7 @@ impl GroupByKey {
                 // Chunks of a pane whose entry was never written (an
                 // interrupted at-least-once commit): deleted at the next one.
                 self.gone.insert(id.clone(), restored.stored);
-                self.dirty.insert(id);
+                self.dirty.push(id);
                 continue;
             };
             let legacy = !p.values.is_empty();
@@ -201,7 +204,7 @@ impl GroupByKey {
             if !whole {
                 // A partial chunk from an interrupted at-least-once write.
                 p.in_changes = true;
-                self.dirty.insert(id);
+                self.dirty.push(id);
             }
         }
         // Windows closed before the last commit that had not fired yet.

@@ -1,7 +1,7 @@
 //! A GroupByKey's panes: per key, the panes of its windows, found by the
 //! key's bytes without copying them (the path of every shuffled element),
 //! and each pane's values in one buffer (no allocation per value).
-use std::collections::HashMap;
+use hashbrown::HashMap;
 
 use crate::chunks::Stored;
 use crate::timestamp::Millis;
@@ -114,10 +114,7 @@ impl Panes {
     /// The pane of (`key`, `window`), new and empty if there was none; the
     /// key is copied only for a key new to the map.
     pub(crate) fn entry(&mut self, key: &[u8], window: Window) -> &mut Pane {
-        if !self.by_key.contains_key(key) {
-            self.by_key.insert(key.to_vec(), Vec::new());
-        }
-        let windows = self.by_key.get_mut(key).expect("inserted above");
+        let windows = self.by_key.entry_ref(key).or_default();
         let at = match windows.iter().position(|(w, _)| *w == window) {
             Some(at) => at,
             None => {

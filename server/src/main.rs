@@ -22,6 +22,9 @@ mod user_metrics;
 
 use clap::{Parser, Subcommand};
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(name = "beam-kafka", version, about = "Run Apache Beam pipelines on Apache Kafka")]
 struct Cli {
