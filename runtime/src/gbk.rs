@@ -272,6 +272,8 @@ impl GroupByKey {
     pub(crate) fn remove_pane(&mut self, key: &[u8], window: &Window) -> Option<Pane> {
         let mut pane = self.panes.remove(key, window)?;
         let id = (key.to_vec(), window.clone());
+        // Wherever it goes next, its entry there is new.
+        pane.written = None;
         let stored = std::mem::take(&mut pane.stored);
         if !stored.is_empty() {
             self.gone.entry(id.clone()).or_default().absorb(stored);

@@ -62,7 +62,10 @@ fn decode_values(buf: &[u8], out: &mut Values) -> bool {
     true
 }
 
-/// The pane's entry: everything but its values, which are in chunks.
+/// The pane's entry: everything but its values, which are in chunks. Of
+/// the elements since the last firing only whether there were any is kept
+/// (all that is read of it), so a pane that only takes more values keeps
+/// the same entry and a commit writes just their chunk.
 fn encode_pane_state(p: &Pane) -> Vec<u8> {
     let mut out = Vec::new();
     encode_varint(0, &mut out);
@@ -75,7 +78,7 @@ fn encode_pane_state(p: &Pane) -> Vec<u8> {
             }
         }
     }
-    for n in [p.fired, p.fired_on_time_or_late, p.since_fire] {
+    for n in [p.fired, p.fired_on_time_or_late, p.since_fire.min(1)] {
         encode_varint(n, &mut out);
     }
     out.push(p.end_seen as u8);
@@ -117,6 +120,15 @@ fn decode_pane_state(buf: &[u8]) -> Result<Pane, String> {
     })
 }
 
+/// A pane entry's fingerprint (SipHash with fixed keys: the same in every
+/// process and run).
+fn entry_hash(entry: &[u8]) -> u64 {
+    use std::hash::Hasher;
+    let mut h = std::hash::DefaultHasher::new();
+    h.write(entry);
+    h.finish()
+}
+
 fn decode_id(k: &[u8], window_coder: &crate::coder::Coder) -> Result<PaneId, String> {
     let mut c = ByteReader { buf: k, at: 1 };
     let len = c.varint()? as usize;
@@ -153,7 +165,14 @@ impl GroupByKey {
             let mut appended = Vec::new();
             encode_values(p.values.from(p.stored.len), &mut appended);
             chunks::write(&mut p.stored, p.values.len(), &appended, chunk_key(&id), &mut out);
-            out.push((pane_key(PANE, &id.0, &id.1), Some(encode_pane_state(p))));
+            // Half of a many-key GroupByKey's entries were its panes'
+            // unchanged state, each a changelog record and a store write.
+            let state = encode_pane_state(p);
+            let hash = entry_hash(&state);
+            if p.written != Some(hash) {
+                p.written = Some(hash);
+                out.push((pane_key(PANE, &id.0, &id.1), Some(state)));
+            }
         }
         out
     }
@@ -173,7 +192,8 @@ impl GroupByKey {
                     if let Window::Opaque { max, bytes } = &id.1 {
                         self.ends.insert(bytes.clone(), *max);
                     }
-                    self.panes.insert(&id.0, id.1, decode_pane_state(v)?);
+                    let pane = Pane { written: Some(entry_hash(v)), ..decode_pane_state(v)? };
+                    self.panes.insert(&id.0, id.1, pane);
                 }
                 Some(&CHUNK) => {
                     let (head, seq) = chunks::split_seq(k)?;
@@ -263,6 +283,40 @@ mod tests {
             assert!(!a.is_empty());
             assert_eq!(a, b, "merging={merging}");
         }
+    }
+
+    #[test]
+    fn a_pane_that_only_takes_values_writes_only_its_chunks() {
+        let mut live = gbk(false);
+        let mut store = BTreeMap::new();
+        let mut out = Vec::new();
+        let kinds = |changes: &[Entry]| changes.iter().map(|(k, _)| k[0]).collect::<Vec<u8>>();
+        live.add(&element(1, 0, 10, "k", 1), &mut out).unwrap();
+        let first = live.take_changes();
+        assert_eq!(kinds(&first), vec![CHUNK, PANE]);
+        apply(&mut store, first);
+        for v in [2, 3] {
+            live.add(&element(1, 0, 10, "k", v), &mut out).unwrap();
+            let more = live.take_changes();
+            assert_eq!(kinds(&more), vec![CHUNK], "the pane's entry did not change: {more:?}");
+            apply(&mut store, more);
+        }
+        // A later timestamp moves the pane's hold: its entry is written.
+        live.add(&element(5, 0, 10, "k", 4), &mut out).unwrap();
+        let moved = live.take_changes();
+        assert_eq!(kinds(&moved), vec![CHUNK, PANE]);
+        apply(&mut store, moved);
+        let mut restored = gbk(false);
+        restored.restore(store.iter().map(|(k, v)| (k.as_slice(), v.as_slice()))).unwrap();
+        restored.add(&element(5, 0, 10, "k", 5), &mut out).unwrap();
+        assert_eq!(kinds(&restored.take_changes()), vec![CHUNK], "a restored pane knows its entry");
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        live.add(&element(5, 0, 10, "k", 5), &mut out).unwrap();
+        for g in [(&mut live, &mut a), (&mut restored, &mut b)] {
+            g.0.advance(Watermark::PosInf, g.1);
+        }
+        assert_eq!(a.len(), 1);
+        assert_eq!(a, b, "the restored pane fires the same five values");
     }
 
     #[test]

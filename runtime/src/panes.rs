@@ -93,6 +93,10 @@ pub(crate) struct Pane {
     pub(crate) deadline: Option<Millis>,
     /// What of `values` the pane's chunk entries hold (see `gbk_state`).
     pub(crate) stored: Stored,
+    /// A hash of the pane entry last written or restored (see
+    /// `gbk_state::take_changes`): an entry that did not change is not
+    /// written again.
+    pub(crate) written: Option<u64>,
 }
 
 /// Panes by key, then window. A key has few windows (one, a few sliding

@@ -38,10 +38,18 @@ impl Footprint {
 }
 
 /// Whether the task has something to do: records behind (`lag`), queued
-/// or in its stage, an open cycle, or state still being restored.
+/// or in its stage, an open cycle, or state still being restored. A
+/// finished task has none, and neither has one at most a record behind on
+/// each input partition: under exactly_once a partition ends with a
+/// transaction's commit marker, an offset the consumer never delivers, so
+/// a task that read everything is one behind on each (a 30M-element batch
+/// job warned of every finished and waiting task as stalled).
 fn has_work(s: &TaskStatus, lag: Option<i64>) -> bool {
+    if matches!(s.state, TaskState::Finished | TaskState::Suspended | TaskState::Closed) {
+        return false;
+    }
     matches!(s.state, TaskState::Created | TaskState::Restoring)
-        || lag.unwrap_or(0) > 0
+        || lag.unwrap_or(0) > s.inputs.len() as i64
         || s.queued_records > 0
         || s.in_flight > 0
         || s.cycle_open_ms.is_some()
@@ -173,6 +181,24 @@ mod tests {
             assert!(w.observe(now, [(task(), &idle, Some(0))]).is_empty());
         }
         assert!(w.observe(60_000, [(task(), &idle, None)]).is_empty(), "no end known: no lag");
+    }
+
+    #[test]
+    fn commit_markers_and_finished_tasks_are_not_work() {
+        let mut w = StallWatch::new(1_000);
+        let mut read_all = running(10, 0);
+        read_all.inputs.push(InputPosition { topic: "t".into(), partition: 2, position: 7, committed: Some(7) });
+        for now in [0, 5_000, 50_000] {
+            assert!(w.observe(now, [(task(), &read_all, Some(2))]).is_empty(), "a marker ends each of its 2 partitions");
+        }
+        assert_eq!(w.observe(51_000, [(task(), &read_all, Some(3))]).len(), 0, "the clock starts");
+        assert_eq!(w.observe(52_000, [(task(), &read_all, Some(3))]).len(), 1, "3 behind on 2 partitions is a record");
+        let mut done = running(10, 0);
+        done.state = TaskState::Finished;
+        let mut w = StallWatch::new(1_000);
+        for now in [0, 5_000] {
+            assert!(w.observe(now, [(task(), &done, Some(1))]).is_empty());
+        }
     }
 
     #[test]
