@@ -181,6 +181,8 @@ def main():
   ap.add_argument('--sizes', default='1000000,3000000,10000000,30000000')
   ap.add_argument('--workloads', default=','.join(WORKLOADS))
   ap.add_argument('--out', default=str(compare.REPO / 'bench' / 'results'))
+  ap.add_argument('--option', action='append', default=[],
+                  help='a pipeline option for every run, e.g. --option=--kafka_property=linger.ms=5')
   args = ap.parse_args()
   out = Path(args.out)
   out.mkdir(parents=True, exist_ok=True)
@@ -192,6 +194,7 @@ def main():
       # to the system, so a shared one would show the last job's peak.
       name = 'beam-kafka-eo-%s-%d' % (w, n)
       runner = compare.beam_kafka(name, 'exactly_once', args.binary, args.bootstrap_servers, workdir)
+      runner.options += args.option
       try:
         row = run_once(runner, workdir / (name + '-state'), w, n, workdir)
       finally:
