@@ -178,12 +178,14 @@ def main():
   ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   ap.add_argument('--binary', default=str(compare.REPO / 'bin' / 'beam-kafka'))
   ap.add_argument('--bootstrap_servers', default='localhost:9092')
-  ap.add_argument('--sizes', default='1000000,3000000,10000000,30000000')
+  ap.add_argument('--sizes', default='1000000,3000000,10000000,30000000', help='element counts, multiples of 100')
   ap.add_argument('--workloads', default=','.join(WORKLOADS))
   ap.add_argument('--out', default=str(compare.REPO / 'bench' / 'results'))
   ap.add_argument('--option', action='append', default=[],
                   help='a pipeline option for every run, e.g. --option=--kafka_property=linger.ms=5')
   args = ap.parse_args()
+  if any(int(n) % SEEDS for n in args.sizes.split(',')):
+    ap.error('every size must be a multiple of %d (the elements are generated from that many seeds)' % SEEDS)
   out = Path(args.out)
   out.mkdir(parents=True, exist_ok=True)
   workdir = Path(tempfile.mkdtemp(prefix='beam-kafka-scale-'))

@@ -87,7 +87,7 @@ run "suite-newest" env BEAM_KAFKA_SUITE_PARALLELISM=1 BEAM_KAFKA_PYTHON_SDK="$BE
 grep -E '^(beam-suite|FAILED|ERROR) ' "$results/suite-newest.log" || true
 
 # The benchmark harness still works (tiny: the real comparison is bench/run.sh).
-log "benchmark smoke run (bench/compare.py and bench/native.py, tiny)"
+log "benchmark smoke run (bench/compare.py, bench/native.py and bench/scale.py, tiny)"
 bench_rc=0; run bench "$PY" "$REPO_ROOT/bench/compare.py" --binary="$REPO_ROOT/bin/beam-kafka" \
   --bootstrap_servers="$BEAM_KAFKA_TEST_BOOTSTRAP" --elements=2000 --keys=10 --repeat=1 --warmup=0 \
   --runners=beam-kafka-eo,python-ref --out="$results/bench" >/dev/null || bench_rc=$?
@@ -96,6 +96,9 @@ run bench-native "$PY" "$REPO_ROOT/bench/native.py" --binary="$REPO_ROOT/bin/bea
   --bootstrap_servers="$BEAM_KAFKA_TEST_BOOTSTRAP" --records=2000 --keys=10 --rate=100 --seconds=3 \
   --timeout=120 --out="$results/bench" >/dev/null || bench_rc=$?
 tail -n 25 "$results/bench-native.log" || true
+run bench-scale "$PY" "$REPO_ROOT/bench/scale.py" --binary="$REPO_ROOT/bin/beam-kafka" \
+  --bootstrap_servers="$BEAM_KAFKA_TEST_BOOTSTRAP" --sizes=20000 --out="$results/bench" >/dev/null || bench_rc=$?
+grep -A3 '^workload  ' "$results/bench-scale.log" || true
 if [[ -n "$started" ]]; then "$REPO_ROOT/scripts/kafka.sh" stop "$started"; started=""; fi
 
 # One closing line over every runner.
