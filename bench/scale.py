@@ -31,15 +31,8 @@ import compare
 import procstat
 from apache_beam.options.pipeline_options import PipelineOptions
 
-SEEDS = 100
 MOD = (1 << 61) - 1  # checksums are taken modulo a prime so they stay small
-
-
-def _generate(p, n):
-  per_seed = n // SEEDS
-  return (p
-          | 'Seeds' >> beam.Create(list(range(SEEDS)))
-          | 'Generate' >> beam.FlatMap(lambda s, k=per_seed: range(s * k, (s + 1) * k)))
+SEEDS = compare.SEEDS  # compare.py's generator: N elements from this many seeds
 
 
 class Summary(beam.CombineFn):
@@ -94,7 +87,7 @@ def _sizes(k, vs):
 
 def group_by_key(p, n, keys, out):
   # The values' sum is taken after the group, so a value lost or doubled shows.
-  _ = (_generate(p, n)
+  _ = (compare._generate(p, n)
        | 'Key' >> beam.Map(lambda x, k=keys: (x % k, x))
        | 'Group' >> beam.GroupByKey()
        | 'Sizes' >> beam.MapTuple(_sizes)
@@ -103,7 +96,7 @@ def group_by_key(p, n, keys, out):
 
 
 def combine_per_key(p, n, keys, out):
-  _ = (_generate(p, n)
+  _ = (compare._generate(p, n)
        | 'Key' >> beam.Map(lambda x, k=keys: (x % k, (1, x)))
        | 'Count' >> beam.CombinePerKey(lambda vs: tuple(map(sum, zip(*vs))) if vs else (0, 0))
        | 'Sizes' >> beam.MapTuple(lambda k, cs: (k, cs[0], cs[1]))

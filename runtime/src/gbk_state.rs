@@ -120,8 +120,8 @@ fn decode_pane_state(buf: &[u8]) -> Result<Pane, String> {
     })
 }
 
-/// A pane entry's fingerprint (SipHash with fixed keys: the same in every
-/// process and run).
+/// A pane entry's fingerprint (SipHash with fixed keys: restored and
+/// written entries of one process compare).
 fn entry_hash(entry: &[u8]) -> u64 {
     use std::hash::Hasher;
     let mut h = std::hash::DefaultHasher::new();
