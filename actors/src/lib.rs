@@ -8,6 +8,7 @@
 mod bundle_state;
 mod cleanup;
 pub mod control;
+mod copy_transaction;
 mod group_by_key;
 pub mod harnesses;
 pub mod identity;

@@ -1,5 +1,5 @@
-//! Starting tasks on this copy: each task's transactional producer (fencing
-//! earlier owners), its restored state, its partitions sought to their last
+//! Starting tasks on this copy: the copy's transaction (fencing the tasks'
+//! earlier owners), each task's restored state, its partitions sought to their last
 //! commit, then its supervisor and stage actors. Tasks taken over together
 //! are prepared in parallel; a change of assignment meanwhile cancels the start.
 use std::collections::{BTreeSet, HashMap};
@@ -20,9 +20,9 @@ use rdkafka::TopicPartitionList;
 use tokio::sync::mpsc;
 
 use crate::bundle_state::BundleState;
+use crate::copy_transaction::{CopyTransaction, Prepare, TxnHandle};
 use crate::job_input::JobInput;
 use crate::kafka::rebalance::JobConsumer;
-use crate::kafka::transaction;
 use crate::output::KafkaSink;
 use crate::side_inputs::{read_side_topic, SideInputs};
 use crate::source::SourceRoute;
@@ -90,17 +90,24 @@ struct Restored {
     next: i64,
 }
 
-/// Under exactly_once, a transactional producer per task (its transaction
-/// initialised, earlier incarnations fenced).
-async fn transactional_producers(input: &JobInput, tasks: &[TaskId]) -> Result<HashMap<TaskId, Arc<KafkaProducer>>, String> {
-    if input.options.processing_guarantee != ProcessingGuarantee::ExactlyOnce {
-        return Ok(HashMap::new());
-    }
-    let opts = input.options.clone();
-    let tasks = tasks.to_vec();
-    tokio::task::spawn_blocking(move || in_parallel(&tasks, |t| transaction::start(&opts, t)))
-        .await
-        .map_err(|e| format!("starting transactional producers failed: {e}"))?
+/// Under exactly_once, the copy's transaction, ready for `tasks` (their
+/// earlier owners fenced).
+async fn prepare_transaction(
+    input: &JobInput,
+    txn: Option<&Addr<CopyTransaction>>,
+    tasks: &[TaskId],
+    consumer: &JobConsumer,
+) -> Result<Option<TxnHandle>, String> {
+    let Some(txn) = txn.filter(|_| input.options.processing_guarantee == ProcessingGuarantee::ExactlyOnce) else {
+        return Ok(None);
+    };
+    let assigned: BTreeSet<(String, i32)> = consumer
+        .assignment()
+        .map(|tpl| tpl.elements().iter().map(|e| (e.topic().to_string(), e.partition())).collect())
+        .unwrap_or_default();
+    let owned = input.plan.tasks().into_iter().filter(|t| task_partitions(input, *t).iter().all(|p| assigned.contains(p))).collect();
+    let prepared = txn.send(Prepare { tasks: tasks.to_vec(), owned }).await.map_err(|e| format!("the copy's transaction stopped: {e}"))?;
+    prepared.map(Some)
 }
 
 /// Stops tasks started here that will not run (their start failed later).
@@ -118,7 +125,7 @@ fn start_tasks(
     input: &JobInput,
     io: &KafkaIo,
     to_start: &[TaskId],
-    txn_producers: &HashMap<TaskId, Arc<KafkaProducer>>,
+    txn: Option<&TxnHandle>,
     restored: &mut HashMap<TaskId, Restored>,
     starts: &HashMap<(String, i32), i64>,
     consumer: Arc<JobConsumer>,
@@ -179,8 +186,8 @@ fn start_tasks(
                 targets.push(WatermarkTarget { topic: o.topic.clone(), partitions: o.partitions });
             }
         }
-        let task_producer = txn_producers.get(&task).cloned().unwrap_or_else(|| producer.clone());
-        let transactional = txn_producers.contains_key(&task);
+        let task_producer = txn.map(|t| t.producer.clone()).unwrap_or_else(|| producer.clone());
+        let transactional = txn.is_some();
         // A sink on the runner's cluster writes inside the task's transaction;
         // one on another cluster cannot (at-least-once, said at start).
         let kafka_sinks: Vec<KafkaSink> = io
@@ -273,6 +280,7 @@ fn start_tasks(
             flow: FlowLimits::for_bundles(opts.max_bundle_size, opts.read_max_elements_per_poll),
             state_topic: changelog_topic(&opts.application_id, sub.id),
             transactional,
+            txn: txn.cloned(),
             starts: task_partitions(input, task).into_iter().filter_map(|k| starts.get(&k).map(|o| (k, *o))).collect(),
             side_inputs: sub.side_inputs.clone(),
             side_data: side_data.clone(),
@@ -448,6 +456,7 @@ pub(crate) async fn start_assigned(
     to_start: Vec<TaskId>,
     consumer: &Arc<JobConsumer>,
     producer: &Arc<KafkaProducer>,
+    copy_txn: Option<&Addr<CopyTransaction>>,
     events: &mpsc::UnboundedSender<TaskEvent>,
     generation: &Arc<AtomicU64>,
     stop: &Arc<AtomicBool>,
@@ -457,8 +466,8 @@ pub(crate) async fn start_assigned(
         return Ok(Vec::new());
     }
     let began = Instant::now();
-    let txn_producers = transactional_producers(input, &to_start).await?;
-    tracing::debug!("tasks {to_start:?}: producers ready after {:?}", began.elapsed());
+    let txn = prepare_transaction(input, copy_txn, &to_start, consumer).await?;
+    tracing::debug!("tasks {to_start:?}: transaction ready after {:?}", began.elapsed());
     for t in &to_start {
         input.board.restoring(*t);
     }
@@ -496,7 +505,7 @@ pub(crate) async fn start_assigned(
         input,
         io,
         &to_start,
-        &txn_producers,
+        txn.as_ref(),
         &mut restored,
         &first_offsets,
         consumer.clone(),

@@ -1,11 +1,12 @@
-//! A task's Kafka transaction (processing_guarantee=exactly_once): every
-//! record a task writes (shuffle outputs, watermark reports, WriteToKafka
-//! records on the runner's cluster) and the input offsets it consumed commit
-//! together, or not at all.
+//! Kafka transactions (processing_guarantee=exactly_once): every record the
+//! tasks of a copy write (shuffle outputs, watermark reports, WriteToKafka
+//! records on the runner's cluster) and the input offsets they consumed
+//! commit together, or not at all (`copy_transaction` runs the rounds).
 //!
-//! Each task has its own transactional producer whose id is stable per
-//! (application, task), so a restarted or moved task fences the producer of
-//! its previous incarnation (a zombie) when it initialises.
+//! Transactional ids are stable per (application, task): the copy's
+//! producer carries the id of one task it owns, and a copy starting a task
+//! initialises that task's id first, so it fences whichever earlier
+//! producer carried it (a zombie) and aborts what that one left open.
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -87,9 +88,29 @@ pub fn transactional_id(application_id: &str, task: TaskId) -> String {
     format!("{application_id}-task-{task}")
 }
 
-/// Creates the task's producer, fences earlier incarnations and opens the
-/// first transaction. Blocks: call off the actor thread.
+/// Whether the producer can no longer write (fenced, or a fatal error).
+pub fn producer_fatal(producer: &KafkaProducer) -> bool {
+    producer.client().fatal_error().is_some()
+}
+
+/// Fences whichever producer last carried `task`'s transactional id and
+/// aborts what it left open. Blocks: call off the actor thread.
+pub fn fence(opts: &RunnerOptions, task: TaskId) -> Result<(), String> {
+    let producer = start_producer(opts, task)?;
+    crate::kafka::close_in_background(producer);
+    Ok(())
+}
+
+/// Creates a producer with `task`'s transactional id, fences earlier
+/// holders of the id and opens the first transaction. Blocks: call off the
+/// actor thread.
 pub fn start(opts: &RunnerOptions, task: TaskId) -> Result<Arc<KafkaProducer>, String> {
+    let producer = start_producer(opts, task)?;
+    producer.begin_transaction().map_err(|e| format!("task {task}: cannot begin a transaction: {}", describe(&e)))?;
+    Ok(Arc::new(producer))
+}
+
+fn start_producer(opts: &RunnerOptions, task: TaskId) -> Result<KafkaProducer, String> {
     let id = transactional_id(&opts.application_id, task);
     let mut c = config::producer(opts);
     c.set("transactional.id", &id).set("transaction.timeout.ms", opts.transaction_timeout_ms.to_string());
@@ -98,8 +119,7 @@ pub fn start(opts: &RunnerOptions, task: TaskId) -> Result<Arc<KafkaProducer>, S
     c.set("message.timeout.ms", delivery.min(opts.transaction_timeout_ms).to_string());
     let producer = producer::create(&c).map_err(|e| format!("task {task}: cannot create its transactional producer: {}", describe(&e)))?;
     producer.init_transactions(API_TIMEOUT).map_err(|e| format!("task {task}: cannot initialise transactions ({id}): {}", describe(&e)))?;
-    producer.begin_transaction().map_err(|e| format!("task {task}: cannot begin a transaction: {}", describe(&e)))?;
-    Ok(Arc::new(producer))
+    Ok(producer)
 }
 
 /// Commits the open transaction with `offsets` as the consumed input, then

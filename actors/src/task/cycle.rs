@@ -16,8 +16,9 @@ use rdkafka::consumer::{CommitMode, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::{TaskEvent, TaskSupervisor};
+use crate::copy_transaction::Ready;
 use crate::kafka::producer::Writes;
-use crate::kafka::transaction::{self, TxnError};
+use crate::kafka::transaction::TxnError;
 use crate::messages::{Committed, Flush, Release, Resume, Settle};
 use crate::output::{queue_watermark_report, Queued};
 use crate::state::{queue_changelog, HANDED_OVER};
@@ -43,7 +44,7 @@ impl TaskSupervisor {
     /// sends the cycle's barrier through the task's actors; the stage is
     /// flushed once they all answered (`children`).
     pub(super) fn request_flush(&mut self) {
-        if !self.lifecycle.is_running() {
+        if !self.lifecycle.is_running() || !self.can_commit() {
             return;
         }
         if self.cycles.is_open() {
@@ -56,6 +57,7 @@ impl TaskSupervisor {
         let Some(id) = self.cycles.begin(now_millis(), participants).map(|c| c.id) else { return };
         self.snapshot();
         self.send_barrier(id);
+        self.want_round();
     }
 
     /// What the open cycle covers: every offset handed over so far (what a
@@ -191,18 +193,16 @@ impl TaskSupervisor {
     fn commit_cycle(&mut self, ctx: &mut Context<Self>) {
         let Some(c) = self.cycles.open() else { return };
         if self.cfg.transactional {
-            let mut tpl = TopicPartitionList::new();
-            for ((topic, partition), next) in &c.offsets {
-                if let Err(e) = tpl.add_partition_offset(topic, *partition, Offset::Offset(*next)) {
-                    return self.fail(ctx, format!("bad offset for {topic}[{partition}]: {e}"));
-                }
-            }
-            let commit = transaction::commit(self.producer.clone(), tpl, self.consumer.group_metadata());
+            let Some(txn) = self.cfg.txn.clone() else {
+                return self.stop_uncommitted(ctx, "it left the copy's transaction".into());
+            };
+            let ready = Ready { member: (self.cfg.task, self.cfg.incarnation), offsets: c.offsets.clone() };
             let (writes, stage) = (self.cycle_writes.take(), self.stage.clone());
             // Kafka acknowledged every write of the cycle (its own and its
-            // bundles') before it commits: a refused write says why better
-            // than an aborted commit would, and the commit finds nothing to
-            // flush (rdkafka's flush before a commit waits in 100 ms polls).
+            // bundles') before it is handed in: a refused write says why
+            // better than an aborted commit would, and the commit finds
+            // nothing to flush (rdkafka's flush before a commit waits in
+            // 100 ms polls). The round commits it with the other tasks'.
             let commit = async move {
                 let last = match writes {
                     Some(w) => w.acknowledged().await?,
@@ -211,7 +211,9 @@ impl TaskSupervisor {
                 if let Some(e) = stage.send(Settle).await.ok().flatten() {
                     return Err(e);
                 }
-                Ok((last, commit.await))
+                let committed =
+                    txn.addr.send(ready).await.unwrap_or_else(|e| Err(TxnError::Fatal(format!("the copy's transaction stopped: {e}"))));
+                Ok((last, committed))
             };
             ctx.spawn(commit.into_actor(self).map(move |written, act, ctx| {
                 if !act.lifecycle.is_running() {
@@ -302,6 +304,10 @@ impl TaskSupervisor {
         } else {
             (None, None)
         };
+        if c.is_final() {
+            // Nothing more to write: the copy's rounds go on without it.
+            self.leave_transaction(true);
+        }
         self.stage.do_send(Committed { id: c.id, finalized });
         if let Some(board) = &self.cfg.progress_board {
             board.insert(self.cfg.task, (c.epoch, self.busy_with()));

@@ -36,6 +36,7 @@ use beam_kafka_runtime::user_state::UserState;
 use beam_kafka_runtime::watermark::InputWatermark;
 use tokio::sync::mpsc::UnboundedSender;
 
+use crate::copy_transaction::TxnHandle;
 use crate::group_by_key::GroupByKeyActor;
 use crate::kafka::producer::KafkaProducer;
 use crate::kafka::rebalance::JobConsumer;
@@ -54,6 +55,7 @@ mod children;
 mod cycle;
 mod input;
 mod report;
+mod shared;
 mod side_maps;
 mod sources;
 mod timers;
@@ -154,6 +156,9 @@ pub struct TaskConfig {
     /// exactly_once: the task's producer is transactional, and a cycle ends
     /// with a transaction commit instead of a consumer offset commit.
     pub transactional: bool,
+    /// Under exactly_once: the copy's transaction, which commits the task's
+    /// cycles together with the other tasks' (`shared`).
+    pub txn: Option<TxnHandle>,
     /// Where the task starts reading each input partition (its last commit).
     pub starts: BTreeMap<(String, i32), i64>,
     /// The side inputs of its stage, and their contents (read by its own
@@ -395,13 +400,8 @@ impl TaskSupervisor {
         self.publish_status();
         self.cycle_abandoned(&reason);
         self.cfg.board.event(Level::Warning, format!("task {} stopped: {reason}", self.cfg.task));
-        if self.cfg.transactional {
-            let producer = self.producer.clone();
-            tokio::task::spawn_blocking(move || {
-                use rdkafka::producer::Producer;
-                let _ = producer.abort_transaction(Duration::from_secs(10));
-            });
-        }
+        // What it wrote since the last round dooms the copy's transaction.
+        self.leave_transaction(false);
         let _ = self.events.send(TaskEvent::Stopped { task: self.cfg.task, incarnation: self.cfg.incarnation, reason });
         ctx.stop();
     }
@@ -474,6 +474,7 @@ impl Actor for TaskSupervisor {
     type Context = Context<Self>;
 
     fn stopped(&mut self, _: &mut Context<Self>) {
+        self.leave_transaction(false);
         self.stop_children();
         // However the task ended (fenced, failed): a bundle of its stage
         // waiting to write after a commit that never came must not keep the
@@ -482,6 +483,17 @@ impl Actor for TaskSupervisor {
     }
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        // Nothing is written before the task is a member of the copy's transaction.
+        match self.cfg.txn.clone() {
+            Some(txn) => self.join_transaction(txn, ctx),
+            None => self.begin(ctx),
+        }
+    }
+}
+
+impl TaskSupervisor {
+    /// Starts working: children, status, ticks, the commit interval.
+    fn begin(&mut self, ctx: &mut Context<Self>) {
         self.start_children(ctx);
         self.publish_status();
         ctx.run_interval(STATUS_EVERY, |act, _| act.publish_status());
@@ -603,16 +615,11 @@ impl Handler<Shutdown> for TaskSupervisor {
         if self.lifecycle.is_running() {
             self.refund_sources();
             self.report_flow("shut down");
-            if self.cfg.transactional && self.cycles.abort_on_stop() {
-                // What this incarnation wrote since its last commit will
-                // never commit: readers need not wait for it to time out.
-                let producer = self.producer.clone();
-                tokio::task::spawn_blocking(move || {
-                    use rdkafka::producer::Producer;
-                    let _ = producer.abort_transaction(Duration::from_secs(10));
-                });
-            }
         }
+        // What this incarnation wrote since its last commit will never
+        // commit: the copy's transaction is aborted (unless the task's
+        // cycle was handed in, or it finished).
+        self.leave_transaction(false);
         let _ = self.lifecycle.transition(TaskState::Closed);
         self.publish_status();
         // A clean close: the store holds exactly the committed changes.

@@ -118,15 +118,6 @@ impl Cycles {
         self.open.as_mut()
     }
 
-    /// Whether a task stopping now (cancelled, shut down) should abort its
-    /// open transaction: yes, unless its commit is under way (the commit
-    /// finishes or fails whole; an abort beside it would race it). Aborting
-    /// at once frees read_committed readers of its outputs, which would
-    /// otherwise wait for the transaction timeout or the next owner.
-    pub fn abort_on_stop(&self) -> bool {
-        self.open.as_ref().is_none_or(|c| c.phase != Phase::Committing)
-    }
-
     /// Opens a cycle, unless one is open; it waits for a barrier answer
     /// from each of `aligning`.
     pub fn begin(&mut self, now_ms: i64, aligning: impl IntoIterator<Item = String>) -> Option<&mut Cycle> {
@@ -261,21 +252,6 @@ mod tests {
         assert_eq!(cycles.durations.max(), 250);
         let next = cycles.begin(2_000, []).unwrap();
         assert_eq!(next.id, id + 1, "ids only grow");
-    }
-
-    #[test]
-    fn a_stopping_task_aborts_its_transaction_unless_it_is_committing() {
-        let mut cycles = Cycles::new();
-        assert!(cycles.abort_on_stop(), "between cycles the open transaction holds only what the next cycle wrote");
-        let id = cycles.begin(0, []).unwrap().id;
-        assert!(cycles.abort_on_stop());
-        cycles.flushed(id).unwrap();
-        cycles.advance(Phase::Writing).unwrap();
-        assert!(cycles.abort_on_stop());
-        cycles.advance(Phase::Committing).unwrap();
-        assert!(!cycles.abort_on_stop(), "a commit under way is left to finish or fail whole");
-        cycles.committed(1).unwrap();
-        assert!(cycles.abort_on_stop());
     }
 
     #[test]

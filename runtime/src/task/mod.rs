@@ -14,6 +14,7 @@ pub mod gbk_view;
 pub mod handover;
 pub mod lifecycle;
 pub mod roster;
+pub mod shared_txn;
 pub mod split;
 pub mod stall;
 pub mod stats;

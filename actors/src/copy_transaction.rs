@@ -1,0 +1,386 @@
+//! The copy's transaction (exactly_once): one transactional producer that
+//! every task of this copy writes through, and the rounds that commit the
+//! tasks' cycles together (`runtime::task::shared_txn` decides; this actor
+//! does the Kafka calls). One transaction per copy instead of one per task
+//! cuts the broker's work per commit (transaction markers, coordinator
+//! requests, one producer's batches instead of one per task).
+//!
+//! Fencing stays per task: the producer's transactional id is that of one
+//! task the copy owns (`transaction::transactional_id`), and whoever starts
+//! a task first initialises that task's id (`Prepare`). So the next owner
+//! of any task fences an earlier owner whose producer carried that task's
+//! id, and aborts its open transaction at once instead of readers waiting
+//! for it to time out.
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use actix::prelude::*;
+use beam_kafka_config::RunnerOptions;
+use beam_kafka_runtime::task::cycle::{Offsets, COMMIT_ATTEMPTS};
+use beam_kafka_runtime::task::shared_txn::{Action, MemberId, Phase, Refusal, SharedTransaction};
+use beam_kafka_runtime::topology::TaskId;
+use rdkafka::consumer::Consumer;
+use rdkafka::producer::Producer;
+use rdkafka::{Offset, TopicPartitionList};
+use tokio::sync::oneshot;
+
+use crate::kafka::producer::KafkaProducer;
+use crate::kafka::rebalance::JobConsumer;
+use crate::kafka::transaction::{self, TxnError};
+
+const RETRY_EVERY: Duration = Duration::from_millis(200);
+const ABORT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What the copy's transaction tells a member task.
+#[derive(Message, Clone, Debug)]
+#[rtype(result = "()")]
+pub enum TxnNotice {
+    /// A round began: close a cycle now.
+    Flush,
+    /// The transaction cannot commit: stop without committing.
+    Abandon(String),
+}
+
+/// The producer tasks started now write through, and its generation (a
+/// member joins with it; a replaced producer's tasks are refused).
+#[derive(Clone)]
+pub struct TxnHandle {
+    pub addr: Addr<CopyTransaction>,
+    pub producer: Arc<KafkaProducer>,
+    pub generation: u64,
+}
+
+/// Before tasks start here: fence earlier owners of their transactional
+/// ids, and have a producer. `owned`: every task assigned to this copy.
+#[derive(Message)]
+#[rtype(result = "Result<TxnHandle, String>")]
+pub struct Prepare {
+    pub tasks: Vec<TaskId>,
+    pub owned: BTreeSet<TaskId>,
+}
+
+/// A started task joins before it writes (answered once no commit or abort
+/// is under way).
+#[derive(Message)]
+#[rtype(result = "Result<(), String>")]
+pub struct Join {
+    pub member: MemberId,
+    pub generation: u64,
+    pub notices: Recipient<TxnNotice>,
+}
+
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct WantRound(pub MemberId);
+
+/// A member's cycle, its later writes held: answered with the round's commit.
+#[derive(Message)]
+#[rtype(result = "Result<(), TxnError>")]
+pub struct Ready {
+    pub member: MemberId,
+    pub offsets: Offsets,
+}
+
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Leave {
+    pub member: MemberId,
+    /// Its last cycle committed: nothing of it is in the transaction.
+    pub finished: bool,
+}
+
+pub struct CopyTransaction {
+    opts: RunnerOptions,
+    /// The job's consumer (for its group metadata), not kept alive here:
+    /// the copy leaves the group when the job drops it.
+    consumer: Weak<JobConsumer>,
+    core: SharedTransaction,
+    /// The producer, the task whose id it carries, and its generation.
+    producer: Option<(Arc<KafkaProducer>, TaskId)>,
+    generation: u64,
+    notices: HashMap<TaskId, Recipient<TxnNotice>>,
+    waiting: HashMap<MemberId, oneshot::Sender<Result<(), TxnError>>>,
+    /// Joins that came during a commit or an abort.
+    joins: Vec<(Join, oneshot::Sender<Result<(), String>>)>,
+    /// Starts that wait for a doomed transaction's members to leave.
+    prepares: Vec<(Prepare, oneshot::Sender<Result<TxnHandle, String>>)>,
+}
+
+impl CopyTransaction {
+    pub fn new(opts: RunnerOptions, consumer: Arc<JobConsumer>) -> Self {
+        CopyTransaction {
+            opts,
+            consumer: Arc::downgrade(&consumer),
+            core: SharedTransaction::default(),
+            producer: None,
+            generation: 0,
+            notices: HashMap::new(),
+            waiting: HashMap::new(),
+            joins: Vec::new(),
+            prepares: Vec::new(),
+        }
+    }
+
+    fn carry_out(&mut self, actions: Vec<Action>, ctx: &mut Context<Self>) {
+        for action in actions {
+            match action {
+                Action::Flush(members) => {
+                    for (task, _) in members {
+                        if let Some(n) = self.notices.get(&task) {
+                            n.do_send(TxnNotice::Flush);
+                        }
+                    }
+                }
+                Action::Abandon(members) => {
+                    for member @ (task, _) in members {
+                        if let Some(n) = self.notices.get(&task) {
+                            n.do_send(TxnNotice::Abandon(
+                                "another task of this copy stopped with writes in the copy's shared transaction, which is aborted".into(),
+                            ));
+                        }
+                        if let Some(w) = self.waiting.remove(&member) {
+                            let _ = w.send(Err(TxnError::Aborted(
+                                "another task of this copy stopped; the shared transaction is aborted".into(),
+                            )));
+                        }
+                    }
+                }
+                Action::Commit { offsets, members } => self.commit(offsets, members, 1, ctx),
+                Action::Abort => self.abort(ctx),
+            }
+        }
+    }
+
+    fn commit(&mut self, offsets: Offsets, members: Vec<MemberId>, attempt: u32, ctx: &mut Context<Self>) {
+        let Some((producer, _)) = self.producer.clone() else {
+            return self.commit_ended(members, Err(TxnError::Fatal("the copy's transactional producer is gone".into())), ctx);
+        };
+        let mut tpl = TopicPartitionList::new();
+        for ((topic, partition), next) in &offsets {
+            if let Err(e) = tpl.add_partition_offset(topic, *partition, Offset::Offset(*next)) {
+                return self.commit_ended(members, Err(TxnError::Fatal(format!("bad offset for {topic}[{partition}]: {e}"))), ctx);
+            }
+        }
+        let group = self.consumer.upgrade().and_then(|c| c.group_metadata());
+        let commit = transaction::commit(producer, tpl, group);
+        let began = std::time::Instant::now();
+        ctx.spawn(commit.into_actor(self).map(move |result, act, ctx| match result {
+            Ok(()) => {
+                tracing::debug!("the copy's transaction committed {} task(s)' cycles in {:?}", members.len(), began.elapsed());
+                act.commit_ended(members, Ok(()), ctx)
+            }
+            Err(TxnError::Retriable(e)) if attempt < COMMIT_ATTEMPTS => {
+                tracing::debug!("the copy's transaction commit failed, retrying: {e}");
+                ctx.run_later(RETRY_EVERY, move |act, ctx| act.commit(offsets, members, attempt + 1, ctx));
+            }
+            result => act.commit_ended(members, result, ctx),
+        }));
+    }
+
+    fn commit_ended(&mut self, members: Vec<MemberId>, result: Result<(), TxnError>, ctx: &mut Context<Self>) {
+        let ok = result.is_ok();
+        let text = result.as_ref().err().map(ToString::to_string);
+        for m in members {
+            if let Some(w) = self.waiting.remove(&m) {
+                let _ = w.send(match (&result, &text) {
+                    (Ok(()), _) => Ok(()),
+                    (Err(TxnError::TaskMigrated(_)), Some(t)) => Err(TxnError::TaskMigrated(t.clone())),
+                    (Err(TxnError::Aborted(_)), Some(t)) => Err(TxnError::Aborted(t.clone())),
+                    (Err(TxnError::Retriable(_)), Some(t)) => Err(TxnError::Aborted(t.clone())),
+                    (Err(_), t) => Err(TxnError::Fatal(t.clone().unwrap_or_default())),
+                });
+            }
+        }
+        let actions = self.core.committed(ok);
+        self.carry_out(actions, ctx);
+        self.admit_joins(ctx);
+    }
+
+    /// Aborts the doomed transaction and opens the next; a producer that
+    /// cannot (fenced, fatal) is dropped, and the next start creates one.
+    fn abort(&mut self, ctx: &mut Context<Self>) {
+        let Some((producer, _)) = self.producer.clone() else {
+            self.core.aborted();
+            return self.admit_joins(ctx);
+        };
+        let generation = self.generation;
+        let abort = tokio::task::spawn_blocking(move || {
+            producer.abort_transaction(ABORT_TIMEOUT).map_err(|e| transaction::describe(&e))?;
+            producer.begin_transaction().map_err(|e| transaction::describe(&e))
+        });
+        ctx.spawn(abort.into_actor(self).map(move |result, act, ctx| {
+            let failed = match result {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(e),
+                Err(e) => Some(format!("the abort panicked: {e}")),
+            };
+            if let Some(e) = failed {
+                tracing::debug!("the copy's transactional producer could not abort ({e}); the next start creates another");
+                if act.generation == generation {
+                    act.drop_producer();
+                }
+            }
+            act.core.aborted();
+            act.admit_joins(ctx);
+        }));
+    }
+
+    fn drop_producer(&mut self) {
+        if let Some((p, _)) = self.producer.take() {
+            crate::kafka::close_in_background(p);
+        }
+        self.generation += 1;
+    }
+
+    /// Answers the joins and starts that waited for a commit or an abort to end.
+    fn admit_joins(&mut self, ctx: &mut Context<Self>) {
+        for (join, reply) in std::mem::take(&mut self.joins) {
+            self.join(join, reply, ctx);
+        }
+        for (prepare, reply) in std::mem::take(&mut self.prepares) {
+            self.prepare(prepare, reply, ctx);
+        }
+    }
+
+    /// Fences the earlier owners of the tasks about to start and makes sure
+    /// there is a producer. One that failed, or that carries the id of a
+    /// task this copy no longer owns (another copy will fence it), is
+    /// replaced, but only once its members left: they are told to stop.
+    fn prepare(&mut self, msg: Prepare, reply: oneshot::Sender<Result<TxnHandle, String>>, ctx: &mut Context<Self>) {
+        let stale = match &self.producer {
+            None => true,
+            Some((p, id_task)) => transaction::producer_fatal(p) || !msg.owned.contains(id_task),
+        };
+        if stale && (!self.core.is_empty() || self.core.phase() != Phase::Open) {
+            let actions = self.core.doom();
+            self.prepares.push((msg, reply));
+            return self.carry_out(actions, ctx);
+        }
+        let new_id = if stale { msg.tasks.iter().min().copied() } else { None };
+        let kept = self.producer.as_ref().map(|(_, t)| *t).filter(|_| !stale);
+        let to_fence: Vec<TaskId> = msg.tasks.iter().copied().filter(|t| Some(*t) != new_id && Some(*t) != kept).collect();
+        let opts = self.opts.clone();
+        let work = tokio::task::spawn_blocking(move || -> Result<Option<(Arc<KafkaProducer>, TaskId)>, String> {
+            std::thread::scope(|scope| {
+                let opts = &opts;
+                let fences: Vec<_> = to_fence.iter().map(|&t| scope.spawn(move || transaction::fence(opts, t))).collect();
+                let created = new_id.map(|t| transaction::start(opts, t).map(|p| (p, t))).transpose();
+                for f in fences {
+                    f.join().map_err(|_| "fencing a task's earlier owner panicked".to_string())??;
+                }
+                created
+            })
+        });
+        ctx.spawn(work.into_actor(self).map(move |result, act, ctx| {
+            let result = (|| {
+                let created = result.map_err(|e| format!("preparing the copy's transaction panicked: {e}"))??;
+                if let Some(new) = created {
+                    if let Some((old, _)) = act.producer.replace(new) {
+                        crate::kafka::close_in_background(old);
+                    }
+                    act.generation += 1;
+                }
+                let (producer, _) = act.producer.clone().ok_or("the copy has no transactional producer")?;
+                Ok(TxnHandle { addr: ctx.address(), producer, generation: act.generation })
+            })();
+            let _ = reply.send(result);
+        }));
+    }
+
+    fn join(&mut self, join: Join, reply: oneshot::Sender<Result<(), String>>, ctx: &mut Context<Self>) {
+        if join.generation != self.generation || self.producer.is_none() {
+            let _ = reply.send(Err("the copy's transactional producer was replaced while the task started".into()));
+            return;
+        }
+        let (task, incarnation) = join.member;
+        let (admitted, actions) = self.core.join(task, incarnation);
+        match admitted {
+            Ok(()) => {
+                self.notices.insert(task, join.notices.clone());
+                let _ = reply.send(Ok(()));
+            }
+            // It wrote nothing yet: it waits for the commit or abort to end.
+            Err(Refusal::Busy | Refusal::Doomed) => self.joins.push((join, reply)),
+            Err(Refusal::Unknown) => {
+                let _ = reply.send(Err("the copy's transaction does not know the task".into()));
+            }
+        }
+        self.carry_out(actions, ctx);
+    }
+}
+
+impl Actor for CopyTransaction {
+    type Context = Context<Self>;
+
+    fn stopped(&mut self, _: &mut Context<Self>) {
+        // Whatever is open never commits: readers need not wait for its timeout.
+        if let Some((p, _)) = self.producer.take() {
+            std::thread::spawn(move || {
+                let _ = p.abort_transaction(ABORT_TIMEOUT);
+            });
+        }
+    }
+}
+
+impl Handler<Prepare> for CopyTransaction {
+    type Result = ResponseFuture<Result<TxnHandle, String>>;
+
+    fn handle(&mut self, msg: Prepare, ctx: &mut Context<Self>) -> Self::Result {
+        let (tx, rx) = oneshot::channel();
+        self.prepare(msg, tx, ctx);
+        Box::pin(async move { rx.await.unwrap_or_else(|_| Err("the copy's transaction stopped".into())) })
+    }
+}
+
+impl Handler<Join> for CopyTransaction {
+    type Result = ResponseFuture<Result<(), String>>;
+
+    fn handle(&mut self, msg: Join, ctx: &mut Context<Self>) -> Self::Result {
+        let (tx, rx) = oneshot::channel();
+        self.join(msg, tx, ctx);
+        Box::pin(async move { rx.await.unwrap_or_else(|_| Err("the copy's transaction stopped".into())) })
+    }
+}
+
+impl Handler<WantRound> for CopyTransaction {
+    type Result = ();
+
+    fn handle(&mut self, WantRound((task, incarnation)): WantRound, ctx: &mut Context<Self>) {
+        let actions = self.core.want_round(task, incarnation);
+        self.carry_out(actions, ctx);
+    }
+}
+
+impl Handler<Ready> for CopyTransaction {
+    type Result = ResponseFuture<Result<(), TxnError>>;
+
+    fn handle(&mut self, msg: Ready, ctx: &mut Context<Self>) -> Self::Result {
+        let (tx, rx) = oneshot::channel();
+        let (task, incarnation) = msg.member;
+        match self.core.ready(task, incarnation, msg.offsets) {
+            Ok(actions) => {
+                self.waiting.insert(msg.member, tx);
+                self.carry_out(actions, ctx);
+            }
+            Err(refusal) => {
+                let _ = tx.send(Err(TxnError::Aborted(format!("the copy's shared transaction refused the cycle ({refusal:?})"))));
+            }
+        }
+        Box::pin(async move { rx.await.unwrap_or_else(|_| Err(TxnError::Fatal("the copy's transaction stopped".into()))) })
+    }
+}
+
+impl Handler<Leave> for CopyTransaction {
+    type Result = ();
+
+    fn handle(&mut self, msg: Leave, ctx: &mut Context<Self>) {
+        let (task, incarnation) = msg.member;
+        self.waiting.remove(&msg.member);
+        let actions = self.core.leave(task, incarnation, msg.finished);
+        if !self.core.members().iter().any(|(t, _)| *t == task) {
+            self.notices.remove(&task);
+        }
+        self.carry_out(actions, ctx);
+    }
+}

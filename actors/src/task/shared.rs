@@ -1,0 +1,57 @@
+//! The task's part in the copy's transaction (exactly_once, see
+//! `copy_transaction`): it joins before it writes anything, asks for a
+//! round when it opens a cycle, hands its cycle in and waits for the
+//! round's commit, and leaves when it stops or finishes.
+use actix::prelude::*;
+
+use super::TaskSupervisor;
+use crate::copy_transaction::{Join, Leave, TxnHandle, TxnNotice, WantRound};
+
+impl TaskSupervisor {
+    /// Joins the copy's transaction, then starts working (input, timers);
+    /// a task that cannot join stops and is started again later.
+    pub(super) fn join_transaction(&mut self, txn: TxnHandle, ctx: &mut Context<Self>) {
+        let join = Join { member: (self.cfg.task, self.cfg.incarnation), generation: txn.generation, notices: ctx.address().recipient() };
+        ctx.wait(txn.addr.send(join).into_actor(self).map(|result, act, ctx| {
+            let refused = match result {
+                Ok(Ok(())) => return act.begin(ctx),
+                Ok(Err(e)) => e,
+                Err(e) => e.to_string(),
+            };
+            act.stop_uncommitted(ctx, format!("it could not join the copy's transaction: {refused}"));
+        }));
+    }
+
+    /// A cycle opened: the other tasks of the copy close one too.
+    pub(super) fn want_round(&self) {
+        if let Some(txn) = &self.cfg.txn {
+            txn.addr.do_send(WantRound((self.cfg.task, self.cfg.incarnation)));
+        }
+    }
+
+    /// Leaves the copy's transaction (once). `finished`: its last cycle
+    /// committed, so it leaves nothing in it. Any other task leaves what it
+    /// wrote since its last commit, which then never commits, unless its
+    /// cycle was already handed in.
+    pub(super) fn leave_transaction(&mut self, finished: bool) {
+        if let Some(txn) = self.cfg.txn.take() {
+            txn.addr.do_send(Leave { member: (self.cfg.task, self.cfg.incarnation), finished });
+        }
+    }
+
+    /// Under exactly_once, a task that left the copy's transaction opens no cycle.
+    pub(super) fn can_commit(&self) -> bool {
+        !self.cfg.transactional || self.cfg.txn.is_some()
+    }
+}
+
+impl Handler<TxnNotice> for TaskSupervisor {
+    type Result = ();
+
+    fn handle(&mut self, notice: TxnNotice, ctx: &mut Context<Self>) {
+        match notice {
+            TxnNotice::Flush => self.request_flush(),
+            TxnNotice::Abandon(reason) => self.stop_uncommitted(ctx, reason),
+        }
+    }
+}

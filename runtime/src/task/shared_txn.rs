@@ -1,0 +1,435 @@
+//! One Kafka transaction for all the tasks of a copy (exactly_once), as
+//! Kafka Streams' eos-v2 keeps one per stream thread. Each task's
+//! supervisor still decides what its task commits (its cycle: offsets,
+//! changelog, watermark reports); a *round* commits the cycles of every
+//! member in one transaction.
+//!
+//! The rule that keeps it exactly-once: a commit covers every record in the
+//! transaction, so it may only happen when every member that could have
+//! written into it handed in its cycle ("ready") and holds its later
+//! writes. A round therefore starts when any member opens a cycle (or one
+//! is ready): every other member is asked to close a cycle too, and the
+//! transaction commits once all are ready.
+//!
+//! A member that stops with writes no round covered "dooms" the
+//! transaction: it cannot commit, so every member stops without
+//! committing (and restarts from its last commit, as after a crash), and
+//! the transaction is aborted once they all left. A member that stops
+//! while ready leaves its cycle to the round.
+//!
+//! Nothing joins while a commit or an abort is under way: a joiner could
+//! write into a transaction that is being ended.
+use std::collections::BTreeMap;
+
+use crate::task::cycle::Offsets;
+use crate::topology::TaskId;
+
+/// A task incarnation that is a member.
+pub type MemberId = (TaskId, u64);
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// A round began: these members close a cycle now.
+    Flush(Vec<MemberId>),
+    /// Commit the transaction with these offsets; tell these members how it went.
+    Commit { offsets: Offsets, members: Vec<MemberId> },
+    /// These members stop without committing: the transaction is doomed.
+    Abandon(Vec<MemberId>),
+    /// Every member left a doomed transaction: abort it.
+    Abort,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    Open,
+    Committing,
+    /// Waiting for every member to leave, then abort.
+    Doomed,
+    Aborting,
+}
+
+/// Why a member was turned away.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// A commit or abort is under way: ask again once it ended.
+    Busy,
+    /// The transaction is doomed: the member must stop without committing.
+    Doomed,
+    /// Not a member (it left, or a newer incarnation took its place).
+    Unknown,
+}
+
+#[derive(Debug, Default)]
+struct Member {
+    incarnation: u64,
+    ready: Option<Offsets>,
+}
+
+#[derive(Debug)]
+pub struct SharedTransaction {
+    phase: Phase,
+    members: BTreeMap<TaskId, Member>,
+    /// Cycles of members that left while ready: the round commits them.
+    departed: Offsets,
+    /// A round is under way (every member was asked to close a cycle).
+    round: bool,
+    /// A member wanted a round while a commit was under way.
+    wanted: bool,
+    /// `doom` came while a commit was under way.
+    doom_after_commit: bool,
+}
+
+impl Default for SharedTransaction {
+    fn default() -> Self {
+        SharedTransaction {
+            phase: Phase::Open,
+            members: BTreeMap::new(),
+            departed: Offsets::new(),
+            round: false,
+            wanted: false,
+            doom_after_commit: false,
+        }
+    }
+}
+
+impl SharedTransaction {
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    pub fn members(&self) -> Vec<MemberId> {
+        self.members.iter().map(|(t, m)| (*t, m.incarnation)).collect()
+    }
+
+    /// A task incarnation joins before it writes anything. The actions are
+    /// to be carried out whether or not it was let in.
+    pub fn join(&mut self, task: TaskId, incarnation: u64) -> (Result<(), Refusal>, Vec<Action>) {
+        let mut actions = Vec::new();
+        // An older incarnation still listed stopped without saying so: its
+        // writes, if any, cannot commit.
+        if let Some(old) = self.members.get(&task).map(|m| m.incarnation).filter(|i| *i != incarnation) {
+            actions = self.leave(task, old, false);
+        }
+        match self.phase {
+            Phase::Committing | Phase::Aborting => return (Err(Refusal::Busy), actions),
+            Phase::Doomed => return (Err(Refusal::Doomed), actions),
+            Phase::Open => {}
+        }
+        self.members.insert(task, Member { incarnation, ready: None });
+        if self.round {
+            actions.push(Action::Flush(vec![(task, incarnation)]));
+        }
+        (Ok(()), actions)
+    }
+
+    /// A member opened a cycle: a round starts unless one is under way.
+    pub fn want_round(&mut self, task: TaskId, incarnation: u64) -> Vec<Action> {
+        if !self.is_member(task, incarnation) {
+            return Vec::new();
+        }
+        match self.phase {
+            Phase::Open => self.start_round(),
+            Phase::Committing => {
+                self.wanted = true;
+                Vec::new()
+            }
+            Phase::Doomed | Phase::Aborting => Vec::new(),
+        }
+    }
+
+    /// A member handed in its cycle and holds its later writes.
+    pub fn ready(&mut self, task: TaskId, incarnation: u64, offsets: Offsets) -> Result<Vec<Action>, Refusal> {
+        if !self.is_member(task, incarnation) {
+            return Err(Refusal::Unknown);
+        }
+        match self.phase {
+            Phase::Open => {}
+            Phase::Doomed | Phase::Aborting => return Err(Refusal::Doomed),
+            // Every member was ready when the commit began.
+            Phase::Committing => return Err(Refusal::Busy),
+        }
+        if let Some(m) = self.members.get_mut(&task) {
+            m.ready = Some(offsets);
+        }
+        let mut actions = self.start_round();
+        actions.extend(self.commit_if_all_ready());
+        Ok(actions)
+    }
+
+    /// A member stopped. `finished`: its last cycle committed, so nothing of
+    /// it is in the transaction. Otherwise, unless it was ready, what it
+    /// wrote since the last commit dooms the transaction.
+    pub fn leave(&mut self, task: TaskId, incarnation: u64, finished: bool) -> Vec<Action> {
+        if !self.is_member(task, incarnation) {
+            return Vec::new();
+        }
+        let Some(member) = self.members.remove(&task) else { return Vec::new() };
+        match self.phase {
+            // Its cycle is in the commit under way.
+            Phase::Committing => Vec::new(),
+            Phase::Doomed => self.abort_if_empty(),
+            Phase::Aborting => Vec::new(),
+            Phase::Open => match member.ready {
+                Some(offsets) => {
+                    self.departed.extend(offsets);
+                    self.commit_if_all_ready()
+                }
+                None if finished => self.commit_if_all_ready(),
+                None => {
+                    self.phase = Phase::Doomed;
+                    self.round = false;
+                    self.wanted = false;
+                    self.departed.clear();
+                    let others = self.members();
+                    let mut actions = Vec::new();
+                    if !others.is_empty() {
+                        actions.push(Action::Abandon(others));
+                    }
+                    actions.extend(self.abort_if_empty());
+                    actions
+                }
+            },
+        }
+    }
+
+    /// The transaction cannot go on (its producer failed, or carries the
+    /// id of a task another copy owns now): every member stops without
+    /// committing, and it is aborted once they left. A commit under way
+    /// ends first.
+    pub fn doom(&mut self) -> Vec<Action> {
+        match self.phase {
+            Phase::Open => {
+                self.phase = Phase::Doomed;
+                self.round = false;
+                self.wanted = false;
+                self.departed.clear();
+                let members = self.members();
+                let mut actions = Vec::new();
+                if !members.is_empty() {
+                    actions.push(Action::Abandon(members));
+                }
+                actions.extend(self.abort_if_empty());
+                actions
+            }
+            Phase::Committing => {
+                self.doom_after_commit = true;
+                Vec::new()
+            }
+            Phase::Doomed | Phase::Aborting => Vec::new(),
+        }
+    }
+
+    /// The commit ended. On success the next round starts if one was
+    /// wanted meanwhile; on failure the transaction is doomed (its members
+    /// are told the error and stop).
+    pub fn committed(&mut self, ok: bool) -> Vec<Action> {
+        if self.phase != Phase::Committing {
+            return Vec::new();
+        }
+        self.round = false;
+        self.departed.clear();
+        for m in self.members.values_mut() {
+            m.ready = None;
+        }
+        if !ok {
+            self.phase = Phase::Doomed;
+            self.wanted = false;
+            self.doom_after_commit = false;
+            return self.abort_if_empty();
+        }
+        self.phase = Phase::Open;
+        if std::mem::take(&mut self.doom_after_commit) {
+            return self.doom();
+        }
+        if std::mem::take(&mut self.wanted) {
+            return self.start_round();
+        }
+        Vec::new()
+    }
+
+    /// The doomed transaction was aborted: members may join again.
+    pub fn aborted(&mut self) {
+        if self.phase == Phase::Aborting {
+            self.phase = Phase::Open;
+            self.round = false;
+            self.wanted = false;
+            self.departed.clear();
+        }
+    }
+
+    fn is_member(&self, task: TaskId, incarnation: u64) -> bool {
+        self.members.get(&task).is_some_and(|m| m.incarnation == incarnation)
+    }
+
+    fn start_round(&mut self) -> Vec<Action> {
+        if self.round || self.phase != Phase::Open {
+            return Vec::new();
+        }
+        self.round = true;
+        let asked: Vec<MemberId> = self.members.iter().filter(|(_, m)| m.ready.is_none()).map(|(t, m)| (*t, m.incarnation)).collect();
+        if asked.is_empty() {
+            Vec::new()
+        } else {
+            vec![Action::Flush(asked)]
+        }
+    }
+
+    fn commit_if_all_ready(&mut self) -> Vec<Action> {
+        if self.phase != Phase::Open || !self.round || self.members.values().any(|m| m.ready.is_none()) {
+            return Vec::new();
+        }
+        if self.members.is_empty() && self.departed.is_empty() {
+            // Everyone left cleanly: nothing to commit.
+            self.round = false;
+            return Vec::new();
+        }
+        self.phase = Phase::Committing;
+        let mut offsets = std::mem::take(&mut self.departed);
+        for m in self.members.values() {
+            offsets.extend(m.ready.clone().unwrap_or_default());
+        }
+        vec![Action::Commit { offsets, members: self.members() }]
+    }
+
+    fn abort_if_empty(&mut self) -> Vec<Action> {
+        if self.phase == Phase::Doomed && self.members.is_empty() {
+            self.phase = Phase::Aborting;
+            vec![Action::Abort]
+        } else {
+            Vec::new()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(p: u32) -> TaskId {
+        TaskId { sub_topology: 0, partition: p }
+    }
+
+    fn offsets(p: i32, next: i64) -> Offsets {
+        [(("in".to_string(), p), next)].into_iter().collect()
+    }
+
+    fn two_members() -> SharedTransaction {
+        let mut s = SharedTransaction::default();
+        assert_eq!(s.join(t(0), 1), (Ok(()), vec![]));
+        assert_eq!(s.join(t(1), 1), (Ok(()), vec![]));
+        s
+    }
+
+    #[test]
+    fn a_round_commits_only_when_every_member_is_ready() {
+        let mut s = two_members();
+        assert_eq!(s.want_round(t(0), 1), vec![Action::Flush(vec![(t(0), 1), (t(1), 1)])]);
+        assert_eq!(s.ready(t(0), 1, offsets(0, 5)), Ok(vec![]));
+        let actions = s.ready(t(1), 1, offsets(1, 7)).unwrap();
+        let mut both = offsets(0, 5);
+        both.extend(offsets(1, 7));
+        assert_eq!(actions, vec![Action::Commit { offsets: both, members: vec![(t(0), 1), (t(1), 1)] }]);
+        assert_eq!(s.phase(), Phase::Committing);
+        assert_eq!(s.committed(true), vec![]);
+        assert_eq!(s.phase(), Phase::Open);
+    }
+
+    #[test]
+    fn a_member_ready_on_its_own_starts_the_round_for_the_others() {
+        let mut s = two_members();
+        assert_eq!(s.ready(t(1), 1, offsets(1, 3)), Ok(vec![Action::Flush(vec![(t(0), 1)])]));
+    }
+
+    #[test]
+    fn nobody_joins_or_gets_ready_during_a_commit_and_a_wanted_round_follows_it() {
+        let mut s = SharedTransaction::default();
+        s.join(t(0), 1).0.unwrap();
+        assert!(matches!(s.ready(t(0), 1, offsets(0, 1)).unwrap()[..], [Action::Commit { .. }]));
+        assert_eq!(s.join(t(1), 1), (Err(Refusal::Busy), vec![]));
+        assert_eq!(s.ready(t(0), 1, offsets(0, 2)), Err(Refusal::Busy));
+        assert_eq!(s.want_round(t(0), 1), vec![]);
+        assert_eq!(s.committed(true), vec![Action::Flush(vec![(t(0), 1)])]);
+        assert_eq!(s.join(t(1), 1), (Ok(()), vec![Action::Flush(vec![(t(1), 1)])]));
+    }
+
+    #[test]
+    fn a_member_leaving_with_unready_writes_dooms_the_transaction() {
+        let mut s = two_members();
+        s.want_round(t(0), 1);
+        s.ready(t(0), 1, offsets(0, 5)).unwrap();
+        assert_eq!(s.leave(t(1), 1, false), vec![Action::Abandon(vec![(t(0), 1)])]);
+        assert_eq!(s.phase(), Phase::Doomed);
+        assert_eq!(s.ready(t(0), 1, offsets(0, 6)), Err(Refusal::Doomed));
+        assert_eq!(s.join(t(1), 2), (Err(Refusal::Doomed), vec![]));
+        assert_eq!(s.leave(t(0), 1, false), vec![Action::Abort]);
+        assert_eq!(s.join(t(1), 2), (Err(Refusal::Busy), vec![]));
+        s.aborted();
+        assert_eq!(s.join(t(1), 2), (Ok(()), vec![]));
+    }
+
+    #[test]
+    fn a_ready_member_that_leaves_is_committed_with_the_round() {
+        let mut s = two_members();
+        s.want_round(t(0), 1);
+        s.ready(t(0), 1, offsets(0, 5)).unwrap();
+        assert_eq!(s.leave(t(0), 1, false), vec![]);
+        let actions = s.ready(t(1), 1, offsets(1, 2)).unwrap();
+        let mut both = offsets(0, 5);
+        both.extend(offsets(1, 2));
+        assert_eq!(actions, vec![Action::Commit { offsets: both, members: vec![(t(1), 1)] }]);
+    }
+
+    #[test]
+    fn a_finished_member_leaves_cleanly_and_may_complete_the_round() {
+        let mut s = two_members();
+        s.want_round(t(0), 1);
+        s.ready(t(0), 1, offsets(0, 5)).unwrap();
+        assert_eq!(s.leave(t(1), 1, true), vec![Action::Commit { offsets: offsets(0, 5), members: vec![(t(0), 1)] }]);
+    }
+
+    #[test]
+    fn a_failed_commit_dooms_and_aborts_once_every_member_left() {
+        let mut s = two_members();
+        s.ready(t(0), 1, offsets(0, 1)).unwrap();
+        s.ready(t(1), 1, offsets(1, 1)).unwrap();
+        assert_eq!(s.committed(false), vec![]);
+        assert_eq!(s.phase(), Phase::Doomed);
+        assert_eq!(s.leave(t(0), 1, false), vec![]);
+        assert_eq!(s.leave(t(1), 1, false), vec![Action::Abort]);
+    }
+
+    #[test]
+    fn a_new_incarnation_replaces_an_old_one_that_never_left() {
+        let mut s = two_members();
+        // The old incarnation of task 1 may have written: doomed.
+        assert_eq!(s.join(t(1), 2), (Err(Refusal::Doomed), vec![Action::Abandon(vec![(t(0), 1)])]));
+        assert_eq!(s.phase(), Phase::Doomed);
+        assert_eq!(s.leave(t(0), 1, false), vec![Action::Abort]);
+    }
+
+    #[test]
+    fn a_doomed_transaction_abandons_its_members_after_the_commit_under_way() {
+        let mut s = two_members();
+        s.ready(t(0), 1, offsets(0, 1)).unwrap();
+        s.ready(t(1), 1, offsets(1, 1)).unwrap();
+        assert_eq!(s.doom(), vec![]);
+        assert_eq!(s.committed(true), vec![Action::Abandon(vec![(t(0), 1), (t(1), 1)])]);
+        assert_eq!(s.leave(t(0), 1, false), vec![]);
+        assert_eq!(s.leave(t(1), 1, false), vec![Action::Abort]);
+        let mut empty = SharedTransaction::default();
+        assert_eq!(empty.doom(), vec![Action::Abort]);
+    }
+
+    #[test]
+    fn stale_incarnations_are_ignored() {
+        let mut s = two_members();
+        assert_eq!(s.ready(t(0), 9, offsets(0, 1)), Err(Refusal::Unknown));
+        assert_eq!(s.leave(t(0), 9, false), vec![]);
+        assert_eq!(s.want_round(t(0), 9), vec![]);
+        assert_eq!(s.phase(), Phase::Open);
+    }
+}
