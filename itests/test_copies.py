@@ -277,6 +277,38 @@ def test_copies_killed_with_sigkill_keep_a_stateful_count_exact(
   assert_each_word_counted_once(out, produced, app_id)
 
 
+def test_a_copy_killed_mid_transaction_is_fenced_by_the_next_owner_of_its_tasks(
+    job_server, binary, broker, tmp_path):
+  # A copy's tasks share one transaction, whose id is one of its tasks'.
+  # Here transactions may stay open 15 minutes, so what the killed copy left
+  # open is aborted in time only if the survivor, starting its tasks,
+  # fences their ids: otherwise read_committed readers (the survivor's
+  # tasks, the sink's reader) wait for it and the count never completes.
+  source, sink, pipeline, app_id = running_count_job(job_server, broker, tmp_path, 'fence')
+  extra = ['--transaction_timeout_ms=900000']
+  a = Copy(binary, pipeline, broker, app_id, tmp_path / 'a', extra)
+  b = None
+  try:
+    _wait(lambda: a.tasks_running() > 0, 60, 'the first copy to run', (a,))
+    alone = a.tasks_running()
+    b = Copy(binary, pipeline, broker, app_id, tmp_path / 'b', extra)
+    _wait(lambda: b.tasks_running() > 0 and a.tasks_running() < alone, 90,
+          'the second copy to take a share', (a, b))
+    stream = _Stream(broker, source)
+    try:
+      time.sleep(3)
+      assert b.stop(signal.SIGKILL) == -signal.SIGKILL, b.log()
+      time.sleep(2)
+    finally:
+      produced = stream.stop()
+    out, _ = _totals(broker, sink, produced, timeout=120)
+  finally:
+    for c in (a, b):
+      if c is not None:
+        c.stop()
+  assert_each_word_counted_once(out, produced, app_id)
+
+
 def _running_count_killed(job_server, binary, broker, tmp_path, name, extra):
   """A running count's copies SIGKILLed under a stream (`extra`: their
   flags): its output once it counted every record, how many were produced,
