@@ -32,6 +32,17 @@ use crate::kafka::transaction::{self, TxnError};
 const RETRY_EVERY: Duration = Duration::from_millis(200);
 const ABORT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The copy's transaction of each sub-topology (by id).
+pub type CopyTransactions = HashMap<u32, Addr<CopyTransaction>>;
+
+/// One transaction per sub-topology: tasks of one stage commit together,
+/// while each stage's rounds go at their own pace (a round waits for every
+/// member, and a stage that got a large batch from upstream must not hold
+/// the upstream stage's tasks idle meanwhile).
+pub fn start_all(opts: &RunnerOptions, consumer: &Arc<JobConsumer>, sub_topologies: impl Iterator<Item = u32>) -> CopyTransactions {
+    sub_topologies.map(|sub| (sub, CopyTransaction::new(opts.clone(), consumer.clone()).start())).collect()
+}
+
 /// What the copy's transaction tells a member task.
 #[derive(Message, Clone, Debug)]
 #[rtype(result = "()")]

@@ -168,10 +168,10 @@ async fn drive(
             Ok(c) => Arc::new(c),
             Err(e) => return JobOutcome::Failed(format!("cannot create the Kafka consumer: {e}")),
         };
-    // One transaction carries the writes and offsets of every task of this
-    // copy (exactly_once).
-    let copy_txn = (opts.processing_guarantee == ProcessingGuarantee::ExactlyOnce)
-        .then(|| crate::copy_transaction::CopyTransaction::new(opts.clone(), consumer.clone()).start());
+    // One transaction per sub-topology carries the writes and offsets of
+    // all its tasks in this copy (exactly_once).
+    let copy_txns = (opts.processing_guarantee == ProcessingGuarantee::ExactlyOnce)
+        .then(|| crate::copy_transaction::start_all(opts, &consumer, input.plan.sub_topologies.iter().map(|s| s.id)));
     // Side topics are read whole by each task, not through the group.
     let topic_names: Vec<&str> = input.plan.topics.iter().filter(|t| t.kind != TopicKind::Side).map(|t| t.name.as_str()).collect();
     if let Err(e) = consumer.subscribe(&topic_names) {
@@ -222,7 +222,7 @@ async fn drive(
             let to_start = roster.startable(clock.now_ms(), |p| held.contains(p));
             if !to_start.is_empty() {
                 let started = tokio::select! {
-                    s = start_assigned(&input, &io, to_start.clone(), &consumer, &producer, copy_txn.as_ref(), &task_tx, &generation, &watch_stop) => s,
+                    s = start_assigned(&input, &io, to_start.clone(), &consumer, &producer, copy_txns.as_ref(), &task_tx, &generation, &watch_stop) => s,
                     _ = cancel.changed() => break JobOutcome::Cancelled,
                 };
                 match started {

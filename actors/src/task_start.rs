@@ -20,7 +20,7 @@ use rdkafka::TopicPartitionList;
 use tokio::sync::mpsc;
 
 use crate::bundle_state::BundleState;
-use crate::copy_transaction::{CopyTransaction, Prepare, TxnHandle};
+use crate::copy_transaction::{CopyTransactions, Prepare, TxnHandle};
 use crate::job_input::JobInput;
 use crate::kafka::rebalance::JobConsumer;
 use crate::output::KafkaSink;
@@ -90,24 +90,37 @@ struct Restored {
     next: i64,
 }
 
-/// Under exactly_once, the copy's transaction, ready for `tasks` (their
-/// earlier owners fenced).
-async fn prepare_transaction(
+/// Under exactly_once, the copy's transaction of each sub-topology among
+/// `tasks`, ready for them (their earlier owners fenced).
+async fn prepare_transactions(
     input: &JobInput,
-    txn: Option<&Addr<CopyTransaction>>,
+    txns: Option<&CopyTransactions>,
     tasks: &[TaskId],
     consumer: &JobConsumer,
-) -> Result<Option<TxnHandle>, String> {
-    let Some(txn) = txn.filter(|_| input.options.processing_guarantee == ProcessingGuarantee::ExactlyOnce) else {
-        return Ok(None);
+) -> Result<HashMap<u32, TxnHandle>, String> {
+    let Some(txns) = txns.filter(|_| input.options.processing_guarantee == ProcessingGuarantee::ExactlyOnce) else {
+        return Ok(HashMap::new());
     };
     let assigned: BTreeSet<(String, i32)> = consumer
         .assignment()
         .map(|tpl| tpl.elements().iter().map(|e| (e.topic().to_string(), e.partition())).collect())
         .unwrap_or_default();
-    let owned = input.plan.tasks().into_iter().filter(|t| task_partitions(input, *t).iter().all(|p| assigned.contains(p))).collect();
-    let prepared = txn.send(Prepare { tasks: tasks.to_vec(), owned }).await.map_err(|e| format!("the copy's transaction stopped: {e}"))?;
-    prepared.map(Some)
+    let owned: BTreeSet<TaskId> =
+        input.plan.tasks().into_iter().filter(|t| task_partitions(input, *t).iter().all(|p| assigned.contains(p))).collect();
+    let subs: BTreeSet<u32> = tasks.iter().map(|t| t.sub_topology).collect();
+    let prepares = subs.into_iter().map(|sub| {
+        let prepare = Prepare {
+            tasks: tasks.iter().copied().filter(|t| t.sub_topology == sub).collect(),
+            owned: owned.iter().copied().filter(|t| t.sub_topology == sub).collect(),
+        };
+        let txn = txns.get(&sub).cloned();
+        async move {
+            let txn = txn.ok_or_else(|| format!("sub-topology {sub} has no transaction"))?;
+            let handle = txn.send(prepare).await.map_err(|e| format!("the copy's transaction stopped: {e}"))??;
+            Ok::<_, String>((sub, handle))
+        }
+    });
+    futures::future::try_join_all(prepares).await.map(|handles| handles.into_iter().collect())
 }
 
 /// Stops tasks started here that will not run (their start failed later).
@@ -125,7 +138,7 @@ fn start_tasks(
     input: &JobInput,
     io: &KafkaIo,
     to_start: &[TaskId],
-    txn: Option<&TxnHandle>,
+    txns: &HashMap<u32, TxnHandle>,
     restored: &mut HashMap<TaskId, Restored>,
     starts: &HashMap<(String, i32), i64>,
     consumer: Arc<JobConsumer>,
@@ -186,6 +199,7 @@ fn start_tasks(
                 targets.push(WatermarkTarget { topic: o.topic.clone(), partitions: o.partitions });
             }
         }
+        let txn = txns.get(&task.sub_topology);
         let task_producer = txn.map(|t| t.producer.clone()).unwrap_or_else(|| producer.clone());
         let transactional = txn.is_some();
         // A sink on the runner's cluster writes inside the task's transaction;
@@ -456,7 +470,7 @@ pub(crate) async fn start_assigned(
     to_start: Vec<TaskId>,
     consumer: &Arc<JobConsumer>,
     producer: &Arc<KafkaProducer>,
-    copy_txn: Option<&Addr<CopyTransaction>>,
+    copy_txns: Option<&CopyTransactions>,
     events: &mpsc::UnboundedSender<TaskEvent>,
     generation: &Arc<AtomicU64>,
     stop: &Arc<AtomicBool>,
@@ -466,7 +480,7 @@ pub(crate) async fn start_assigned(
         return Ok(Vec::new());
     }
     let began = Instant::now();
-    let txn = prepare_transaction(input, copy_txn, &to_start, consumer).await?;
+    let txns = prepare_transactions(input, copy_txns, &to_start, consumer).await?;
     tracing::debug!("tasks {to_start:?}: transaction ready after {:?}", began.elapsed());
     for t in &to_start {
         input.board.restoring(*t);
@@ -505,7 +519,7 @@ pub(crate) async fn start_assigned(
         input,
         io,
         &to_start,
-        txn.as_ref(),
+        &txns,
         &mut restored,
         &first_offsets,
         consumer.clone(),

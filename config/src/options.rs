@@ -139,7 +139,7 @@ pub static OPTIONS: &[OptionSpec] = &[
         java_name: "commitIntervalMs",
         kind: OptionKind::Integer,
         default: Some("100"),
-        description: "How often a task commits its progress (a Kafka transaction under exactly_once), in \
+        description: "How often a task commits its progress (under exactly_once, one Kafka transaction commits a cycle of every task of the copy), in \
                       milliseconds.",
     },
     OptionSpec {
@@ -147,7 +147,7 @@ pub static OPTIONS: &[OptionSpec] = &[
         java_name: "transactionTimeoutMs",
         kind: OptionKind::Integer,
         default: Some("60000"),
-        description: "Under exactly_once: how long a task's transaction may stay open before the broker aborts it \
+        description: "Under exactly_once: how long a copy's transaction may stay open before the broker aborts it \
                       (Kafka's transaction.timeout.ms; the broker caps it at transaction.max.timeout.ms). A cycle \
                       commits every commit_interval_ms whatever the backlog, so a healthy job stays far below it.",
     },

@@ -50,6 +50,9 @@ impl Handler<TxnNotice> for TaskSupervisor {
 
     fn handle(&mut self, notice: TxnNotice, ctx: &mut Context<Self>) {
         match notice {
+            // A cycle already open closes for this round: asking again would
+            // start another round after it, and rounds would never stop.
+            TxnNotice::Flush if self.cycles.is_open() => {}
             TxnNotice::Flush => self.request_flush(),
             TxnNotice::Abandon(reason) => self.stop_uncommitted(ctx, reason),
         }
