@@ -1,9 +1,10 @@
-//! The copy's transaction (exactly_once): one transactional producer that
-//! every task of this copy writes through, and the rounds that commit the
-//! tasks' cycles together (`runtime::task::shared_txn` decides; this actor
-//! does the Kafka calls). One transaction per copy instead of one per task
-//! cuts the broker's work per commit (transaction markers, coordinator
-//! requests, one producer's batches instead of one per task).
+//! A copy's transaction of one sub-topology (exactly_once): one
+//! transactional producer that the sub-topology's tasks in this copy write
+//! through, and the rounds that commit their cycles together
+//! (`runtime::task::shared_txn` decides; this actor does the Kafka calls).
+//! One transaction for several tasks instead of one each cuts the broker's
+//! work per commit (transaction markers, coordinator requests, one
+//! producer's batches instead of one per task).
 //!
 //! Fencing stays per task: the producer's transactional id is that of one
 //! task the copy owns (`transaction::transactional_id`), and whoever starts

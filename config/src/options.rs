@@ -139,7 +139,7 @@ pub static OPTIONS: &[OptionSpec] = &[
         java_name: "commitIntervalMs",
         kind: OptionKind::Integer,
         default: Some("100"),
-        description: "How often a task commits its progress (under exactly_once, one Kafka transaction commits a cycle of every task of the copy), in \
+        description: "How often a task commits its progress (under exactly_once, one Kafka transaction commits a cycle of every task of a stage in the copy), in \
                       milliseconds.",
     },
     OptionSpec {
