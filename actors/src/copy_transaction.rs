@@ -84,7 +84,11 @@ pub struct Join {
 
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct WantRound(pub MemberId);
+pub struct WantRound {
+    pub member: MemberId,
+    /// Start the round without waiting for the commit interval.
+    pub urgent: bool,
+}
 
 /// A member's cycle, its later writes held: answered with the round's commit.
 #[derive(Message)]
@@ -122,15 +126,15 @@ pub struct CopyTransaction {
 impl CopyTransaction {
     pub fn new(opts: RunnerOptions, consumer: Arc<JobConsumer>) -> Self {
         CopyTransaction {
-            opts,
             consumer: Arc::downgrade(&consumer),
-            core: SharedTransaction::default(),
+            core: SharedTransaction::new(opts.commit_interval_ms as i64),
             producer: None,
             generation: 0,
             notices: HashMap::new(),
             waiting: HashMap::new(),
             joins: Vec::new(),
             prepares: Vec::new(),
+            opts,
         }
     }
 
@@ -160,6 +164,13 @@ impl CopyTransaction {
                 }
                 Action::Commit { offsets, members } => self.commit(offsets, members, 1, ctx),
                 Action::Abort => self.abort(ctx),
+                Action::WakeAt(at) => {
+                    let wait = Duration::from_millis((at - now_ms()).max(0) as u64);
+                    ctx.run_later(wait, |act, ctx| {
+                        let actions = act.core.tick(now_ms());
+                        act.carry_out(actions, ctx);
+                    });
+                }
             }
         }
     }
@@ -204,7 +215,7 @@ impl CopyTransaction {
                 });
             }
         }
-        let actions = self.core.committed(ok);
+        let actions = self.core.committed(ok, now_ms());
         self.carry_out(actions, ctx);
         self.admit_joins(ctx);
     }
@@ -358,8 +369,8 @@ impl Handler<Join> for CopyTransaction {
 impl Handler<WantRound> for CopyTransaction {
     type Result = ();
 
-    fn handle(&mut self, WantRound((task, incarnation)): WantRound, ctx: &mut Context<Self>) {
-        let actions = self.core.want_round(task, incarnation);
+    fn handle(&mut self, WantRound { member: (task, incarnation), urgent }: WantRound, ctx: &mut Context<Self>) {
+        let actions = self.core.want_round(task, incarnation, urgent, now_ms());
         self.carry_out(actions, ctx);
     }
 }
@@ -370,7 +381,7 @@ impl Handler<Ready> for CopyTransaction {
     fn handle(&mut self, msg: Ready, ctx: &mut Context<Self>) -> Self::Result {
         let (tx, rx) = oneshot::channel();
         let (task, incarnation) = msg.member;
-        match self.core.ready(task, incarnation, msg.offsets) {
+        match self.core.ready(task, incarnation, msg.offsets, now_ms()) {
             Ok(actions) => {
                 self.waiting.insert(msg.member, tx);
                 self.carry_out(actions, ctx);
@@ -395,4 +406,8 @@ impl Handler<Leave> for CopyTransaction {
         }
         self.carry_out(actions, ctx);
     }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }

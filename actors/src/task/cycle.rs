@@ -40,9 +40,9 @@ impl CycleWrites {
 }
 
 impl TaskSupervisor {
-    /// Opens a cycle unless one is open: snapshots what was handed over and
-    /// sends the cycle's barrier through the task's actors; the stage is
-    /// flushed once they all answered (`children`).
+    /// Asks for a cycle. Under exactly_once the copy's transaction decides
+    /// when (its round opens every member's cycle, `TxnNotice::Flush`);
+    /// otherwise one opens now unless one is open.
     pub(super) fn request_flush(&mut self) {
         if !self.lifecycle.is_running() || !self.can_commit() {
             return;
@@ -52,12 +52,25 @@ impl TaskSupervisor {
             self.flush_wanted = true;
             return;
         }
+        if self.cfg.txn.is_some() {
+            self.flush_wanted = false;
+            return self.want_round();
+        }
+        self.open_cycle();
+    }
+
+    /// Opens a cycle unless one is open: snapshots what was handed over and
+    /// sends the cycle's barrier through the task's actors; the stage is
+    /// flushed once they all answered (`children`).
+    pub(super) fn open_cycle(&mut self) {
+        if !self.lifecycle.is_running() || !self.can_commit() || self.cycles.is_open() {
+            return;
+        }
         self.flush_wanted = false;
         let participants = self.barrier_participants();
         let Some(id) = self.cycles.begin(now_millis(), participants).map(|c| c.id) else { return };
         self.snapshot();
         self.send_barrier(id);
-        self.want_round();
     }
 
     /// What the open cycle covers: every offset handed over so far (what a
@@ -353,6 +366,8 @@ impl TaskSupervisor {
                 .into_actor(self)
                 .map(|_, act, _| act.finished()),
             );
+        } else if std::mem::take(&mut self.round_flush) {
+            self.open_cycle();
         } else if self.flush_wanted || self.output_watermark() > self.reported || self.timers_due() {
             // Asked for while this cycle ran, the watermark moved on, or
             // timers are due.

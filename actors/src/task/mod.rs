@@ -287,6 +287,9 @@ pub struct TaskSupervisor {
     reported_progress: Progress,
     /// A cycle was asked for while one was open: start one after it.
     flush_wanted: bool,
+    /// The copy's transaction began a round while the task's last cycle
+    /// waited for its commit: the round's cycle opens after it.
+    round_flush: bool,
     /// How long the stage's bundles took.
     bundle_durations: DurationStats,
 }
@@ -343,6 +346,7 @@ impl TaskSupervisor {
             side_maps,
             side_maps_to_ask,
             flush_wanted: false,
+            round_flush: false,
             panes_since_snapshot: false,
             cycle_writes: None,
             progress: Progress::default(),

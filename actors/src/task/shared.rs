@@ -1,8 +1,10 @@
 //! The task's part in the copy's transaction (exactly_once, see
 //! `copy_transaction`): it joins before it writes anything, asks for a
-//! round when it opens a cycle, hands its cycle in and waits for the
-//! round's commit, and leaves when it stops or finishes.
+//! round when it has something to commit (the round opens its cycle),
+//! hands its cycle in and waits for the round's commit, and leaves when it
+//! stops or finishes.
 use actix::prelude::*;
+use beam_kafka_runtime::timestamp::Watermark;
 
 use super::TaskSupervisor;
 use crate::copy_transaction::{Join, Leave, TxnHandle, TxnNotice, WantRound};
@@ -22,10 +24,14 @@ impl TaskSupervisor {
         }));
     }
 
-    /// A cycle opened: the other tasks of the copy close one too.
+    /// The task has something to commit: the next round closes a cycle of
+    /// every member. Urgent (no waiting for the commit interval) when the
+    /// task's input ended or a TestStream step waits to be passed on.
     pub(super) fn want_round(&self) {
         if let Some(txn) = &self.cfg.txn {
-            txn.addr.do_send(WantRound((self.cfg.task, self.cfg.incarnation)));
+            let urgent =
+                self.output_watermark() == Watermark::PosInf || self.progress.epoch > self.reported_progress.epoch || self.draining;
+            txn.addr.do_send(WantRound { member: (self.cfg.task, self.cfg.incarnation), urgent });
         }
     }
 
@@ -50,10 +56,10 @@ impl Handler<TxnNotice> for TaskSupervisor {
 
     fn handle(&mut self, notice: TxnNotice, ctx: &mut Context<Self>) {
         match notice {
-            // A cycle already open closes for this round: asking again would
-            // start another round after it, and rounds would never stop.
-            TxnNotice::Flush if self.cycles.is_open() => {}
-            TxnNotice::Flush => self.request_flush(),
+            // A round began while the cycle the last round committed waits
+            // for its answer: the next cycle opens once it has it.
+            TxnNotice::Flush if self.cycles.is_open() => self.round_flush = true,
+            TxnNotice::Flush => self.open_cycle(),
             TxnNotice::Abandon(reason) => self.stop_uncommitted(ctx, reason),
         }
     }

@@ -7,9 +7,9 @@
 //! The rule that keeps it exactly-once: a commit covers every record in the
 //! transaction, so it may only happen when every member that could have
 //! written into it handed in its cycle ("ready") and holds its later
-//! writes. A round therefore starts when any member opens a cycle (or one
-//! is ready): every other member is asked to close a cycle too, and the
-//! transaction commits once all are ready.
+//! writes. A round starts when a member wants one (at most once per
+//! commit interval, unless it is urgent): every member is asked to close a
+//! cycle, and the transaction commits once all are ready.
 //!
 //! A member that stops with writes no round covered "dooms" the
 //! transaction: it cannot commit, so every member stops without
@@ -37,6 +37,8 @@ pub enum Action {
     Abandon(Vec<MemberId>),
     /// Every member left a doomed transaction: abort it.
     Abort,
+    /// Call `tick` at this time (ms): a wanted round is due then.
+    WakeAt(i64),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,10 +79,26 @@ pub struct SharedTransaction {
     wanted: bool,
     /// `doom` came while a commit was under way.
     doom_after_commit: bool,
+    /// Rounds start at most this often (ms), unless one is urgent.
+    min_gap_ms: i64,
+    last_round_ms: Option<i64>,
+    /// A wanted round could not start yet: `tick` is due then.
+    wake_at: Option<i64>,
+    /// The wanted round is urgent (it may not wait for `min_gap_ms`).
+    urgent: bool,
 }
 
 impl Default for SharedTransaction {
     fn default() -> Self {
+        SharedTransaction::new(0)
+    }
+}
+
+impl SharedTransaction {
+    /// Rounds start at most every `min_gap_ms` (the commit interval): a
+    /// round makes every member close a cycle, so rounds back to back would
+    /// cycle each task as often as the fastest commit allows.
+    pub fn new(min_gap_ms: i64) -> Self {
         SharedTransaction {
             phase: Phase::Open,
             members: BTreeMap::new(),
@@ -88,11 +106,13 @@ impl Default for SharedTransaction {
             round: false,
             wanted: false,
             doom_after_commit: false,
+            min_gap_ms,
+            last_round_ms: None,
+            wake_at: None,
+            urgent: false,
         }
     }
-}
 
-impl SharedTransaction {
     pub fn phase(&self) -> Phase {
         self.phase
     }
@@ -126,23 +146,42 @@ impl SharedTransaction {
         (Ok(()), actions)
     }
 
-    /// A member opened a cycle: a round starts unless one is under way.
-    pub fn want_round(&mut self, task: TaskId, incarnation: u64) -> Vec<Action> {
-        if !self.is_member(task, incarnation) {
+    /// A member has something to commit: a round starts once
+    /// `min_gap_ms` passed since the last one began, or at once if
+    /// `urgent` (its input ended, a test step to pass on).
+    pub fn want_round(&mut self, task: TaskId, incarnation: u64, urgent: bool, now_ms: i64) -> Vec<Action> {
+        if !self.is_member(task, incarnation) || matches!(self.phase, Phase::Doomed | Phase::Aborting) {
             return Vec::new();
         }
-        match self.phase {
-            Phase::Open => self.start_round(),
-            Phase::Committing => {
-                self.wanted = true;
-                Vec::new()
-            }
-            Phase::Doomed | Phase::Aborting => Vec::new(),
+        self.wanted = true;
+        self.urgent |= urgent;
+        self.start_wanted(now_ms)
+    }
+
+    /// The time a `WakeAt` asked for came.
+    pub fn tick(&mut self, now_ms: i64) -> Vec<Action> {
+        self.wake_at = None;
+        self.start_wanted(now_ms)
+    }
+
+    /// Starts the wanted round if it is due, or says when it will be.
+    fn start_wanted(&mut self, now_ms: i64) -> Vec<Action> {
+        if !self.wanted || self.round || self.phase != Phase::Open {
+            return Vec::new();
         }
+        let due = if self.urgent { now_ms } else { self.last_round_ms.map_or(now_ms, |t| t + self.min_gap_ms) };
+        if due <= now_ms {
+            return self.start_round(now_ms);
+        }
+        if self.wake_at.is_some_and(|t| t <= due) {
+            return Vec::new();
+        }
+        self.wake_at = Some(due);
+        vec![Action::WakeAt(due)]
     }
 
     /// A member handed in its cycle and holds its later writes.
-    pub fn ready(&mut self, task: TaskId, incarnation: u64, offsets: Offsets) -> Result<Vec<Action>, Refusal> {
+    pub fn ready(&mut self, task: TaskId, incarnation: u64, offsets: Offsets, now_ms: i64) -> Result<Vec<Action>, Refusal> {
         if !self.is_member(task, incarnation) {
             return Err(Refusal::Unknown);
         }
@@ -155,7 +194,9 @@ impl SharedTransaction {
         if let Some(m) = self.members.get_mut(&task) {
             m.ready = Some(offsets);
         }
-        let mut actions = self.start_round();
+        // A member that closed a cycle on its own holds its writes: the
+        // round starts now.
+        let mut actions = self.start_round(now_ms);
         actions.extend(self.commit_if_all_ready());
         Ok(actions)
     }
@@ -206,6 +247,7 @@ impl SharedTransaction {
                 self.phase = Phase::Doomed;
                 self.round = false;
                 self.wanted = false;
+                self.urgent = false;
                 self.departed.clear();
                 let members = self.members();
                 let mut actions = Vec::new();
@@ -226,7 +268,7 @@ impl SharedTransaction {
     /// The commit ended. On success the next round starts if one was
     /// wanted meanwhile; on failure the transaction is doomed (its members
     /// are told the error and stop).
-    pub fn committed(&mut self, ok: bool) -> Vec<Action> {
+    pub fn committed(&mut self, ok: bool, now_ms: i64) -> Vec<Action> {
         if self.phase != Phase::Committing {
             return Vec::new();
         }
@@ -245,10 +287,7 @@ impl SharedTransaction {
         if std::mem::take(&mut self.doom_after_commit) {
             return self.doom();
         }
-        if std::mem::take(&mut self.wanted) {
-            return self.start_round();
-        }
-        Vec::new()
+        self.start_wanted(now_ms)
     }
 
     /// The doomed transaction was aborted: members may join again.
@@ -256,6 +295,7 @@ impl SharedTransaction {
         if self.phase == Phase::Aborting {
             self.phase = Phase::Open;
             self.round = false;
+            self.urgent = false;
             self.wanted = false;
             self.departed.clear();
         }
@@ -265,11 +305,14 @@ impl SharedTransaction {
         self.members.get(&task).is_some_and(|m| m.incarnation == incarnation)
     }
 
-    fn start_round(&mut self) -> Vec<Action> {
+    fn start_round(&mut self, now_ms: i64) -> Vec<Action> {
         if self.round || self.phase != Phase::Open {
             return Vec::new();
         }
         self.round = true;
+        self.wanted = false;
+        self.urgent = false;
+        self.last_round_ms = Some(now_ms);
         let asked: Vec<MemberId> = self.members.iter().filter(|(_, m)| m.ready.is_none()).map(|(t, m)| (*t, m.incarnation)).collect();
         if asked.is_empty() {
             Vec::new()
@@ -327,43 +370,43 @@ mod tests {
     #[test]
     fn a_round_commits_only_when_every_member_is_ready() {
         let mut s = two_members();
-        assert_eq!(s.want_round(t(0), 1), vec![Action::Flush(vec![(t(0), 1), (t(1), 1)])]);
-        assert_eq!(s.ready(t(0), 1, offsets(0, 5)), Ok(vec![]));
-        let actions = s.ready(t(1), 1, offsets(1, 7)).unwrap();
+        assert_eq!(s.want_round(t(0), 1, false, 0), vec![Action::Flush(vec![(t(0), 1), (t(1), 1)])]);
+        assert_eq!(s.ready(t(0), 1, offsets(0, 5), 0), Ok(vec![]));
+        let actions = s.ready(t(1), 1, offsets(1, 7), 0).unwrap();
         let mut both = offsets(0, 5);
         both.extend(offsets(1, 7));
         assert_eq!(actions, vec![Action::Commit { offsets: both, members: vec![(t(0), 1), (t(1), 1)] }]);
         assert_eq!(s.phase(), Phase::Committing);
-        assert_eq!(s.committed(true), vec![]);
+        assert_eq!(s.committed(true, 0), vec![]);
         assert_eq!(s.phase(), Phase::Open);
     }
 
     #[test]
     fn a_member_ready_on_its_own_starts_the_round_for_the_others() {
         let mut s = two_members();
-        assert_eq!(s.ready(t(1), 1, offsets(1, 3)), Ok(vec![Action::Flush(vec![(t(0), 1)])]));
+        assert_eq!(s.ready(t(1), 1, offsets(1, 3), 0), Ok(vec![Action::Flush(vec![(t(0), 1)])]));
     }
 
     #[test]
     fn nobody_joins_or_gets_ready_during_a_commit_and_a_wanted_round_follows_it() {
         let mut s = SharedTransaction::default();
         s.join(t(0), 1).0.unwrap();
-        assert!(matches!(s.ready(t(0), 1, offsets(0, 1)).unwrap()[..], [Action::Commit { .. }]));
+        assert!(matches!(s.ready(t(0), 1, offsets(0, 1), 0).unwrap()[..], [Action::Commit { .. }]));
         assert_eq!(s.join(t(1), 1), (Err(Refusal::Busy), vec![]));
-        assert_eq!(s.ready(t(0), 1, offsets(0, 2)), Err(Refusal::Busy));
-        assert_eq!(s.want_round(t(0), 1), vec![]);
-        assert_eq!(s.committed(true), vec![Action::Flush(vec![(t(0), 1)])]);
+        assert_eq!(s.ready(t(0), 1, offsets(0, 2), 0), Err(Refusal::Busy));
+        assert_eq!(s.want_round(t(0), 1, false, 0), vec![]);
+        assert_eq!(s.committed(true, 0), vec![Action::Flush(vec![(t(0), 1)])]);
         assert_eq!(s.join(t(1), 1), (Ok(()), vec![Action::Flush(vec![(t(1), 1)])]));
     }
 
     #[test]
     fn a_member_leaving_with_unready_writes_dooms_the_transaction() {
         let mut s = two_members();
-        s.want_round(t(0), 1);
-        s.ready(t(0), 1, offsets(0, 5)).unwrap();
+        s.want_round(t(0), 1, false, 0);
+        s.ready(t(0), 1, offsets(0, 5), 0).unwrap();
         assert_eq!(s.leave(t(1), 1, false), vec![Action::Abandon(vec![(t(0), 1)])]);
         assert_eq!(s.phase(), Phase::Doomed);
-        assert_eq!(s.ready(t(0), 1, offsets(0, 6)), Err(Refusal::Doomed));
+        assert_eq!(s.ready(t(0), 1, offsets(0, 6), 0), Err(Refusal::Doomed));
         assert_eq!(s.join(t(1), 2), (Err(Refusal::Doomed), vec![]));
         assert_eq!(s.leave(t(0), 1, false), vec![Action::Abort]);
         assert_eq!(s.join(t(1), 2), (Err(Refusal::Busy), vec![]));
@@ -374,10 +417,10 @@ mod tests {
     #[test]
     fn a_ready_member_that_leaves_is_committed_with_the_round() {
         let mut s = two_members();
-        s.want_round(t(0), 1);
-        s.ready(t(0), 1, offsets(0, 5)).unwrap();
+        s.want_round(t(0), 1, false, 0);
+        s.ready(t(0), 1, offsets(0, 5), 0).unwrap();
         assert_eq!(s.leave(t(0), 1, false), vec![]);
-        let actions = s.ready(t(1), 1, offsets(1, 2)).unwrap();
+        let actions = s.ready(t(1), 1, offsets(1, 2), 0).unwrap();
         let mut both = offsets(0, 5);
         both.extend(offsets(1, 2));
         assert_eq!(actions, vec![Action::Commit { offsets: both, members: vec![(t(1), 1)] }]);
@@ -386,17 +429,17 @@ mod tests {
     #[test]
     fn a_finished_member_leaves_cleanly_and_may_complete_the_round() {
         let mut s = two_members();
-        s.want_round(t(0), 1);
-        s.ready(t(0), 1, offsets(0, 5)).unwrap();
+        s.want_round(t(0), 1, false, 0);
+        s.ready(t(0), 1, offsets(0, 5), 0).unwrap();
         assert_eq!(s.leave(t(1), 1, true), vec![Action::Commit { offsets: offsets(0, 5), members: vec![(t(0), 1)] }]);
     }
 
     #[test]
     fn a_failed_commit_dooms_and_aborts_once_every_member_left() {
         let mut s = two_members();
-        s.ready(t(0), 1, offsets(0, 1)).unwrap();
-        s.ready(t(1), 1, offsets(1, 1)).unwrap();
-        assert_eq!(s.committed(false), vec![]);
+        s.ready(t(0), 1, offsets(0, 1), 0).unwrap();
+        s.ready(t(1), 1, offsets(1, 1), 0).unwrap();
+        assert_eq!(s.committed(false, 0), vec![]);
         assert_eq!(s.phase(), Phase::Doomed);
         assert_eq!(s.leave(t(0), 1, false), vec![]);
         assert_eq!(s.leave(t(1), 1, false), vec![Action::Abort]);
@@ -414,10 +457,10 @@ mod tests {
     #[test]
     fn a_doomed_transaction_abandons_its_members_after_the_commit_under_way() {
         let mut s = two_members();
-        s.ready(t(0), 1, offsets(0, 1)).unwrap();
-        s.ready(t(1), 1, offsets(1, 1)).unwrap();
+        s.ready(t(0), 1, offsets(0, 1), 0).unwrap();
+        s.ready(t(1), 1, offsets(1, 1), 0).unwrap();
         assert_eq!(s.doom(), vec![]);
-        assert_eq!(s.committed(true), vec![Action::Abandon(vec![(t(0), 1), (t(1), 1)])]);
+        assert_eq!(s.committed(true, 0), vec![Action::Abandon(vec![(t(0), 1), (t(1), 1)])]);
         assert_eq!(s.leave(t(0), 1, false), vec![]);
         assert_eq!(s.leave(t(1), 1, false), vec![Action::Abort]);
         let mut empty = SharedTransaction::default();
@@ -425,11 +468,29 @@ mod tests {
     }
 
     #[test]
+    fn rounds_start_at_most_every_gap_unless_urgent() {
+        let mut s = SharedTransaction::new(100);
+        s.join(t(0), 1).0.unwrap();
+        s.join(t(1), 1).0.unwrap();
+        assert_eq!(s.want_round(t(0), 1, false, 1_000), vec![Action::Flush(vec![(t(0), 1), (t(1), 1)])]);
+        s.ready(t(0), 1, offsets(0, 1), 1_010).unwrap();
+        s.ready(t(1), 1, offsets(1, 1), 1_020).unwrap();
+        assert_eq!(s.want_round(t(1), 1, false, 1_025), vec![], "wanted during the commit");
+        assert_eq!(s.committed(true, 1_030), vec![Action::WakeAt(1_100)], "due 100 ms after the last round began");
+        assert_eq!(s.want_round(t(0), 1, false, 1_040), vec![], "the wake-up is already set");
+        assert_eq!(s.tick(1_100), vec![Action::Flush(vec![(t(0), 1), (t(1), 1)])]);
+        s.ready(t(0), 1, offsets(0, 2), 1_110).unwrap();
+        s.ready(t(1), 1, offsets(1, 2), 1_120).unwrap();
+        s.committed(true, 1_130);
+        assert_eq!(s.want_round(t(0), 1, true, 1_140), vec![Action::Flush(vec![(t(0), 1), (t(1), 1)])], "an urgent round waits for no gap");
+    }
+
+    #[test]
     fn stale_incarnations_are_ignored() {
         let mut s = two_members();
-        assert_eq!(s.ready(t(0), 9, offsets(0, 1)), Err(Refusal::Unknown));
+        assert_eq!(s.ready(t(0), 9, offsets(0, 1), 0), Err(Refusal::Unknown));
         assert_eq!(s.leave(t(0), 9, false), vec![]);
-        assert_eq!(s.want_round(t(0), 9), vec![]);
+        assert_eq!(s.want_round(t(0), 9, false, 0), vec![]);
         assert_eq!(s.phase(), Phase::Open);
     }
 }
