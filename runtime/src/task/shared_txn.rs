@@ -220,19 +220,8 @@ impl SharedTransaction {
                     self.commit_if_all_ready()
                 }
                 None if finished => self.commit_if_all_ready(),
-                None => {
-                    self.phase = Phase::Doomed;
-                    self.round = false;
-                    self.wanted = false;
-                    self.departed.clear();
-                    let others = self.members();
-                    let mut actions = Vec::new();
-                    if !others.is_empty() {
-                        actions.push(Action::Abandon(others));
-                    }
-                    actions.extend(self.abort_if_empty());
-                    actions
-                }
+                // What it wrote cannot commit: nothing in the transaction can.
+                None => self.doom(),
             },
         }
     }
