@@ -288,6 +288,8 @@ def main():
   ap.add_argument('--flink', default=None,
                   help='a Flink job server libdir (default: fetched by bench/peers/flink.sh)')
   ap.add_argument('--out', default=str(REPO / 'bench' / 'results'))
+  ap.add_argument('--option', action='append', default=[],
+                  help='a pipeline option for our runners, e.g. --option=--commit_interval_ms=50')
   ap.add_argument('--interleave', action='store_true',
                   help='start every runner first, then take turns run by run (paired samples: for small '
                        'differences between our own variants, e.g. beam-kafka-eo vs beam-kafka-eo-otel, '
@@ -311,6 +313,12 @@ def main():
   workloads = args.workloads.split(',')
   rows = []
 
+  def make(name):
+    runner = makers[name]()
+    if name.startswith('beam-kafka'):
+      runner.options += args.option
+    return runner
+
   def measure(runner, w, i):
     m = run_once(runner, w, args.elements, args.keys)
     measured = i >= args.warmup
@@ -324,7 +332,7 @@ def main():
     started = []
     try:
       for name in runners:
-        started.append(makers[name]())
+        started.append(make(name))
       for w in workloads:
         for i in range(args.warmup + args.repeat):
           # Each round in another order, so neither always goes first.
@@ -337,7 +345,7 @@ def main():
     return
   for name in runners:
     # One runner at a time: the peers never compete for the cores.
-    runner = makers[name]()
+    runner = make(name)
     try:
       for w in workloads:
         for i in range(args.warmup + args.repeat):
