@@ -29,6 +29,7 @@ use tokio::sync::oneshot;
 use crate::kafka::producer::KafkaProducer;
 use crate::kafka::rebalance::JobConsumer;
 use crate::kafka::transaction::{self, TxnError};
+use crate::status_board::now_ms;
 
 const RETRY_EVERY: Duration = Duration::from_millis(200);
 const ABORT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -406,8 +407,4 @@ impl Handler<Leave> for CopyTransaction {
         }
         self.carry_out(actions, ctx);
     }
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
