@@ -203,20 +203,12 @@ impl CopyTransaction {
     }
 
     fn commit_ended(&mut self, members: Vec<MemberId>, result: Result<(), TxnError>, ctx: &mut Context<Self>) {
-        let ok = result.is_ok();
-        let text = result.as_ref().err().map(ToString::to_string);
         for m in members {
             if let Some(w) = self.waiting.remove(&m) {
-                let _ = w.send(match (&result, &text) {
-                    (Ok(()), _) => Ok(()),
-                    (Err(TxnError::TaskMigrated(_)), Some(t)) => Err(TxnError::TaskMigrated(t.clone())),
-                    (Err(TxnError::Aborted(_)), Some(t)) => Err(TxnError::Aborted(t.clone())),
-                    (Err(TxnError::Retriable(_)), Some(t)) => Err(TxnError::Aborted(t.clone())),
-                    (Err(_), t) => Err(TxnError::Fatal(t.clone().unwrap_or_default())),
-                });
+                let _ = w.send(member_outcome(&result));
             }
         }
-        let actions = self.core.committed(ok, now_ms());
+        let actions = self.core.committed(result.is_ok(), now_ms());
         self.carry_out(actions, ctx);
         self.admit_joins(ctx);
     }
@@ -407,4 +399,16 @@ impl Handler<Leave> for CopyTransaction {
         }
         self.carry_out(actions, ctx);
     }
+}
+
+/// A member's copy of its round's outcome: a retriable error that outlasted
+/// its retries aborted the round.
+fn member_outcome(result: &Result<(), TxnError>) -> Result<(), TxnError> {
+    let Err(e) = result else { return Ok(()) };
+    let text = e.to_string();
+    Err(match e {
+        TxnError::TaskMigrated(_) => TxnError::TaskMigrated(text),
+        TxnError::Aborted(_) | TxnError::Retriable(_) => TxnError::Aborted(text),
+        TxnError::Fatal(_) => TxnError::Fatal(text),
+    })
 }
