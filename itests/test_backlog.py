@@ -122,3 +122,23 @@ def test_a_commit_splits_a_bundle_of_slow_elements_and_counts_exactly(
               for l in reports]
   assert sum(deferred) > 0, 'no bundle was split:\n%s' % '\n'.join(reports)
   print('\n'.join(reports))
+
+
+@pytest.mark.timeout_seconds(300)
+def test_tasks_slow_to_take_their_mail_are_paused_by_the_poll_loop_and_count_exactly(
+    job_server, broker, app_id, tmp_path):
+  # Polls of 5 records bound a task's untaken mail to 160 records: a
+  # 20,000-record backlog sent faster than the tasks take it (at start
+  # they are still busy starting) makes the poll loop pause their
+  # partitions, and each task resumes them as it resumes its own pauses,
+  # seeking back to what it received. Nothing lost, nothing twice.
+  log = _count_a_backlog(job_server, broker, app_id, tmp_path, 'mail', 2,
+                         20_000, 100, _word,
+                         ['--read_max_elements_per_poll=5'])
+  reports = [l for l in log.splitlines() if 'by the poll loop)' in l]
+  assert reports, 'no task reported its pauses'
+  by_poll_loop = sum(
+      int(l.split(' by the poll loop)')[0].split('(')[-1]) for l in reports)
+  assert by_poll_loop > 0, 'the poll loop never paused:\n%s' % '\n'.join(
+      reports)
+  print('\n'.join(reports))

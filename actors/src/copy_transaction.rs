@@ -192,7 +192,12 @@ impl CopyTransaction {
         ctx.spawn(commit.into_actor(self).map(move |result, act, ctx| match result {
             Ok(()) => {
                 tracing::debug!("the copy's transaction committed {} task(s)' cycles in {:?}", members.len(), began.elapsed());
-                act.commit_ended(members, Ok(()), ctx)
+                act.commit_ended(members, Ok(()), ctx);
+                tracing::debug!(
+                    "the round took {} ms; the next starts {} ms after it began",
+                    act.core.last_round_took_ms(),
+                    act.core.gap_ms()
+                );
             }
             Err(TxnError::Retriable(e)) if attempt < COMMIT_ATTEMPTS => {
                 tracing::debug!("the copy's transaction commit failed, retrying: {e}");

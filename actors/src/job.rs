@@ -503,13 +503,14 @@ fn revoke(parts: &[(String, i32)], roster: &mut Roster<LiveTask>, routes: &Route
 fn register(started: Vec<LiveTask>, roster: &mut Roster<LiveTask>, routes: &Routes, draining: bool) -> usize {
     let mut n = 0;
     for t in started {
-        let (task, incarnation, addr, partitions) = (t.task, t.incarnation, t.addr.clone(), t.partitions.clone());
+        let (task, incarnation, addr, partitions, mailbox) =
+            (t.task, t.incarnation, t.addr.clone(), t.partitions.clone(), t.mailbox.clone());
         if let Some(refused) = roster.started(task, incarnation, t) {
             refused.addr.do_send(Shutdown);
             continue;
         }
         for p in partitions {
-            routes.set(p, addr.clone().recipient());
+            routes.set(p, addr.clone().recipient(), mailbox.clone());
         }
         if draining {
             addr.do_send(Drain);

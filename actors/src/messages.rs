@@ -14,6 +14,11 @@ pub struct RecordBatch {
     pub records: Vec<InputRecord>,
 }
 
+/// The payload bytes of `records` (what flow control counts).
+pub fn payload_bytes<'a>(records: impl IntoIterator<Item = &'a InputRecord>) -> u64 {
+    records.into_iter().map(|r| r.payload.as_ref().map_or(0, Vec::len) as u64).sum()
+}
+
 pub struct InputRecord {
     pub topic: String,
     pub partition: i32,

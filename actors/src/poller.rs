@@ -1,7 +1,7 @@
 //! The poll loop: takes records from Kafka in batches and routes each batch to
 //! the mailbox of the task that owns its partition (routes change as the
 //! group moves partitions between copies of the application).
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,7 +13,8 @@ use crate::kafka::rebalance::JobConsumer;
 use beam_kafka_runtime::failure;
 use rdkafka::message::{Headers, Message};
 
-use crate::messages::{InputRecord, RecordBatch};
+use crate::messages::{payload_bytes, InputRecord, RecordBatch};
+use beam_kafka_runtime::task::flow::PAUSE_AT_BYTES;
 
 /// Where each input partition's records go: the mailbox of the task that
 /// owns it here, and when that route was set.
@@ -37,13 +38,49 @@ pub struct Routes {
 struct Route {
     to: Recipient<RecordBatch>,
     since: u64,
+    mailbox: Arc<Mailbox>,
+}
+
+/// What the poll loop sent a task and the task has not taken yet. A task
+/// pauses its partitions when its own queue is full, but only once it
+/// handles its mail: one busy starting would otherwise be sent a backlog's
+/// worth (seen: 500k records, 270 MB, in 0.7 s). So past a bound the poll
+/// loop pauses the partition itself, and the task resumes it as it resumes
+/// its own pauses (seeking back to what it received).
+#[derive(Default)]
+pub struct Mailbox {
+    records: AtomicU64,
+    bytes: AtomicU64,
+    paused: AtomicBool,
+}
+
+impl Mailbox {
+    /// The task took a batch of this many records and payload bytes.
+    pub fn taken(&self, records: u64, bytes: u64) {
+        let _ = self.records.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| Some(n.saturating_sub(records)));
+        let _ = self.bytes.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| Some(n.saturating_sub(bytes)));
+    }
+
+    /// Whether the poll loop paused the task's partitions since last asked.
+    pub fn take_pause(&self) -> bool {
+        self.paused.swap(false, Ordering::AcqRel)
+    }
+
+    /// Counts a delivery; true when it takes the mailbox past its bound
+    /// for the first time since the task last took a pause.
+    fn delivered(&self, records: u64, bytes: u64, max_records: u64) -> bool {
+        let n = self.records.fetch_add(records, Ordering::AcqRel) + records;
+        let b = self.bytes.fetch_add(bytes, Ordering::AcqRel) + bytes;
+        (n > max_records || b > PAUSE_AT_BYTES) && !self.paused.swap(true, Ordering::AcqRel)
+    }
 }
 
 impl Routes {
-    /// Routes `partition` to `to`, for records polled from now on.
-    pub fn set(&self, partition: (String, i32), to: Recipient<RecordBatch>) {
+    /// Routes `partition` to `to` (whose untaken mail `mailbox` counts),
+    /// for records polled from now on.
+    pub fn set(&self, partition: (String, i32), to: Recipient<RecordBatch>, mailbox: Arc<Mailbox>) {
         let since = self.clock.fetch_add(1, Ordering::AcqRel) + 1;
-        self.routes.insert(partition, Route { to, since });
+        self.routes.insert(partition, Route { to, since, mailbox });
     }
 
     pub fn remove(&self, partition: &(String, i32)) {
@@ -56,13 +93,15 @@ impl Routes {
     }
 
     /// Sends a partition's `records` (each with its stamp) to its task,
-    /// but those polled before its route was set; returns how many went.
-    fn deliver(&self, partition: &(String, i32), records: Vec<(u64, InputRecord)>) -> usize {
+    /// but those polled before its route was set; returns how many went,
+    /// and whether the task's mailbox just passed `max_mail` records (or
+    /// its bytes bound).
+    fn deliver(&self, partition: &(String, i32), records: Vec<(u64, InputRecord)>, max_mail: u64) -> (usize, bool) {
         let Some(route) = self.routes.get(partition) else {
             // Revoked while in flight: its new owner reads it again from the
             // last commit.
             tracing::debug!("dropping {} record(s) of {}[{}]: no task owns it here now", records.len(), partition.0, partition.1);
-            return 0;
+            return (0, false);
         };
         let polled = records.len();
         let records: Vec<InputRecord> = records.into_iter().filter(|(stamp, _)| *stamp >= route.since).map(|(_, r)| r).collect();
@@ -75,10 +114,12 @@ impl Routes {
             );
         }
         let sent = records.len();
-        if sent > 0 {
-            route.to.do_send(RecordBatch { records });
+        if sent == 0 {
+            return (0, false);
         }
-        sent
+        let bytes = payload_bytes(&records);
+        route.to.do_send(RecordBatch { records });
+        (sent, route.mailbox.delivered(sent as u64, bytes, max_mail))
     }
 }
 
@@ -159,9 +200,22 @@ pub async fn poll_loop(consumer: Arc<JobConsumer>, routes: Arc<Routes>, settings
                 None => per_task.push(vec![r]),
             }
         }
+        // A task's mailbox holds 32 polls' worth at most: a task that
+        // resumed gets a fetch or more ahead (a 1 MB fetch of small records
+        // is ten polls), and every pause drops what librdkafka had fetched
+        // for the partition, so the bound must only catch a task that
+        // does not take its mail.
+        let max_mail = 32 * settings.max_records as u64;
         for records in per_task {
             let key = (records[0].1.topic.clone(), records[0].1.partition);
-            routes.deliver(&key, records);
+            if routes.deliver(&key, records, max_mail).1 {
+                let mut tpl = rdkafka::TopicPartitionList::new();
+                tpl.add_partition(&key.0, key.1);
+                tracing::debug!("pausing {}[{}]: its task has not taken what it was sent", key.0, key.1);
+                if let Err(e) = rdkafka::consumer::Consumer::pause(&*consumer, &tpl) {
+                    tracing::debug!("cannot pause {}[{}]: {e}", key.0, key.1);
+                }
+            }
         }
     }
 }
@@ -186,14 +240,14 @@ mod tests {
     use actix::prelude::*;
     use std::sync::Mutex;
 
-    /// A task's mailbox that keeps the offsets it was sent.
-    struct Mailbox(Arc<Mutex<Vec<i64>>>);
+    /// A task that keeps the offsets it was sent.
+    struct Keeper(Arc<Mutex<Vec<i64>>>);
 
-    impl Actor for Mailbox {
+    impl Actor for Keeper {
         type Context = Context<Self>;
     }
 
-    impl Handler<RecordBatch> for Mailbox {
+    impl Handler<RecordBatch> for Keeper {
         type Result = ();
         fn handle(&mut self, batch: RecordBatch, _: &mut Context<Self>) {
             self.0.lock().unwrap().extend(batch.records.iter().map(|r| r.offset));
@@ -226,16 +280,29 @@ mod tests {
         let partition = ("edge".to_string(), 0);
         let held = vec![(routes.now(), record(40))];
         let got = Arc::new(Mutex::new(Vec::new()));
-        routes.set(partition.clone(), Mailbox(got.clone()).start().recipient());
-        assert_eq!(routes.deliver(&partition, held), 0, "polled before the route was set");
+        routes.set(partition.clone(), Keeper(got.clone()).start().recipient(), Arc::default());
+        assert_eq!(routes.deliver(&partition, held, 10).0, 0, "polled before the route was set");
         let fresh: Vec<(u64, InputRecord)> = (15..17).map(|o| (routes.now(), record(o))).collect();
-        assert_eq!(routes.deliver(&partition, fresh), 2);
+        assert_eq!(routes.deliver(&partition, fresh, 10).0, 2);
         // A route set later for another partition leaves this one's alone.
-        routes.set(("edge".to_string(), 1), Mailbox(Arc::default()).start().recipient());
-        assert_eq!(routes.deliver(&partition, vec![(routes.now(), record(17))]), 1);
+        routes.set(("edge".to_string(), 1), Keeper(Arc::default()).start().recipient(), Arc::default());
+        assert_eq!(routes.deliver(&partition, vec![(routes.now(), record(17))], 10).0, 1);
         routes.remove(&partition);
-        assert_eq!(routes.deliver(&partition, vec![(routes.now(), record(18))]), 0, "no owner here");
+        assert_eq!(routes.deliver(&partition, vec![(routes.now(), record(18))], 10).0, 0, "no owner here");
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         assert_eq!(*got.lock().unwrap(), vec![15, 16, 17]);
+    }
+
+    #[test]
+    fn a_mailbox_past_its_bound_asks_for_one_pause_until_the_task_took_it() {
+        let m = Mailbox::default();
+        assert!(!m.delivered(6, 10, 10), "within the bound");
+        assert!(m.delivered(6, 10, 10), "past it: pause");
+        assert!(!m.delivered(6, 10, 10), "already paused");
+        m.taken(18, 30);
+        assert!(m.take_pause(), "the task learns of the pause once");
+        assert!(!m.take_pause());
+        assert!(!m.delivered(1, PAUSE_AT_BYTES, 10), "at the bytes bound");
+        assert!(m.delivered(0, 1, 10), "past the bytes bound");
     }
 }

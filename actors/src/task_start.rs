@@ -283,9 +283,11 @@ fn start_tasks(
             None
         };
         let incarnation = NEXT_INCARNATION.fetch_add(1, Ordering::Relaxed);
+        let mailbox = Arc::new(crate::poller::Mailbox::default());
         let cfg = TaskConfig {
             task,
             incarnation,
+            mailbox: mailbox.clone(),
             report_source: sub_topology_source(sub.id),
             total_partitions: sub.partitions,
             inputs,
@@ -333,7 +335,7 @@ fn start_tasks(
             TaskSupervisor::new(cfg, stage, consumer, producer, events, restored_state)
         });
         let partitions = topics.into_iter().map(|t| (t, task.partition as i32)).collect();
-        tasks.push(LiveTask { task, incarnation, addr: addr.clone(), partitions });
+        tasks.push(LiveTask { task, incarnation, addr: addr.clone(), partitions, mailbox });
         // Each task reads its side topics whole, from their start.
         let side_topics: BTreeSet<&String> = sub.side_inputs.iter().map(|s| &s.topic).collect();
         for topic in side_topics {
@@ -439,6 +441,7 @@ pub(crate) struct LiveTask {
     pub(crate) incarnation: u64,
     pub(crate) addr: Addr<TaskSupervisor>,
     pub(crate) partitions: Vec<(String, i32)>,
+    pub(crate) mailbox: Arc<crate::poller::Mailbox>,
 }
 
 /// The input partitions task `t` owns: partition p of each input topic that has one.

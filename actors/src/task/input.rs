@@ -18,7 +18,7 @@ use rdkafka::TopicPartitionList;
 
 use super::cycle::now_millis;
 use super::{upstream_key, TaskSupervisor};
-use crate::messages::{Elements, InputRecord, StageResidual, WatermarkInput, WatermarkReport};
+use crate::messages::{payload_bytes, Elements, InputRecord, StageResidual, WatermarkInput, WatermarkReport};
 use crate::side_inputs::SideRecord;
 use beam_kafka_runtime::envelope::{self, Record};
 
@@ -141,6 +141,10 @@ impl TaskSupervisor {
         // their fetch positions alone: they belong to the next incarnation.
         if !self.lifecycle.is_running() || !self.cfg.assignment.current() {
             return;
+        }
+        if self.cfg.mailbox.take_pause() {
+            // The poll loop paused them: resumed like the task's own pauses.
+            self.flow.paused_elsewhere();
         }
         let Some(command) = self.flow.decide() else { return };
         let mut tpl = TopicPartitionList::new();
@@ -445,10 +449,6 @@ impl TaskSupervisor {
 }
 
 /// The bytes of what the records carry, for flow control.
-fn payload_bytes<'a>(records: impl IntoIterator<Item = &'a InputRecord>) -> u64 {
-    records.into_iter().map(|r| r.payload.as_ref().map_or(0, Vec::len) as u64).sum()
-}
-
 /// A held element: its windows and timestamp read with `coder`.
 pub(super) fn held_element(coder: &Coder, source: String, element: Vec<u8>) -> Result<Held, String> {
     let h = windowed::split(&element, coder)?;

@@ -41,7 +41,7 @@ use crate::group_by_key::GroupByKeyActor;
 use crate::kafka::producer::KafkaProducer;
 use crate::kafka::rebalance::JobConsumer;
 use crate::kafka::transaction;
-use crate::messages::{Drain, GbkEvent, InputRecord, RecordBatch, Shutdown, StageEvent, WatermarkEvent};
+use crate::messages::{payload_bytes, Drain, GbkEvent, InputRecord, RecordBatch, Shutdown, StageEvent, WatermarkEvent};
 use crate::side_inputs::{SideInputSpec, SideInputs, SideRecord};
 use crate::source::SourceRoute;
 use crate::stage::StageActor;
@@ -64,6 +64,10 @@ pub use sources::{upstream_key, SOURCE_UPSTREAM};
 
 /// How often a task publishes its status (the page and the metrics read it).
 const STATUS_EVERY: Duration = Duration::from_secs(1);
+/// How often a task in the copy's transaction looks whether it has
+/// something to commit: the transaction paces rounds, so a record waits
+/// for the next round, not for its task's commit interval to come round.
+const WANT_ROUND_EVERY: Duration = Duration::from_millis(10);
 
 /// What tasks report to the job.
 #[derive(Debug)]
@@ -143,6 +147,8 @@ pub struct TaskConfig {
     /// Which start of the task this is in this process (a restarted or
     /// reassigned task is a new incarnation; stale events are ignored).
     pub incarnation: u64,
+    /// What the poll loop sent this task that it has not taken yet.
+    pub mailbox: Arc<crate::poller::Mailbox>,
     /// This task's identity in its watermark reports, and its sub-topology's size.
     pub report_source: String,
     pub total_partitions: u32,
@@ -290,6 +296,9 @@ pub struct TaskSupervisor {
     /// The copy's transaction began a round while the task's last cycle
     /// waited for its commit: the round's cycle opens after it.
     round_flush: bool,
+    /// The task asked the copy's transaction for a round that has not
+    /// begun yet (it asks once per round).
+    round_wanted: bool,
     /// How long the stage's bundles took.
     bundle_durations: DurationStats,
 }
@@ -347,6 +356,7 @@ impl TaskSupervisor {
             side_maps_to_ask,
             flush_wanted: false,
             round_flush: false,
+            round_wanted: false,
             panes_since_snapshot: false,
             cycle_writes: None,
             progress: Progress::default(),
@@ -468,8 +478,8 @@ impl TaskSupervisor {
         let (c, b) = (&self.cycles.durations, &self.bundle_durations);
         tracing::info!(
             task = %self.cfg.task,
-            "task {how}: {} commit cycle(s), longest {} ms, p99 {} ms, median {} ms; {} bundle(s), longest {} ms, p99 {} ms, median {} ms; input paused {} time(s); {} element(s) deferred from split bundles; {} splittable DoFn residual(s)",
-            c.count(), c.max(), c.quantile(0.99), c.median(), b.count(), b.max(), b.quantile(0.99), b.median(), self.flow.pauses, self.deferred_total, self.residuals_total
+            "task {how}: {} commit cycle(s), longest {} ms, p99 {} ms, median {} ms; {} bundle(s), longest {} ms, p99 {} ms, median {} ms; input paused {} time(s) ({} by the poll loop); {} element(s) deferred from split bundles; {} splittable DoFn residual(s)",
+            c.count(), c.max(), c.quantile(0.99), c.median(), b.count(), b.max(), b.quantile(0.99), b.median(), self.flow.pauses, self.flow.pauses_elsewhere, self.deferred_total, self.residuals_total
         );
     }
 }
@@ -504,7 +514,8 @@ impl TaskSupervisor {
         if self.cfg.inputs.values().any(|r| r.source.is_some()) {
             ctx.run_interval(sources::SOURCE_TICK, |act, _| act.tick_sources());
         }
-        ctx.run_interval(self.cfg.commit_interval, |act, _| {
+        let every = if self.cfg.txn.is_some() { self.cfg.commit_interval.min(WANT_ROUND_EVERY) } else { self.cfg.commit_interval };
+        ctx.run_interval(every, |act, _| {
             if act.handed != act.committed
                 || act.output_watermark() > act.reported
                 || act.timers_due()
@@ -526,6 +537,7 @@ impl Handler<RecordBatch> for TaskSupervisor {
     type Result = ();
 
     fn handle(&mut self, batch: RecordBatch, ctx: &mut Context<Self>) {
+        self.cfg.mailbox.taken(batch.records.len() as u64, payload_bytes(&batch.records));
         self.enqueue(batch.records, ctx);
     }
 }

@@ -27,10 +27,15 @@ impl TaskSupervisor {
     /// The task has something to commit: the next round closes a cycle of
     /// every member. Urgent (no waiting for the commit interval) when the
     /// task's input ended or a TestStream step waits to be passed on.
-    pub(super) fn want_round(&self) {
+    /// Asked once per round (again when urgent).
+    pub(super) fn want_round(&mut self) {
         if let Some(txn) = &self.cfg.txn {
             let urgent =
                 self.output_watermark() == Watermark::PosInf || self.progress.epoch > self.reported_progress.epoch || self.draining;
+            if self.round_wanted && !urgent {
+                return;
+            }
+            self.round_wanted = true;
             txn.addr.do_send(WantRound { member: (self.cfg.task, self.cfg.incarnation), urgent });
         }
     }
@@ -55,6 +60,9 @@ impl Handler<TxnNotice> for TaskSupervisor {
     type Result = ();
 
     fn handle(&mut self, notice: TxnNotice, ctx: &mut Context<Self>) {
+        if matches!(notice, TxnNotice::Flush) {
+            self.round_wanted = false;
+        }
         match notice {
             // A round began while the cycle the last round committed waits
             // for its answer: the next cycle opens once it has it.

@@ -76,11 +76,23 @@ pub struct FlowControl {
     paused: bool,
     /// Times the partitions were paused, for the task's report.
     pub pauses: u64,
+    /// Of those, by someone else (`paused_elsewhere`).
+    pub pauses_elsewhere: u64,
 }
 
 impl FlowControl {
     pub fn new(limits: FlowLimits) -> FlowControl {
-        FlowControl { limits, in_flight: 0, in_flight_bytes: 0, element_bytes: 0, queued: 0, queued_bytes: 0, paused: false, pauses: 0 }
+        FlowControl {
+            limits,
+            in_flight: 0,
+            in_flight_bytes: 0,
+            element_bytes: 0,
+            queued: 0,
+            queued_bytes: 0,
+            paused: false,
+            pauses: 0,
+            pauses_elsewhere: 0,
+        }
     }
 
     /// How many more elements the stage may be given now: fewer when the
@@ -150,6 +162,16 @@ impl FlowControl {
     pub fn dequeued(&mut self, records: u64, bytes: u64) {
         self.queued = self.queued.saturating_sub(records);
         self.queued_bytes = self.queued_bytes.saturating_sub(bytes);
+    }
+
+    /// The partitions were paused by someone else (the poll loop, when the
+    /// task's mail piled up): they are resumed as if paused here.
+    pub fn paused_elsewhere(&mut self) {
+        if !self.paused {
+            self.paused = true;
+            self.pauses += 1;
+            self.pauses_elsewhere += 1;
+        }
     }
 
     /// Whether to pause or resume the partitions now. Called after every
@@ -225,6 +247,19 @@ mod tests {
         assert_eq!(f.decide(), Some(FlowCommand::Resume));
         assert_eq!(f.decide(), None);
         assert_eq!(f.pauses, 1);
+    }
+
+    #[test]
+    fn partitions_paused_elsewhere_resume_at_the_low_mark() {
+        let mut f = flow();
+        f.enqueued(3, 30);
+        f.paused_elsewhere();
+        f.paused_elsewhere();
+        assert_eq!((f.pauses, f.pauses_elsewhere), (1, 1), "one pause until resumed");
+        assert_eq!(f.decide(), None, "3 queued is above the low mark");
+        f.dequeued(1, 10);
+        assert_eq!(f.decide(), Some(FlowCommand::Resume), "resumed as if paused here");
+        assert_eq!(f.decide(), None);
     }
 
     #[test]

@@ -7,9 +7,16 @@
 //! The rule that keeps it exactly-once: a commit covers every record in the
 //! transaction, so it may only happen when every member that could have
 //! written into it handed in its cycle ("ready") and holds its later
-//! writes. A round starts when a member wants one (at most once per
-//! commit interval, unless it is urgent): every member is asked to close a
-//! cycle, and the transaction commits once all are ready.
+//! writes. A round starts when a member wants one (paced, below, unless it
+//! is urgent): every member is asked to close a cycle, and the transaction
+//! commits once all are ready.
+//!
+//! Pacing: a round starts at most once per commit interval, or sooner,
+//! down to half of it, when rounds are cheap: the gap is twice what the
+//! last round took (from its start to its commit), so rounds never take
+//! more than half the time. Under a backlog a round flushes big bundles
+//! and the interval holds; an idle pipeline's rounds take a few tens of
+//! ms, and a record waits less for the next one.
 //!
 //! A member that stops with writes no round covered "dooms" the
 //! transaction: it cannot commit, so every member stops without
@@ -82,6 +89,8 @@ pub struct SharedTransaction {
     /// Rounds start at most this often (ms), unless one is urgent.
     min_gap_ms: i64,
     last_round_ms: Option<i64>,
+    /// How long the last committed round took (ms), start to commit.
+    last_round_took_ms: i64,
     /// A wanted round could not start yet: `tick` is due then.
     wake_at: Option<i64>,
     /// The wanted round is urgent (it may not wait for `min_gap_ms`).
@@ -95,9 +104,10 @@ impl Default for SharedTransaction {
 }
 
 impl SharedTransaction {
-    /// Rounds start at most every `min_gap_ms` (the commit interval): a
-    /// round makes every member close a cycle, so rounds back to back would
-    /// cycle each task as often as the fastest commit allows.
+    /// Rounds start at most every `min_gap_ms` (the commit interval), or
+    /// down to every half of it when they are cheap (`gap_ms`): a round
+    /// makes every member close a cycle, so rounds back to back would cycle
+    /// each task as often as the fastest commit allows.
     pub fn new(min_gap_ms: i64) -> Self {
         SharedTransaction {
             phase: Phase::Open,
@@ -108,6 +118,7 @@ impl SharedTransaction {
             doom_after_commit: false,
             min_gap_ms,
             last_round_ms: None,
+            last_round_took_ms: min_gap_ms,
             wake_at: None,
             urgent: false,
         }
@@ -169,7 +180,7 @@ impl SharedTransaction {
         if !self.wanted || self.round || self.phase != Phase::Open {
             return Vec::new();
         }
-        let due = if self.urgent { now_ms } else { self.last_round_ms.map_or(now_ms, |t| t + self.min_gap_ms) };
+        let due = if self.urgent { now_ms } else { self.last_round_ms.map_or(now_ms, |t| t + self.gap_ms()) };
         if due <= now_ms {
             return self.start_round(now_ms);
         }
@@ -273,6 +284,9 @@ impl SharedTransaction {
             return self.abort_if_empty();
         }
         self.phase = Phase::Open;
+        if let Some(began) = self.last_round_ms {
+            self.last_round_took_ms = now_ms - began;
+        }
         if std::mem::take(&mut self.doom_after_commit) {
             return self.doom();
         }
@@ -288,6 +302,17 @@ impl SharedTransaction {
             self.wanted = false;
             self.departed.clear();
         }
+    }
+
+    /// The time between round starts (ms): twice what the last round
+    /// took, from half the commit interval to all of it.
+    pub fn gap_ms(&self) -> i64 {
+        self.last_round_took_ms.saturating_mul(2).clamp(self.min_gap_ms / 2, self.min_gap_ms)
+    }
+
+    /// How long the last committed round took (ms).
+    pub fn last_round_took_ms(&self) -> i64 {
+        self.last_round_took_ms
     }
 
     fn is_member(&self, task: TaskId, incarnation: u64) -> bool {
@@ -462,16 +487,36 @@ mod tests {
         s.join(t(0), 1).0.unwrap();
         s.join(t(1), 1).0.unwrap();
         assert_eq!(s.want_round(t(0), 1, false, 1_000), vec![Action::Flush(vec![(t(0), 1), (t(1), 1)])]);
-        s.ready(t(0), 1, offsets(0, 1), 1_010).unwrap();
-        s.ready(t(1), 1, offsets(1, 1), 1_020).unwrap();
-        assert_eq!(s.want_round(t(1), 1, false, 1_025), vec![], "wanted during the commit");
-        assert_eq!(s.committed(true, 1_030), vec![Action::WakeAt(1_100)], "due 100 ms after the last round began");
-        assert_eq!(s.want_round(t(0), 1, false, 1_040), vec![], "the wake-up is already set");
+        s.ready(t(0), 1, offsets(0, 1), 1_040).unwrap();
+        s.ready(t(1), 1, offsets(1, 1), 1_050).unwrap();
+        assert_eq!(s.want_round(t(1), 1, false, 1_055), vec![], "wanted during the commit");
+        assert_eq!(s.committed(true, 1_060), vec![Action::WakeAt(1_100)], "due 100 ms after the last round began");
+        assert_eq!(s.want_round(t(0), 1, false, 1_070), vec![], "the wake-up is already set");
         assert_eq!(s.tick(1_100), vec![Action::Flush(vec![(t(0), 1), (t(1), 1)])]);
-        s.ready(t(0), 1, offsets(0, 2), 1_110).unwrap();
-        s.ready(t(1), 1, offsets(1, 2), 1_120).unwrap();
-        s.committed(true, 1_130);
-        assert_eq!(s.want_round(t(0), 1, true, 1_140), vec![Action::Flush(vec![(t(0), 1), (t(1), 1)])], "an urgent round waits for no gap");
+        s.ready(t(0), 1, offsets(0, 2), 1_150).unwrap();
+        s.ready(t(1), 1, offsets(1, 2), 1_160).unwrap();
+        s.committed(true, 1_170);
+        assert_eq!(s.want_round(t(0), 1, true, 1_180), vec![Action::Flush(vec![(t(0), 1), (t(1), 1)])], "an urgent round waits for no gap");
+    }
+
+    #[test]
+    fn cheap_rounds_come_sooner_down_to_half_the_interval() {
+        let mut s = SharedTransaction::new(100);
+        s.join(t(0), 1).0.unwrap();
+        assert_eq!(s.gap_ms(), 100, "before any round: the interval");
+        let round = |s: &mut SharedTransaction, start: i64, took: i64| {
+            s.want_round(t(0), 1, true, start);
+            s.ready(t(0), 1, offsets(0, start), start + took).unwrap();
+            s.committed(true, start + took)
+        };
+        assert_eq!(round(&mut s, 1_000, 30), vec![]);
+        assert_eq!(s.gap_ms(), 60, "twice what the round took");
+        assert_eq!(s.want_round(t(0), 1, false, 1_035), vec![Action::WakeAt(1_060)]);
+        round(&mut s, 2_000, 10);
+        assert_eq!(s.gap_ms(), 50, "never under half the interval");
+        round(&mut s, 3_000, 400);
+        assert_eq!(s.gap_ms(), 100, "never over the interval: a slow round is followed by the next at once");
+        assert_eq!(s.want_round(t(0), 1, false, 3_400), vec![Action::Flush(vec![(t(0), 1)])]);
     }
 
     #[test]
