@@ -139,8 +139,8 @@ pub static OPTIONS: &[OptionSpec] = &[
         java_name: "commitIntervalMs",
         kind: OptionKind::Integer,
         default: Some("100"),
-        description: "How often a task commits its progress (under exactly_once, one Kafka transaction commits a cycle of every task of a stage in the copy), in \
-                      milliseconds.",
+        description: "How often a task commits its progress, in milliseconds (under exactly_once, one Kafka transaction commits a cycle of \
+                      every task of a stage in the copy, as often as every half of it while commits are quick).",
     },
     OptionSpec {
         name: "transaction_timeout_ms",
