@@ -12,6 +12,8 @@ use beam_kafka_runtime::timestamp::Watermark;
 #[rtype(result = "()")]
 pub struct RecordBatch {
     pub records: Vec<InputRecord>,
+    /// Their payload bytes (`payload_bytes`), counted once by the poll loop.
+    pub bytes: u64,
 }
 
 /// The payload bytes of `records` (what flow control counts).

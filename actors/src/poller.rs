@@ -118,7 +118,7 @@ impl Routes {
             return (0, false);
         }
         let bytes = payload_bytes(&records);
-        route.to.do_send(RecordBatch { records });
+        route.to.do_send(RecordBatch { records, bytes });
         (sent, route.mailbox.delivered(sent as u64, bytes, max_mail))
     }
 }

@@ -448,7 +448,6 @@ impl TaskSupervisor {
     }
 }
 
-/// The bytes of what the records carry, for flow control.
 /// A held element: its windows and timestamp read with `coder`.
 pub(super) fn held_element(coder: &Coder, source: String, element: Vec<u8>) -> Result<Held, String> {
     let h = windowed::split(&element, coder)?;

@@ -41,7 +41,7 @@ use crate::group_by_key::GroupByKeyActor;
 use crate::kafka::producer::KafkaProducer;
 use crate::kafka::rebalance::JobConsumer;
 use crate::kafka::transaction;
-use crate::messages::{payload_bytes, Drain, GbkEvent, InputRecord, RecordBatch, Shutdown, StageEvent, WatermarkEvent};
+use crate::messages::{Drain, GbkEvent, InputRecord, RecordBatch, Shutdown, StageEvent, WatermarkEvent};
 use crate::side_inputs::{SideInputSpec, SideInputs, SideRecord};
 use crate::source::SourceRoute;
 use crate::stage::StageActor;
@@ -537,7 +537,7 @@ impl Handler<RecordBatch> for TaskSupervisor {
     type Result = ();
 
     fn handle(&mut self, batch: RecordBatch, ctx: &mut Context<Self>) {
-        self.cfg.mailbox.taken(batch.records.len() as u64, payload_bytes(&batch.records));
+        self.cfg.mailbox.taken(batch.records.len() as u64, batch.bytes);
         self.enqueue(batch.records, ctx);
     }
 }

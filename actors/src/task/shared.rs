@@ -60,14 +60,17 @@ impl Handler<TxnNotice> for TaskSupervisor {
     type Result = ();
 
     fn handle(&mut self, notice: TxnNotice, ctx: &mut Context<Self>) {
-        if matches!(notice, TxnNotice::Flush) {
-            self.round_wanted = false;
-        }
         match notice {
-            // A round began while the cycle the last round committed waits
-            // for its answer: the next cycle opens once it has it.
-            TxnNotice::Flush if self.cycles.is_open() => self.round_flush = true,
-            TxnNotice::Flush => self.open_cycle(),
+            TxnNotice::Flush => {
+                self.round_wanted = false;
+                if self.cycles.is_open() {
+                    // A round began while the cycle the last round committed
+                    // waits for its answer: the next cycle opens once it has it.
+                    self.round_flush = true;
+                } else {
+                    self.open_cycle();
+                }
+            }
             TxnNotice::Abandon(reason) => self.stop_uncommitted(ctx, reason),
         }
     }

@@ -87,14 +87,14 @@ pub struct SharedTransaction {
     wanted: bool,
     /// `doom` came while a commit was under way.
     doom_after_commit: bool,
-    /// Rounds start at most this often (ms), unless one is urgent.
-    min_gap_ms: i64,
+    /// The commit interval (ms): the longest gap between round starts.
+    interval_ms: i64,
     last_round_ms: Option<i64>,
     /// How long the last committed round took (ms), start to commit.
     last_round_took_ms: i64,
     /// A wanted round could not start yet: `tick` is due then.
     wake_at: Option<i64>,
-    /// The wanted round is urgent (it may not wait for `min_gap_ms`).
+    /// The wanted round is urgent (it may not wait for the gap).
     urgent: bool,
 }
 
@@ -105,11 +105,11 @@ impl Default for SharedTransaction {
 }
 
 impl SharedTransaction {
-    /// Rounds start at most every `min_gap_ms` (the commit interval), or
-    /// down to every half of it when they are cheap (`gap_ms`): a round
+    /// Rounds start at most every `interval_ms` (the commit interval), or
+    /// down to every half of it when they are quick (`gap_ms`): a round
     /// makes every member close a cycle, so rounds back to back would cycle
     /// each task as often as the fastest commit allows.
-    pub fn new(min_gap_ms: i64) -> Self {
+    pub fn new(interval_ms: i64) -> Self {
         SharedTransaction {
             phase: Phase::Open,
             members: BTreeMap::new(),
@@ -117,9 +117,9 @@ impl SharedTransaction {
             round: false,
             wanted: false,
             doom_after_commit: false,
-            min_gap_ms,
+            interval_ms,
             last_round_ms: None,
-            last_round_took_ms: min_gap_ms,
+            last_round_took_ms: interval_ms,
             wake_at: None,
             urgent: false,
         }
@@ -158,9 +158,9 @@ impl SharedTransaction {
         (Ok(()), actions)
     }
 
-    /// A member has something to commit: a round starts once
-    /// `min_gap_ms` passed since the last one began, or at once if
-    /// `urgent` (its input ended, a test step to pass on).
+    /// A member has something to commit: a round starts once `gap_ms`
+    /// passed since the last one began, or at once if `urgent` (its input
+    /// ended, a test step to pass on).
     pub fn want_round(&mut self, task: TaskId, incarnation: u64, urgent: bool, now_ms: i64) -> Vec<Action> {
         if !self.is_member(task, incarnation) || matches!(self.phase, Phase::Doomed | Phase::Aborting) {
             return Vec::new();
@@ -308,7 +308,7 @@ impl SharedTransaction {
     /// The time between round starts (ms): what the last round took,
     /// from half the commit interval to all of it.
     pub fn gap_ms(&self) -> i64 {
-        self.last_round_took_ms.clamp(self.min_gap_ms / 2, self.min_gap_ms)
+        self.last_round_took_ms.clamp(self.interval_ms / 2, self.interval_ms)
     }
 
     /// How long the last committed round took (ms).
