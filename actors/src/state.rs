@@ -172,14 +172,25 @@ pub fn wait_for_changelog_writes(application_id: &str) -> Result<(), String> {
 /// A partition's low and high offsets, as a connected client can tell them.
 pub type PartitionEnds<'a> = dyn Fn(&str, i32) -> Option<(i64, i64)> + 'a;
 
-/// Opens a task's local store and brings it up to date with its changelog:
-/// returns the store, its entries, and the changelog offset it is current to.
-/// `ends` tells a changelog partition's ends through a client already
-/// connected, when it can.
-pub fn restore_task(opts: &RunnerOptions, task: TaskId, ends: &PartitionEnds<'_>) -> Result<(TaskStore, Entries, i64), String> {
+/// Opens a task's local store (waiting for its lock): returns the store
+/// and the changelog offset it is current to. Local work only, so it runs
+/// while the task's earlier owners are fenced.
+pub fn open_task_store(opts: &RunnerOptions, task: TaskId) -> Result<(TaskStore, i64), String> {
+    TaskStore::open(task_dir(&opts.state_dir, &opts.application_id, task), opts.state_store_memory_mb)
+}
+
+/// Brings a task's opened store up to date with its changelog (its earlier
+/// owners fenced by now): returns the store, its entries, and the
+/// changelog offset it is current to. `ends` tells a changelog
+/// partition's ends through a client already connected, when it can.
+pub fn restore_task(
+    opts: &RunnerOptions,
+    task: TaskId,
+    (store, from): (TaskStore, i64),
+    ends: &PartitionEnds<'_>,
+) -> Result<(TaskStore, Entries, i64), String> {
     let topic = changelog_topic(&opts.application_id, task.sub_topology);
     let dir = task_dir(&opts.state_dir, &opts.application_id, task);
-    let (store, from) = TaskStore::open(dir.clone(), opts.state_store_memory_mb)?;
     // A stopped incarnation's writes land before this one reads to the end.
     wait_for_writes(&format!("{topic}[{}]", task.partition), |w| w.settled(&topic, task.partition as i32))?;
     let known = ends(&topic, task.partition as i32);

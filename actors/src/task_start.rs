@@ -27,7 +27,7 @@ use crate::output::KafkaSink;
 use crate::side_inputs::{read_side_topic, SideInputs};
 use crate::source::SourceRoute;
 use crate::stage::{StageActor, StageSpec};
-use crate::state::restore_task;
+use crate::state::{open_task_store, restore_task};
 use crate::store::{Entries, TaskStore};
 use crate::task::{
     upstream_key, AssignmentSeen, InputRoute, RestoredState, TaskConfig, TaskEvent, TaskSupervisor, WatermarkTarget, SOURCE_UPSTREAM,
@@ -47,18 +47,25 @@ const WARM_ENDS_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Every task's saved state: its local store brought up to date with its
 /// changelog partition.
-async fn restore_states(input: &JobInput, tasks: &[TaskId], consumer: &Arc<JobConsumer>) -> Result<HashMap<TaskId, Restored>, String> {
+async fn restore_states(
+    input: &JobInput,
+    mut opened: OpenedStores,
+    consumer: &Arc<JobConsumer>,
+) -> Result<HashMap<TaskId, Restored>, String> {
     let opts = input.options.clone();
-    let tasks = tasks.to_vec();
     let board = input.board.clone();
     let consumer = consumer.clone();
     tokio::task::spawn_blocking(move || {
         // The job's consumer is connected: asking it for a changelog's ends
         // is one round trip.
         let ends = |topic: &str, partition: i32| consumer.fetch_watermarks(topic, partition, WARM_ENDS_TIMEOUT).ok();
+        let tasks: Vec<TaskId> = opened.keys().copied().collect();
+        let stores: HashMap<TaskId, Mutex<Option<(TaskStore, i64)>>> = opened.drain().map(|(t, s)| (t, Mutex::new(Some(s)))).collect();
         in_parallel(&tasks, |t| {
             let began = std::time::SystemTime::now();
-            let restored = restore_task(&opts, t, &ends).map(|(store, entries, next)| Restored { store, entries, next });
+            let store =
+                stores[&t].lock().unwrap_or_else(|e| e.into_inner()).take().ok_or_else(|| format!("task {t}'s store was taken twice"))?;
+            let restored = restore_task(&opts, t, store, &ends).map(|(store, entries, next)| Restored { store, entries, next });
             let end = std::time::SystemTime::now();
             let mut attributes = board.task_attributes(t);
             instruments().restore_duration.record(end.duration_since(began).unwrap_or_default().as_secs_f64(), &attributes);
@@ -71,6 +78,16 @@ async fn restore_states(input: &JobInput, tasks: &[TaskId], consumer: &Arc<JobCo
     })
     .await
     .map_err(|e| format!("restoring state failed: {e}"))?
+}
+
+/// Tasks' opened stores, each with the changelog offset it is current to.
+type OpenedStores = HashMap<TaskId, (TaskStore, i64)>;
+
+/// Opens the stores of `tasks` (waiting for their locks) on blocking
+/// threads; runs while their transaction is prepared.
+fn open_stores(input: &JobInput, tasks: &[TaskId]) -> tokio::task::JoinHandle<Result<OpenedStores, String>> {
+    let (opts, tasks) = (input.options.clone(), tasks.to_vec());
+    tokio::task::spawn_blocking(move || in_parallel(&tasks, |t| open_task_store(&opts, t)))
 }
 
 /// Runs a blocking step (Kafka round trips, mostly waiting) for every task
@@ -483,12 +500,28 @@ pub(crate) async fn start_assigned(
         return Ok(Vec::new());
     }
     let began = Instant::now();
-    let txns = prepare_transactions(input, copy_txns, &to_start, consumer).await?;
-    tracing::debug!("tasks {to_start:?}: transaction ready after {:?}", began.elapsed());
+    let opening = open_stores(input, &to_start);
+    let txns = prepare_transactions(input, copy_txns, &to_start, consumer).await;
+    let opened = opening.await.map_err(|e| format!("opening the state stores failed: {e}"));
+    let (txns, opened) = match (txns, opened) {
+        (Ok(txns), Ok(Ok(opened))) => (txns, opened),
+        (txns, opened) => {
+            let opened = opened.and_then(|o| o);
+            let error = txns.err().or_else(|| opened.as_ref().err().cloned()).unwrap_or_default();
+            // Opened stores stay trusted for the next try.
+            for (task, (store, from)) in opened.into_iter().flatten() {
+                if let Err(e) = store.write_checkpoint(from) {
+                    tracing::warn!(task = %task, "{e}");
+                }
+            }
+            return Err(error);
+        }
+    };
+    tracing::debug!("tasks {to_start:?}: transaction ready, stores opened after {:?}", began.elapsed());
     for t in &to_start {
         input.board.restoring(*t);
     }
-    let mut restored = restore_states(input, &to_start, consumer).await?;
+    let mut restored = restore_states(input, opened, consumer).await?;
     tracing::debug!("tasks {to_start:?}: state restored after {:?}", began.elapsed());
     let partitions: Vec<(String, i32)> = to_start.iter().flat_map(|t| task_partitions(input, *t)).collect();
     let starts = match seek_to_commits(consumer, &partitions, &io.start_offsets, generation.clone(), seen, stop.clone()).await {

@@ -33,6 +33,17 @@ pub fn base(opts: &RunnerOptions, role: &str) -> ClientConfig {
     // Fail fast on an unreachable broker instead of retrying forever.
     default(&mut c, opts, "socket.connection.setup.timeout.ms", "10000");
     default(&mut c, opts, "log_level", "3");
+    // Every client connects to the brokers as it is created. With sparse
+    // connections librdkafka connects lazily, on timers: a new client's
+    // first metadata answer took ~53 ms on localhost instead of ~5, a
+    // group join ~50 ms instead of ~15, and an idempotent producer's id
+    // ~0.5 s (it retries on a 500 ms timer).
+    default(&mut c, opts, "enable.sparse.connections", "false");
+    // The first wait before a request is retried, doubling up to
+    // retry.backoff.max.ms (1 s). librdkafka's 100 ms made one cycle in
+    // three of a new transactional producer wait ~100 ms for its first
+    // writes' acknowledgements (a retried transaction or metadata request).
+    default(&mut c, opts, "retry.backoff.ms", "10");
     c
 }
 
@@ -66,8 +77,9 @@ pub fn consumer(opts: &RunnerOptions) -> ClientConfig {
     // librdkafka keeps one fetch in flight per broker: a partition resumed
     // while a long-poll for idle partitions waits (500 ms by default) is
     // fetched only when that returns, so this bounds how soon a started task
-    // sees its input.
-    default(&mut c, opts, "fetch.wait.max.ms", "50");
+    // sees its input (up to 50 ms of a batch job's start-up at 50). An idle
+    // copy asks each broker 50 times a second.
+    default(&mut c, opts, "fetch.wait.max.ms", "20");
     c
 }
 
@@ -86,11 +98,6 @@ pub fn producer(opts: &RunnerOptions) -> ClientConfig {
     // Room for one record of RUNNER_RECORD_MAX_BYTES and its batch header.
     default(&mut c, opts, "message.max.bytes", (RUNNER_RECORD_MAX_BYTES + (64 << 10)).to_string());
     default(&mut c, opts, "message.timeout.ms", "30000");
-    // An idempotent or transactional producer gets its producer id only from
-    // a broker it learned from metadata; with sparse connections librdkafka
-    // connects to one lazily and retries on a 500 ms timer, which measured as
-    // ~0.5 s on most task starts.
-    default(&mut c, opts, "enable.sparse.connections", "false");
     c
 }
 
@@ -145,6 +152,8 @@ mod tests {
         "fetch.wait.max.ms=200",
         "heartbeat.interval.ms=1000",
         "socket.connection.setup.timeout.ms=30000",
+        "retry.backoff.ms=250",
+        "enable.sparse.connections=true",
     ];
 
     #[test]
@@ -166,6 +175,16 @@ mod tests {
         }
         let c = consumer(&opts);
         assert_eq!((c.get("group.id"), c.get("isolation.level")), (Some("app"), Some("read_committed")), "owned ones stay");
+    }
+
+    #[test]
+    fn runner_clients_connect_at_once_and_retry_soon_unless_the_user_says_otherwise() {
+        let opts = options(&[]);
+        for (name, c) in [("base", base(&opts, "x")), ("consumer", consumer(&opts)), ("producer", producer(&opts))] {
+            assert_eq!(c.get("enable.sparse.connections"), Some("false"), "{name}");
+            assert_eq!(c.get("retry.backoff.ms"), Some("10"), "{name}");
+        }
+        assert_eq!(consumer(&opts).get("fetch.wait.max.ms"), Some("20"));
     }
 
     #[test]
