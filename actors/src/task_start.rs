@@ -344,6 +344,7 @@ fn start_tasks(
             timer_families: sub.timers.iter().map(|t| (t.transform.clone(), t.family.clone())).collect(),
             residual_sources: sub.residual_sources.clone(),
             meters: cfg.meters.clone(),
+            write_during_bundle: transactional,
         };
         let topics: Vec<String> = cfg.inputs.keys().cloned().collect();
         let (worker, consumer, producer, events) = (input.harnesses.lease(), consumer.clone(), task_producer, events.clone());

@@ -22,7 +22,7 @@ pub use server::{incoming, FnApiServer};
 pub use split::{ChannelSplit, Residual, SplitResult};
 pub use state::StateHandler;
 pub use state_socket::STATE_SOCKET_ENV;
-pub use worker::{element_chunks, BundleError, BundleInput, BundleResult, SdkWorker, TimerFamily};
+pub use worker::{element_chunks, BundleError, BundleInput, BundleResult, EarlyOutputs, SdkWorker, TimerFamily};
 
 /// gRPC metadata key the SDK harness identifies itself with.
 pub const WORKER_ID_HEADER: &str = "worker_id";

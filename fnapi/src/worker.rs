@@ -85,6 +85,16 @@ pub struct BundleResult {
     pub requires_finalization: bool,
 }
 
+/// Outputs handed over while the bundle runs: whenever what a sink of
+/// `transforms` collected reaches `min_bytes`, it goes to `tx` (in arrival
+/// order, possibly ending mid-element) and is not in the result. If `tx`
+/// is closed, the bytes stay in the result.
+pub struct EarlyOutputs {
+    pub transforms: HashSet<String>,
+    pub min_bytes: usize,
+    pub tx: mpsc::UnboundedSender<(String, Vec<u8>)>,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BundleError {
     /// User code failed; the text is the SDK's error, traceback included.
@@ -254,6 +264,22 @@ impl SdkWorker {
         outputs: &[String],
         state: Option<Arc<dyn StateHandler>>,
     ) -> Result<BundleResult, BundleError> {
+        self.process_bundle_with(instruction_id, descriptor_id, inputs, timers, families, outputs, state, None).await
+    }
+
+    /// `process_bundle`, handing over large outputs as they come (`early`).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn process_bundle_with(
+        &self,
+        instruction_id: &str,
+        descriptor_id: &str,
+        inputs: &[BundleInput],
+        timers: HashMap<TimerFamily, Vec<u8>>,
+        families: &[TimerFamily],
+        outputs: &[String],
+        state: Option<Arc<dyn StateHandler>>,
+        early: Option<EarlyOutputs>,
+    ) -> Result<BundleResult, BundleError> {
         if let Some(reason) = self.closed_reason() {
             return Err(BundleError::Worker(reason));
         }
@@ -265,8 +291,9 @@ impl SdkWorker {
         if let Some(h) = state {
             self.state_handlers.insert(instruction_id.to_string(), h);
         }
-        let result =
-            self.run_bundle(instruction_id, descriptor_id, cache_tokens, inputs, timers, families, outputs, &mut route_rx, resp_rx).await;
+        let result = self
+            .run_bundle(instruction_id, descriptor_id, cache_tokens, inputs, timers, families, outputs, early, &mut route_rx, resp_rx)
+            .await;
         self.routes.remove(instruction_id);
         self.pending.remove(instruction_id);
         self.state_handlers.remove(instruction_id);
@@ -283,6 +310,7 @@ impl SdkWorker {
         mut timers: HashMap<TimerFamily, Vec<u8>>,
         families: &[TimerFamily],
         outputs: &[String],
+        mut early: Option<EarlyOutputs>,
         route_rx: &mut mpsc::UnboundedReceiver<DataEvent>,
         mut resp_rx: oneshot::Receiver<fn_pb::InstructionResponse>,
     ) -> Result<BundleResult, BundleError> {
@@ -363,7 +391,14 @@ impl SdkWorker {
                 }
                 ev = route_rx.recv() => match ev {
                     Some(DataEvent::Data { transform_id, data, is_last }) => {
-                        result.outputs.entry(transform_id.clone()).or_default().extend_from_slice(&data);
+                        let collected = result.outputs.entry(transform_id.clone()).or_default();
+                        collected.extend_from_slice(&data);
+                        if let Some(e) = early.as_ref().filter(|e| collected.len() >= e.min_bytes && e.transforms.contains(&transform_id)) {
+                            if let Err(mpsc::error::SendError((_, back))) = e.tx.send((transform_id.clone(), std::mem::take(collected))) {
+                                *collected = back;
+                                early = None;
+                            }
+                        }
                         if is_last {
                             open.remove(&transform_id);
                         }
@@ -443,6 +478,48 @@ mod tests {
             BundleInput { transform_id: "src-a".into(), data: vec![1, 2], ends: vec![1, 2] },
             BundleInput { transform_id: "src-b".into(), data: vec![], ends: vec![] },
         ]
+    }
+
+    #[tokio::test]
+    async fn large_outputs_are_handed_over_as_they_come_and_the_rest_stays_in_the_result() {
+        let (w, mut control) = worker();
+        let harness = {
+            let w = w.clone();
+            tokio::spawn(async move {
+                let req = control.recv().await.unwrap().unwrap();
+                let (tx, mut inbound) = mpsc::unbounded_channel();
+                w.set_data_stream(tx);
+                let mut lasts = 0;
+                while let Some(Ok(e)) = inbound.recv().await {
+                    lasts += e.data.iter().filter(|d| d.is_last).count();
+                    if lasts == 2 {
+                        break;
+                    }
+                }
+                for (t, bytes) in [("sink-x", &b"abc"[..]), ("sink-y", b"12345"), ("sink-x", b"de"), ("sink-x", b"f")] {
+                    w.on_data(data(&req.instruction_id, t, bytes, false));
+                }
+                for t in ["sink-x", "sink-y"] {
+                    w.on_data(data(&req.instruction_id, t, &[], true));
+                }
+                w.on_response(fn_pb::InstructionResponse { instruction_id: req.instruction_id, ..Default::default() });
+            })
+        };
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let early = EarlyOutputs { transforms: ["sink-x".to_string()].into(), min_bytes: 3, tx };
+        let sinks = ["sink-x".to_string(), "sink-y".to_string()];
+        let id = w.next_instruction_id("bundle");
+        let result = w.process_bundle_with(&id, "pbd", &inputs(), HashMap::new(), &[], &sinks, None, Some(early)).await.unwrap();
+        harness.await.unwrap();
+        let mut handed = Vec::new();
+        while let Ok(chunk) = rx.try_recv() {
+            handed.push(chunk);
+        }
+        // sink-x reached 3 bytes after "abc", and again after "de" + "f";
+        // sink-y is not handed over, however large.
+        assert_eq!(handed, vec![("sink-x".to_string(), b"abc".to_vec()), ("sink-x".to_string(), b"def".to_vec())]);
+        assert!(result.outputs["sink-x"].is_empty());
+        assert_eq!(result.outputs["sink-y"], b"12345");
     }
 
     #[tokio::test]

@@ -96,6 +96,21 @@ pub fn split<'a>(buf: &'a [u8], window: &Coder) -> Result<Header<'a>, String> {
     Ok(Header { timestamp, windows, pane: &buf[pane_start..at], value_offset: at })
 }
 
+/// How many bytes at the start of `buf` are whole windowed values of
+/// `element` in `window` windows: a stream of them cut anywhere resumes
+/// there once the rest arrived (a malformed value ends the count too; it
+/// is reported when the whole stream is read).
+pub fn whole_values_len(buf: &[u8], window: &Coder, element: &Coder) -> usize {
+    let mut at = 0;
+    while at < buf.len() {
+        let rest = &buf[at..];
+        let Ok(header) = split(rest, window) else { break };
+        let Ok(len) = element.skip(&rest[header.value_offset..]) else { break };
+        at += header.value_offset + len;
+    }
+    at
+}
+
 /// A window as the runner reasons about it.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Window {
@@ -243,6 +258,25 @@ pub fn encode(timestamp: Millis, window: &Window, pane: &[u8], value: &[u8], out
 mod tests {
     use super::*;
     use crate::coders::{encode_global_windowed_value, PANE_NO_FIRING};
+
+    #[test]
+    fn a_stream_of_values_cut_anywhere_keeps_its_whole_values() {
+        let element = Coder::Kv(Box::new(Coder::Bytes), Box::new(Coder::Varint));
+        let (mut buf, mut ends) = (Vec::new(), vec![0]);
+        for (i, key) in [&b"a"[..], b"longer key", b""].iter().enumerate() {
+            let mut kv = Vec::new();
+            encode_varint(key.len() as u64, &mut kv);
+            kv.extend_from_slice(key);
+            encode_varint(300 * i as u64, &mut kv);
+            let w = Window::Interval { start: 0, end: 10 };
+            encode(i as i64, &w, &[PANE_NO_FIRING], &kv, &mut buf);
+            ends.push(buf.len());
+        }
+        for cut in 0..=buf.len() {
+            let whole = ends.iter().copied().filter(|&e| e <= cut).max().unwrap();
+            assert_eq!(whole_values_len(&buf[..cut], &Coder::IntervalWindow, &element), whole, "cut at {cut}");
+        }
+    }
 
     #[test]
     fn a_global_window_element_splits() {

@@ -19,7 +19,7 @@ use actix::prelude::*;
 use beam_kafka_fnapi::{BundleError, BundleInput, SdkWorker, StateHandler, TimerFamily};
 use beam_kafka_runtime::task::acks::Acknowledgements;
 use beam_kafka_runtime::task::bundle::{OpenBundle, SealedBundle};
-use tokio::sync::{oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::harnesses::HarnessLease;
 use crate::kafka::producer::KafkaProducer;
@@ -54,8 +54,12 @@ pub struct StageSpec {
     pub residual_sources: BTreeMap<String, String>,
     /// The task's counters (records written).
     pub meters: Arc<crate::status_board::TaskMeters>,
+    /// Write outputs while a bundle runs (`early`): under exactly_once,
+    /// where a failed bundle's writes are aborted with its transaction.
+    pub write_during_bundle: bool,
 }
 
+mod early;
 mod finalize;
 mod report;
 mod split;
@@ -208,6 +212,7 @@ impl StageActor {
         let kafka_sinks = self.spec.kafka_sinks.clone();
         let producer = self.spec.producer.clone();
         let pack_elements = self.spec.max_bundle_size as usize;
+        let write_during_bundle = self.spec.write_during_bundle;
         let meters = self.spec.meters.clone();
         let state = self.spec.state.clone();
         // A slow start_bundle could see every split cut before the first
@@ -235,24 +240,28 @@ impl StageActor {
         let instruction = bundle_id.clone();
         let run = async move {
             let sources: Vec<(String, usize)> = inputs.iter().map(|i| (i.transform_id.clone(), i.ends.len())).collect();
-            let bundle = worker.process_bundle(&bundle_id, &descriptor, &inputs, timers, &families, &sinks, state);
+            let (early, chunks) = if write_during_bundle { early::channel(&outputs) } else { (None, mpsc::unbounded_channel().1) };
+            let bundle = worker.process_bundle_with(&bundle_id, &descriptor, &inputs, timers, &families, &sinks, state, early);
             let split = async {
                 split_rx.await.ok()?;
                 Some(worker.split_bundle(&bundle_id, &sources, &splittable).await)
             };
-            let (result, splits) = split::run_with_split(bundle, split, &split_asked).await;
+            let written_early = early::write(chunks, may_write.clone(), seq, &producer, &outputs, pack_elements);
+            let ((result, splits), written_early) = tokio::join!(split::run_with_split(bundle, split, &split_asked), written_early);
             processed.store(true, std::sync::atomic::Ordering::SeqCst);
             let result = result.map_err(|e| match e {
                 BundleError::User(text) => (text, false),
                 other => (other.to_string(), false),
             })?;
             let splits = splits.map_err(|e| (e.to_string(), false))?;
+            let mut written_early = written_early.map_err(|e| (e, true))?;
             let out: Vec<(String, usize)> = result.outputs.iter().map(|(k, v)| (k.clone(), v.len())).collect();
-            tracing::debug!("bundle {seq} outputs (bytes): {out:?}");
+            tracing::debug!("bundle {seq} outputs (bytes): {out:?}, {} written while it ran", written_early.bytes);
             // A bundle run during a commit writes in the next transaction.
             may_write.wait_for(|&through| seq <= through).await.map_err(|_| ("the stage stopped".to_string(), false))?;
             let mut written = result.outputs;
-            let mut queued = Queued::default();
+            written_early.prepend_carry(&mut written);
+            let mut queued = std::mem::take(&mut written_early.queued);
             queue_kafka_sinks(&mut queued, &kafka_sinks, &mut written).await.map_err(|e| (e, true))?;
             queue_outputs(&mut queued, &producer, &outputs, written, pack_elements).await.map_err(|e| (e, true))?;
             meters.records_written.fetch_add(queued.records, std::sync::atomic::Ordering::Relaxed);
