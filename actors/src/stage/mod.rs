@@ -3,7 +3,8 @@
 //! Bundles close on `max_bundle_size`, on `max_bundle_time_ms` (an actor timer,
 //! so closing never races with processing) and on a flush from the supervisor.
 //! One bundle is processed at a time and its outputs are queued on the
-//! producer before the next starts, so outputs keep their order; Kafka's
+//! producer before the next starts, so outputs keep their order (under
+//! exactly_once, large outputs are queued while the bundle runs: `early`); Kafka's
 //! acknowledgements are awaited beside the next bundles. An unheld flush
 //! (at_least_once) waits for them; a held one (exactly_once) does not: the
 //! commit waits for them instead (`Settle`), after the flush's changes are
