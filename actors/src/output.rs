@@ -40,12 +40,6 @@ impl Queued {
         self.groups.is_empty()
     }
 
-    /// Takes over `other`'s records, after its own.
-    pub fn absorb(&mut self, other: Queued) {
-        self.records += other.records;
-        self.groups.extend(other.groups);
-    }
-
     /// Waits until Kafka acknowledged every record (or one write failed).
     pub async fn acknowledged(self) -> Result<(), String> {
         for (prefix, writes) in self.groups {
