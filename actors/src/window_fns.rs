@@ -33,7 +33,7 @@ impl HelperBundles {
         let sinks = [wf::HELPER_SINK.to_string()];
         let mut result = self
             .worker
-            .process_bundle(&id, descriptor, &inputs, HashMap::new(), &[], &sinks, None)
+            .process_bundle(&id, descriptor, &inputs, HashMap::new(), &[], &sinks, None, None)
             .await
             .map_err(|e| format!("the SDK failed to evaluate a WindowFn for the runner: {e}"))?;
         Ok(result.outputs.remove(wf::HELPER_SINK).unwrap_or_default())

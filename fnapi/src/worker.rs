@@ -252,24 +252,9 @@ impl SdkWorker {
     /// end-of-stream in and is awaited out), collecting the data of `outputs`
     /// (sink transform ids); `state` answers its state requests. The bundle
     /// runs as instruction `instruction_id` (`next_instruction_id`), the id a
-    /// split of it names.
+    /// split of it names. `early`, if given, takes large outputs as they come.
     #[allow(clippy::too_many_arguments)]
     pub async fn process_bundle(
-        &self,
-        instruction_id: &str,
-        descriptor_id: &str,
-        inputs: &[BundleInput],
-        timers: HashMap<TimerFamily, Vec<u8>>,
-        families: &[TimerFamily],
-        outputs: &[String],
-        state: Option<Arc<dyn StateHandler>>,
-    ) -> Result<BundleResult, BundleError> {
-        self.process_bundle_with(instruction_id, descriptor_id, inputs, timers, families, outputs, state, None).await
-    }
-
-    /// `process_bundle`, handing over large outputs as they come (`early`).
-    #[allow(clippy::too_many_arguments)]
-    pub async fn process_bundle_with(
         &self,
         instruction_id: &str,
         descriptor_id: &str,
@@ -509,7 +494,7 @@ mod tests {
         let early = EarlyOutputs { transforms: ["sink-x".to_string()].into(), min_bytes: 3, tx };
         let sinks = ["sink-x".to_string(), "sink-y".to_string()];
         let id = w.next_instruction_id("bundle");
-        let result = w.process_bundle_with(&id, "pbd", &inputs(), HashMap::new(), &[], &sinks, None, Some(early)).await.unwrap();
+        let result = w.process_bundle(&id, "pbd", &inputs(), HashMap::new(), &[], &sinks, None, Some(early)).await.unwrap();
         harness.await.unwrap();
         let mut handed = Vec::new();
         while let Ok(chunk) = rx.try_recv() {
@@ -535,6 +520,7 @@ mod tests {
                 &[],
                 &["sink-x".into(), "sink-y".into()],
                 None,
+                None,
             )
             .await
             .unwrap();
@@ -551,7 +537,7 @@ mod tests {
         let (w, control) = worker();
         tokio::spawn(fake_harness(w.clone(), control, vec![], "Traceback: ZeroDivisionError"));
         let err = w
-            .process_bundle(&w.next_instruction_id("bundle"), "pbd", &inputs(), HashMap::new(), &[], &["sink-x".into()], None)
+            .process_bundle(&w.next_instruction_id("bundle"), "pbd", &inputs(), HashMap::new(), &[], &["sink-x".into()], None, None)
             .await
             .unwrap_err();
         assert_eq!(err, BundleError::User("Traceback: ZeroDivisionError".into()));
@@ -567,7 +553,7 @@ mod tests {
             w2.on_response(fn_pb::InstructionResponse { instruction_id: req.instruction_id, error, ..Default::default() });
         });
         let (id, inputs, sinks) = (w.next_instruction_id("bundle"), inputs(), ["sink-x".to_string()]);
-        let bundle = w.process_bundle(&id, "pbd", &inputs, HashMap::new(), &[], &sinks, None);
+        let bundle = w.process_bundle(&id, "pbd", &inputs, HashMap::new(), &[], &sinks, None, None);
         // Well before the 60 s the harness has to open its data stream.
         let err = tokio::time::timeout(Duration::from_secs(10), bundle).await.expect("failed at once").unwrap_err();
         assert_eq!(err, BundleError::User("ModuleNotFoundError: No module named 'pipeline'".into()));
@@ -584,12 +570,12 @@ mod tests {
             w2.disconnect("the SDK harness closed its control stream");
         });
         let err = w
-            .process_bundle(&w.next_instruction_id("bundle"), "pbd", &inputs(), HashMap::new(), &[], &["sink-x".into()], None)
+            .process_bundle(&w.next_instruction_id("bundle"), "pbd", &inputs(), HashMap::new(), &[], &["sink-x".into()], None, None)
             .await
             .unwrap_err();
         assert!(matches!(err, BundleError::Worker(ref m) if m.contains("closed its control stream")), "{err:?}");
         // Later bundles fail at once.
-        assert!(w.process_bundle(&w.next_instruction_id("bundle"), "pbd", &inputs(), HashMap::new(), &[], &[], None).await.is_err());
+        assert!(w.process_bundle(&w.next_instruction_id("bundle"), "pbd", &inputs(), HashMap::new(), &[], &[], None, None).await.is_err());
     }
 
     #[test]

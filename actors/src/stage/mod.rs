@@ -242,7 +242,7 @@ impl StageActor {
         let run = async move {
             let sources: Vec<(String, usize)> = inputs.iter().map(|i| (i.transform_id.clone(), i.ends.len())).collect();
             let (early, chunks) = if write_during_bundle { early::channel(&outputs) } else { (None, mpsc::unbounded_channel().1) };
-            let bundle = worker.process_bundle_with(&bundle_id, &descriptor, &inputs, timers, &families, &sinks, state, early);
+            let bundle = worker.process_bundle(&bundle_id, &descriptor, &inputs, timers, &families, &sinks, state, early);
             let split = async {
                 split_rx.await.ok()?;
                 Some(worker.split_bundle(&bundle_id, &sources, &splittable).await)
