@@ -5,7 +5,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use beam_kafka_runtime::coder::Coder;
 use beam_kafka_runtime::kafka_sink::SinkCodec;
 use beam_kafka_runtime::packed::{Packer, PACK_BYTES};
 use beam_kafka_runtime::partition::partition_for;
@@ -59,26 +58,41 @@ pub async fn queue_outputs(
     outputs: HashMap<String, Vec<u8>>,
     pack_elements: usize,
 ) -> Result<(), String> {
+    for (transform, data) in &outputs {
+        queue_elements(queued, producer, sinks, transform, data, pack_elements, false).await?;
+    }
+    Ok(())
+}
+
+/// Queues `data`, encoded elements of sink transform `transform`, on every
+/// sink of it (one PCollection can go to several topics: an edge and a side
+/// topic). With `whole_only` the data may end mid-element, and only the
+/// whole elements at its start are queued. Returns how many bytes were
+/// (the same for every sink: they share the PCollection's coders).
+pub async fn queue_elements(
+    queued: &mut Queued,
+    producer: &KafkaProducer,
+    sinks: &[OutputSink],
+    transform: &str,
+    data: &[u8],
+    pack_elements: usize,
+    whole_only: bool,
+) -> Result<usize, String> {
     let writes = Writes::new();
     let mut records = 0u64;
     let mut spread = rand_start();
-    for sink in sinks {
-        // One PCollection can go to several topics (an edge and a side topic).
-        let Some(data) = outputs.get(&sink.sink_transform) else { continue };
+    let mut taken = 0;
+    for sink in sinks.iter().filter(|s| s.sink_transform == transform) {
         let mut packer = Packer::new(PACK_BYTES, pack_elements);
         let mut at = 0;
         while at < data.len() {
             let rest = &data[at..];
-            let h = windowed::split(rest, &sink.window_coder)?;
-            let (key, value_len) = match &sink.element_coder {
-                Coder::Kv(k, v) => {
-                    let kl = k.skip(&rest[h.value_offset..])?;
-                    let vl = v.skip(&rest[h.value_offset + kl..])?;
-                    (&rest[h.value_offset..h.value_offset + kl], kl + vl)
-                }
-                other => (&rest[..0], other.skip(&rest[h.value_offset..])?),
+            let extent = match windowed::extent(rest, &sink.window_coder, &sink.element_coder) {
+                Ok(e) => e,
+                Err(_) if whole_only => break,
+                Err(e) => return Err(e),
             };
-            let len = h.value_offset + value_len;
+            let key = &rest[extent.key];
             // Keyless elements (an edge between stages) and split
             // restrictions are spread evenly.
             let partition = if key.is_empty() && sink.in_order {
@@ -89,22 +103,23 @@ pub async fn queue_outputs(
             } else {
                 partition_for(key, sink.partitions)
             };
-            if let Some((partition, pack)) = packer.push(partition, &rest[..len]) {
+            if let Some((partition, pack)) = packer.push(partition, &rest[..extent.len]) {
                 writes.send(producer, &sink.topic, partition, None, Some(&envelope::batch(pack))).await?;
                 records += 1;
             }
-            at += len;
+            at += extent.len;
         }
         for (partition, pack) in packer.finish() {
             writes.send(producer, &sink.topic, partition, None, Some(&envelope::batch(pack))).await?;
             records += 1;
         }
+        taken = at;
     }
     queued.records += records;
     if records > 0 {
         queued.groups.push(("", writes));
     }
-    Ok(())
+    Ok(taken)
 }
 
 /// Where a bundle starts spreading keyless elements, so small bundles do not

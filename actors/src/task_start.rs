@@ -47,11 +47,7 @@ const WARM_ENDS_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Every task's saved state: its local store brought up to date with its
 /// changelog partition.
-async fn restore_states(
-    input: &JobInput,
-    mut opened: OpenedStores,
-    consumer: &Arc<JobConsumer>,
-) -> Result<HashMap<TaskId, Restored>, String> {
+async fn restore_states(input: &JobInput, opened: OpenedStores, consumer: &Arc<JobConsumer>) -> Result<HashMap<TaskId, Restored>, String> {
     let opts = input.options.clone();
     let board = input.board.clone();
     let consumer = consumer.clone();
@@ -59,12 +55,8 @@ async fn restore_states(
         // The job's consumer is connected: asking it for a changelog's ends
         // is one round trip.
         let ends = |topic: &str, partition: i32| consumer.fetch_watermarks(topic, partition, WARM_ENDS_TIMEOUT).ok();
-        let tasks: Vec<TaskId> = opened.keys().copied().collect();
-        let stores: HashMap<TaskId, Mutex<Option<(TaskStore, i64)>>> = opened.drain().map(|(t, s)| (t, Mutex::new(Some(s)))).collect();
-        in_parallel(&tasks, |t| {
+        in_parallel(opened.into_iter().collect(), |t, store| {
             let began = std::time::SystemTime::now();
-            let store =
-                stores[&t].lock().unwrap_or_else(|e| e.into_inner()).take().ok_or_else(|| format!("task {t}'s store was taken twice"))?;
             let restored = restore_task(&opts, t, store, &ends).map(|(store, entries, next)| Restored { store, entries, next });
             let end = std::time::SystemTime::now();
             let mut attributes = board.task_attributes(t);
@@ -87,15 +79,19 @@ type OpenedStores = HashMap<TaskId, (TaskStore, i64)>;
 /// threads; runs while their transaction is prepared.
 fn open_stores(input: &JobInput, tasks: &[TaskId]) -> tokio::task::JoinHandle<Result<OpenedStores, String>> {
     let (opts, tasks) = (input.options.clone(), tasks.to_vec());
-    tokio::task::spawn_blocking(move || in_parallel(&tasks, |t| open_task_store(&opts, t)))
+    tokio::task::spawn_blocking(move || in_parallel(tasks.into_iter().map(|t| (t, ())).collect(), |t, ()| open_task_store(&opts, t)))
 }
 
-/// Runs a blocking step (Kafka round trips, mostly waiting) for every task
-/// at once: a copy taking over several tasks waits for the slowest, not the sum.
-fn in_parallel<T: Send>(tasks: &[TaskId], step: impl Fn(TaskId) -> Result<T, String> + Sync) -> Result<HashMap<TaskId, T>, String> {
+/// Runs a blocking step (Kafka round trips, mostly waiting) for every task,
+/// with what it is given for that task, at once: a copy taking over several
+/// tasks waits for the slowest, not the sum.
+fn in_parallel<I: Send, T: Send>(
+    tasks: Vec<(TaskId, I)>,
+    step: impl Fn(TaskId, I) -> Result<T, String> + Sync,
+) -> Result<HashMap<TaskId, T>, String> {
     std::thread::scope(|scope| {
         let step = &step;
-        let handles: Vec<_> = tasks.iter().map(|&t| (t, scope.spawn(move || step(t)))).collect();
+        let handles: Vec<_> = tasks.into_iter().map(|(t, input)| (t, scope.spawn(move || step(t, input)))).collect();
         handles.into_iter().map(|(t, h)| h.join().map_err(|_| format!("preparing task {t} panicked"))?.map(|v| (t, v))).collect()
     })
 }

@@ -96,19 +96,27 @@ pub fn split<'a>(buf: &'a [u8], window: &Coder) -> Result<Header<'a>, String> {
     Ok(Header { timestamp, windows, pane: &buf[pane_start..at], value_offset: at })
 }
 
-/// How many bytes at the start of `buf` are whole windowed values of
-/// `element` in `window` windows: a stream of them cut anywhere resumes
-/// there once the rest arrived (a malformed value ends the count too; it
-/// is reported when the whole stream is read).
-pub fn whole_values_len(buf: &[u8], window: &Coder, element: &Coder) -> usize {
-    let mut at = 0;
-    while at < buf.len() {
-        let rest = &buf[at..];
-        let Ok(header) = split(rest, window) else { break };
-        let Ok(len) = element.skip(&rest[header.value_offset..]) else { break };
-        at += header.value_offset + len;
-    }
-    at
+/// Where one encoded windowed value lies: its length, and its key's bytes
+/// when its element is a KV (an empty range otherwise).
+#[derive(Debug, PartialEq, Eq)]
+pub struct Extent {
+    pub len: usize,
+    pub key: std::ops::Range<usize>,
+}
+
+/// The extent of the windowed value of `element` in `window` windows at the
+/// start of `buf`; an error if it is malformed or cut short.
+pub fn extent(buf: &[u8], window: &Coder, element: &Coder) -> Result<Extent, String> {
+    let h = split(buf, window)?;
+    let at = h.value_offset;
+    let (key, value_len) = match element {
+        Coder::Kv(k, v) => {
+            let kl = k.skip(&buf[at..])?;
+            (at..at + kl, kl + v.skip(&buf[at + kl..])?)
+        }
+        other => (at..at, other.skip(&buf[at..])?),
+    };
+    Ok(Extent { len: at + value_len, key })
 }
 
 /// A window as the runner reasons about it.
@@ -260,10 +268,11 @@ mod tests {
     use crate::coders::{encode_global_windowed_value, PANE_NO_FIRING};
 
     #[test]
-    fn a_stream_of_values_cut_anywhere_keeps_its_whole_values() {
+    fn a_value_cut_anywhere_has_no_extent_and_a_whole_one_has_its_key() {
         let element = Coder::Kv(Box::new(Coder::Bytes), Box::new(Coder::Varint));
         let (mut buf, mut ends) = (Vec::new(), vec![0]);
-        for (i, key) in [&b"a"[..], b"longer key", b""].iter().enumerate() {
+        let keys = [&b"a"[..], b"longer key", b""];
+        for (i, key) in keys.iter().enumerate() {
             let mut kv = Vec::new();
             encode_varint(key.len() as u64, &mut kv);
             kv.extend_from_slice(key);
@@ -272,9 +281,14 @@ mod tests {
             encode(i as i64, &w, &[PANE_NO_FIRING], &kv, &mut buf);
             ends.push(buf.len());
         }
-        for cut in 0..=buf.len() {
-            let whole = ends.iter().copied().filter(|&e| e <= cut).max().unwrap();
-            assert_eq!(whole_values_len(&buf[..cut], &Coder::IntervalWindow, &element), whole, "cut at {cut}");
+        for (i, pair) in ends.windows(2).enumerate() {
+            let (start, end) = (pair[0], pair[1]);
+            let e = extent(&buf[start..], &Coder::IntervalWindow, &element).unwrap();
+            assert_eq!(e.len, end - start);
+            assert_eq!(&buf[start..][e.key.clone()][1..], keys[i], "the key's bytes, after its length");
+            for cut in start..end {
+                assert!(extent(&buf[start..cut], &Coder::IntervalWindow, &element).is_err(), "cut at {cut}");
+            }
         }
     }
 

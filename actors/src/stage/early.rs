@@ -9,11 +9,10 @@
 use std::collections::HashMap;
 
 use beam_kafka_fnapi::EarlyOutputs;
-use beam_kafka_runtime::windowed;
 use tokio::sync::{mpsc, watch};
 
 use crate::kafka::producer::KafkaProducer;
-use crate::output::{queue_outputs, OutputSink, Queued};
+use crate::output::{queue_elements, OutputSink, Queued};
 
 /// A sink's collected outputs are handed over once they reach this size.
 const EARLY_BYTES: usize = 1 << 20;
@@ -45,11 +44,12 @@ impl WrittenEarly {
 }
 
 /// The channel the harness's large outputs come through, for the stage's
-/// output sinks (none when there is nothing to write early).
-pub fn channel(outputs: &[OutputSink]) -> (Option<EarlyOutputs>, mpsc::UnboundedReceiver<(String, Vec<u8>)>) {
+/// output sinks (none unless `enabled` and there is a sink: the receiver
+/// then ends at once).
+pub fn channel(outputs: &[OutputSink], enabled: bool) -> (Option<EarlyOutputs>, mpsc::UnboundedReceiver<(String, Vec<u8>)>) {
     let (tx, rx) = mpsc::unbounded_channel();
     let transforms: std::collections::HashSet<String> = outputs.iter().map(|o| o.sink_transform.clone()).collect();
-    let early = (!transforms.is_empty()).then(|| EarlyOutputs { transforms, min_bytes: EARLY_BYTES, tx });
+    let early = (enabled && !transforms.is_empty()).then(|| EarlyOutputs { transforms, min_bytes: EARLY_BYTES, tx });
     (early, rx)
 }
 
@@ -71,22 +71,16 @@ pub async fn write(
             may_write.wait_for(|&through| seq <= through).await.map_err(|_| "the stage stopped".to_string())?;
             allowed = true;
         }
-        let Some(spec) = outputs.iter().find(|o| o.sink_transform == sink) else { continue };
         let buf = written.carry.entry(sink.clone()).or_default();
         if buf.is_empty() {
             *buf = chunk;
         } else {
             buf.extend_from_slice(&chunk);
         }
-        let whole = windowed::whole_values_len(buf, &spec.window_coder, &spec.element_coder);
-        if whole == 0 {
-            continue;
-        }
-        let rest = buf.split_off(whole);
-        let ready = std::mem::replace(buf, rest);
-        written.bytes += ready.len();
-        tracing::debug!("bundle {seq}: {} bytes of {sink} queued while it runs", ready.len());
-        queue_outputs(&mut written.queued, producer, outputs, HashMap::from([(sink, ready)]), pack_elements).await?;
+        let whole = queue_elements(&mut written.queued, producer, outputs, &sink, buf, pack_elements, true).await?;
+        buf.drain(..whole);
+        written.bytes += whole;
+        tracing::debug!("bundle {seq}: {whole} bytes of {sink} queued while it runs");
     }
     Ok(written)
 }

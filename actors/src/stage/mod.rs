@@ -20,7 +20,7 @@ use actix::prelude::*;
 use beam_kafka_fnapi::{BundleError, BundleInput, SdkWorker, StateHandler, TimerFamily};
 use beam_kafka_runtime::task::acks::Acknowledgements;
 use beam_kafka_runtime::task::bundle::{OpenBundle, SealedBundle};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{oneshot, watch};
 
 use crate::harnesses::HarnessLease;
 use crate::kafka::producer::KafkaProducer;
@@ -241,7 +241,7 @@ impl StageActor {
         let instruction = bundle_id.clone();
         let run = async move {
             let sources: Vec<(String, usize)> = inputs.iter().map(|i| (i.transform_id.clone(), i.ends.len())).collect();
-            let (early, chunks) = if write_during_bundle { early::channel(&outputs) } else { (None, mpsc::unbounded_channel().1) };
+            let (early, chunks) = early::channel(&outputs, write_during_bundle);
             let bundle = worker.process_bundle(&bundle_id, &descriptor, &inputs, timers, &families, &sinks, state, early);
             let split = async {
                 split_rx.await.ok()?;
