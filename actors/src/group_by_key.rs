@@ -12,18 +12,50 @@
 //! A custom WindowFn's merges, and the ends of windows the runner cannot
 //! read, are asked of the SDK before a batch is added (`window_fns`); the
 //! actor takes no other message meanwhile, so order is kept.
+//!
+//! A batch GroupByKey keeps its panes in the task's store once the
+//! GroupByKeys of the process hold more than `group_by_key_memory_mb`
+//! (`runtime::gbk_spill`): it reads them back from there to fire them.
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use actix::prelude::*;
 use beam_kafka_runtime::gbk::GroupByKey;
 use beam_kafka_runtime::gbk_merge::MergeRequests;
+use beam_kafka_runtime::gbk_spill::SpillStore;
 use beam_kafka_runtime::packed::Pack;
 use beam_kafka_runtime::task_state;
 use beam_kafka_runtime::window_fns::Merge;
 
 use crate::messages::{GbkCommand, GbkEvent, Shutdown};
+use crate::store::TaskStore;
 use crate::window_fns::WindowFnClient;
+
+/// Bytes the GroupByKeys of this process hold in memory, about.
+static RESIDENT: AtomicUsize = AtomicUsize::new(0);
+
+/// A GroupByKey's entries in its task's store (their keys without the
+/// GroupByKey's prefix, as it wrote them).
+pub struct GbkStoreView {
+    store: Arc<TaskStore>,
+    prefix: Vec<u8>,
+}
+
+impl GbkStoreView {
+    pub fn new(store: Arc<TaskStore>, topic: &str) -> Self {
+        GbkStoreView { store, prefix: task_state::group_by_key_key(topic, &[]) }
+    }
+}
+
+impl SpillStore for GbkStoreView {
+    fn scan(&self, start: &[u8], visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> Result<(), String> {
+        let mut from = self.prefix.clone();
+        from.extend_from_slice(start);
+        let n = self.prefix.len();
+        self.store.scan(&from, &mut |k, v| k.starts_with(&self.prefix) && visit(&k[n..], v))
+    }
+}
 
 pub struct GroupByKeyActor {
     /// The shuffle topic it reads (what names it to the task).
@@ -34,11 +66,35 @@ pub struct GroupByKeyActor {
     test_clock: Option<i64>,
     /// Runs a custom WindowFn in the SDK, if the windowing has one.
     window_fns: Option<Arc<WindowFnClient>>,
+    /// What of `RESIDENT` is this one's, and the bound on it.
+    counted: usize,
+    memory_bound: usize,
+    /// A firing that waits for evicted panes to be committed to the store.
+    waiting_fire: Option<usize>,
 }
 
 impl GroupByKeyActor {
-    pub fn new(topic: String, gbk: GroupByKey, task: Recipient<GbkEvent>, window_fns: Option<Arc<WindowFnClient>>) -> Self {
-        GroupByKeyActor { topic, gbk, task, test_clock: None, window_fns }
+    /// `memory_bound`: the bytes every GroupByKey of the process may hold
+    /// before their committed panes leave memory.
+    pub fn new(
+        topic: String,
+        gbk: GroupByKey,
+        task: Recipient<GbkEvent>,
+        window_fns: Option<Arc<WindowFnClient>>,
+        memory_bound: usize,
+    ) -> Self {
+        GroupByKeyActor { topic, gbk, task, test_clock: None, window_fns, counted: 0, memory_bound, waiting_fire: None }
+    }
+
+    /// Brings this one's share of `RESIDENT` up to date.
+    fn count_resident(&mut self) {
+        let now = self.gbk.resident_bytes();
+        if now >= self.counted {
+            RESIDENT.fetch_add(now - self.counted, Ordering::Relaxed);
+        } else {
+            RESIDENT.fetch_sub(self.counted - now, Ordering::Relaxed);
+        }
+        self.counted = now;
     }
 
     fn fail(&self, error: String, ctx: &mut Context<Self>) {
@@ -57,6 +113,7 @@ impl GroupByKeyActor {
         } else {
             self.gbk.add_batch(values.iter().flat_map(Pack::iter), &mut panes)
         };
+        self.count_resident();
         match added {
             Ok(()) => self.output(values.iter().map(Pack::len).sum::<usize>() as u64, panes, false, false),
             Err(e) => self.fail(e, ctx),
@@ -72,6 +129,17 @@ impl GroupByKeyActor {
         let unresolved = self.gbk.windows_to_resolve(values.iter().flat_map(Pack::iter))?;
         let requests = if self.gbk.merges_in_sdk() { self.gbk.merge_requests(values.iter().flat_map(Pack::iter))? } else { Vec::new() };
         Ok((!unresolved.is_empty() || !requests.is_empty()).then_some((unresolved, requests)))
+    }
+
+    /// Fires up to `limit` closed panes and answers, unless they wait for
+    /// a commit (then it answers after `Committed`).
+    fn fire(&mut self, limit: usize, ctx: &mut Context<Self>) {
+        let mut panes = Vec::new();
+        match self.gbk.fire(limit, &mut panes) {
+            Ok(Some(_)) => self.output(limit as u64, panes, true, false),
+            Ok(None) => self.waiting_fire = Some(limit),
+            Err(e) => self.fail(format!("reading its panes back from the state store: {e}"), ctx),
+        }
     }
 
     fn output(&self, credit: u64, panes: Vec<Vec<u8>>, fired: bool, with_holds: bool) {
@@ -120,18 +188,33 @@ impl Handler<GbkCommand> for GroupByKeyActor {
                 self.gbk.set_processing_time(now, &mut panes);
                 self.output(0, panes, false, false);
             }
-            GbkCommand::Fire { limit } => {
-                let mut panes = Vec::new();
-                self.gbk.fire_closed(limit, &mut panes);
-                self.output(limit as u64, panes, true, false);
+            GbkCommand::Fire { limit } => self.fire(limit, ctx),
+            GbkCommand::Committed { id } => {
+                self.gbk.committed(id);
+                if let Some(limit) = self.waiting_fire.take() {
+                    self.fire(limit, ctx);
+                }
             }
             GbkCommand::Barrier { id } => {
+                let over = RESIDENT.load(Ordering::Relaxed) > self.memory_bound;
+                let before = self.gbk.evicted();
+                let changes = self.gbk.take_changes_for(id, over);
+                self.count_resident();
+                if self.gbk.evicted() > before {
+                    tracing::debug!(topic = %self.topic, "{} pane(s) left memory for the state store", self.gbk.evicted() - before);
+                }
                 let topic = &self.topic;
-                let changes = self.gbk.take_changes().into_iter().map(|(k, v)| (task_state::group_by_key_key(topic, &k), v)).collect();
+                let changes = changes.into_iter().map(|(k, v)| (task_state::group_by_key_key(topic, &k), v)).collect();
                 let report = self.gbk.report(true);
                 self.task.do_send(GbkEvent::Barrier { topic: topic.clone(), id, changes, report });
             }
         }
+    }
+}
+
+impl Drop for GroupByKeyActor {
+    fn drop(&mut self) {
+        RESIDENT.fetch_sub(self.counted, Ordering::Relaxed);
     }
 }
 

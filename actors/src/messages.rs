@@ -164,6 +164,9 @@ pub enum GbkCommand {
     TestClock(i64),
     /// Answer with the state changes made by everything sent before this.
     Barrier { id: u64 },
+    /// Barrier `id`'s changes are in the task's store: panes they hold may
+    /// leave memory (see `runtime::gbk_spill`).
+    Committed { id: u64 },
 }
 
 /// What a GroupByKey actor tells its task. Its answers arrive in the order

@@ -183,6 +183,24 @@ impl TaskStore {
             .collect()
     }
 
+    /// Visits the entries from `start` on, in key order, while `visit`
+    /// returns true (a GroupByKey's pass over its evicted panes: read ahead,
+    /// and not kept in the block cache, which holds what is read again).
+    pub fn scan(&self, start: &[u8], visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> Result<(), String> {
+        let mut read = rocksdb::ReadOptions::default();
+        read.set_readahead_size(2 << 20);
+        read.fill_cache(false);
+        let mut it = self.db.raw_iterator_opt(read);
+        it.seek(start);
+        while let (Some(k), Some(v)) = (it.key(), it.value()) {
+            if !visit(k, v) {
+                return Ok(());
+            }
+            it.next();
+        }
+        it.status().map_err(|e| format!("cannot read the state store: {e}"))
+    }
+
     /// On a clean close: the store is current up to changelog offset `next`.
     pub fn write_checkpoint(&self, next: i64) -> Result<(), String> {
         self.db.flush().map_err(|e| format!("cannot flush the state store: {e}"))?;

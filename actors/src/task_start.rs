@@ -21,6 +21,7 @@ use tokio::sync::mpsc;
 
 use crate::bundle_state::BundleState;
 use crate::copy_transaction::{CopyTransactions, Prepare, TxnHandle};
+use crate::group_by_key::GbkStoreView;
 use crate::job_input::JobInput;
 use crate::kafka::rebalance::JobConsumer;
 use crate::output::KafkaSink;
@@ -233,6 +234,7 @@ fn start_tasks(
             .collect();
         // The task's durable state, read from its changelog partition.
         let Restored { store, entries, next } = restored.remove(&task).ok_or_else(|| format!("task {task} has no state store"))?;
+        let store = Arc::new(store);
         let mut watermark_snapshot = Vec::new();
         let mut held = Vec::new();
         let mut deferred = Vec::new();
@@ -274,6 +276,9 @@ fn start_tasks(
         }
         user.finish_restore().map_err(|e| format!("task {task}: unreadable user state: {e}"))?;
         for (topic, route) in inputs.iter_mut() {
+            if let Some(gbk) = route.gbk.as_mut() {
+                gbk.spill_to(Arc::new(GbkStoreView::new(store.clone(), topic)));
+            }
             if let (Some(gbk), Some(entries)) = (route.gbk.as_mut(), gbk_entries.get(topic)) {
                 gbk.restore(entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice())))
                     .map_err(|e| format!("task {task}: the saved state of the GroupByKey reading {topic} is unreadable: {e}"))?;
@@ -306,6 +311,7 @@ fn start_tasks(
             inputs,
             targets,
             commit_interval: Duration::from_millis(opts.commit_interval_ms),
+            group_by_key_memory: (opts.group_by_key_memory_mb as usize) << 20,
             flow: FlowLimits::for_bundles(opts.max_bundle_size, opts.read_max_elements_per_poll),
             state_topic: changelog_topic(&opts.application_id, sub.id),
             transactional,

@@ -175,7 +175,7 @@ mod tests {
         let recorded = seen.clone();
         actix::System::new().block_on(async move {
             let task = Recorder(recorded).start();
-            let g = GroupByKeyActor::new("shuffle".into(), interval_gbk(false), task.clone().recipient(), None).start();
+            let g = GroupByKeyActor::new("shuffle".into(), interval_gbk(false), task.clone().recipient(), None, 128 << 20).start();
             let main = InputWatermark::new(["up".to_string()]);
             let w = WatermarkAggregator::new(main, HashMap::new(), vec![g.clone().recipient()], task.clone().recipient()).start();
             // What a task does in one batch: values to the GroupByKey, the

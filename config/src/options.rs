@@ -127,6 +127,15 @@ pub static OPTIONS: &[OptionSpec] = &[
                       of a process sets it.",
     },
     OptionSpec {
+        name: "group_by_key_memory_mb",
+        java_name: "groupByKeyMemoryMb",
+        kind: OptionKind::Integer,
+        default: Some("128"),
+        description: "Memory the GroupByKeys of a batch job (a bounded input, fired once at the end of each \
+                      window) hold in one process, in MiB: above it, panes already committed to the state \
+                      store leave memory and are read back from the store when their window closes.",
+    },
+    OptionSpec {
         name: "processing_guarantee",
         java_name: "processingGuarantee",
         kind: OptionKind::String,

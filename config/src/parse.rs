@@ -29,6 +29,7 @@ pub struct RunnerOptions {
     pub session_timeout_ms: u64,
     pub state_dir: PathBuf,
     pub state_store_memory_mb: u64,
+    pub group_by_key_memory_mb: u64,
     pub processing_guarantee: ProcessingGuarantee,
     pub commit_interval_ms: u64,
     /// The watchdog names a task with work and no progress this long (0: never).
@@ -244,6 +245,7 @@ impl RunnerOptions {
             None => std::env::temp_dir().join("beam-kafka"),
         };
         let state_store_memory_mb = r.int("state_store_memory_mb", 8, 1 << 20);
+        let group_by_key_memory_mb = r.int("group_by_key_memory_mb", 1, 1 << 20);
         let processing_guarantee = match r.text("processing_guarantee").as_deref() {
             Some("exactly_once") | Some("exactly_once_v2") | None => ProcessingGuarantee::ExactlyOnce,
             Some("at_least_once") => ProcessingGuarantee::AtLeastOnce,
@@ -274,6 +276,7 @@ impl RunnerOptions {
             session_timeout_ms,
             state_dir,
             state_store_memory_mb,
+            group_by_key_memory_mb,
             processing_guarantee,
             commit_interval_ms,
             stall_warning_ms,

@@ -64,6 +64,8 @@ pub struct GroupByKey {
     pub(crate) ends: HashMap<Arc<[u8]>, Millis>,
     /// The merges the SDK made for the batch being added, by key.
     pub(crate) plan: HashMap<Vec<u8>, Vec<crate::window_fns::Merge>>,
+    /// Panes that live in the store, for a batch GroupByKey (`gbk_spill`).
+    pub(crate) spill: Option<crate::gbk_spill::Spill>,
 }
 
 impl GroupByKey {
@@ -93,6 +95,7 @@ impl GroupByKey {
             deadlines: BTreeSet::new(),
             ends: HashMap::new(),
             plan: HashMap::new(),
+            spill: None,
         })
     }
 
@@ -113,7 +116,7 @@ impl GroupByKey {
         }
     }
 
-    fn end_passed(&self, w: &Window) -> bool {
+    pub(crate) fn end_passed(&self, w: &Window) -> bool {
         Watermark::At(w.max_timestamp()) < self.input_watermark
     }
 
@@ -214,6 +217,7 @@ impl GroupByKey {
             if self.spec.trigger.uses_processing_time() {
                 self.note_deadline(key, &window);
             }
+            self.note_resident(value.len());
         }
         Ok(())
     }
@@ -271,11 +275,19 @@ impl GroupByKey {
     /// delete; the pane it returns has none (it may move to another window).
     pub(crate) fn remove_pane(&mut self, key: &[u8], window: &Window) -> Option<Pane> {
         let mut pane = self.panes.remove(key, window)?;
+        if self.writes_runs(&pane) {
+            // Its values are runs (see `gbk_spill`): no entry of its own.
+            self.delete_runs(key, window, &pane.runs);
+            pane.runs.clear();
+            pane.run_len = 0;
+            return Some(pane);
+        }
         let id = (key.to_vec(), window.clone());
         // Wherever it goes next, its entry there is new.
         pane.written = None;
         let stored = std::mem::take(&mut pane.stored);
-        if !stored.is_empty() {
+        // Beside runs, a removed pane's entry is deleted through `gone`.
+        if !stored.is_empty() || self.spill.is_some() {
             self.gone.entry(id.clone()).or_default().absorb(stored);
         }
         self.dirty.push(id);
@@ -407,13 +419,14 @@ impl GroupByKey {
 
     /// How many panes wait for the watermark's firing.
     pub fn closed_pending(&self) -> usize {
-        self.closed.len()
+        self.closed.len() + usize::from(self.spilled_closed())
     }
 
     /// Asks the triggers of up to `limit` queued panes (the watermark passed
     /// their end or expiry), firing what they say and, at expiry, the final
     /// pane; returns how many panes it fired. Expired panes are dropped once
     /// asked.
+    /// Panes of the store (`gbk_spill`) are not fired here: see `fire`.
     pub fn fire_closed(&mut self, limit: usize, out: &mut Vec<Vec<u8>>) -> usize {
         let mut fired = 0;
         while fired < limit {
@@ -423,25 +436,33 @@ impl GroupByKey {
             if !self.panes.get(&key, &window).is_some_and(|p| p.queued) {
                 continue;
             }
-            let expires = self.expired(&window);
-            let before = out.len();
-            let asked = self.evaluate(&key, window.clone(), true, expires, out);
-            let pane = self.panes.get_mut(&key, &window).expect("looked up above");
-            if expires && !asked && !pane.closed && (pane.since_fire > 0 || self.spec.final_pane_always) {
-                // Garbage collection: the final pane of what the trigger left
-                // unfired. Only with something new in it, unless the closing
-                // behaviour asks for an empty one too (see WindowingSpec).
-                self.emit(&key, window.clone(), true, true, out);
-            }
-            let pane = self.panes.get_mut(&key, &window).expect("looked up above");
-            pane.queued = false;
-            pane.end_seen = true;
-            if expires {
-                self.remove_pane(&key, &window);
-            }
-            fired += out.len() - before;
+            fired += self.fire_one(&key, &window, out);
         }
         fired
+    }
+
+    /// Asks the trigger of a queued pane, fires what it says (and at expiry
+    /// the final pane), and drops the pane if it expired; how many panes
+    /// went to `out`.
+    pub(crate) fn fire_one(&mut self, key: &[u8], window: &Window, out: &mut Vec<Vec<u8>>) -> usize {
+        let expires = self.expired(window);
+        let before = out.len();
+        let asked = self.evaluate(key, window.clone(), true, expires, out);
+        let Some(pane) = self.panes.get_mut(key, window) else { return out.len() - before };
+        if expires && !asked && !pane.closed && (pane.since_fire > 0 || self.spec.final_pane_always) {
+            // Garbage collection: the final pane of what the trigger left
+            // unfired. Only with something new in it, unless the closing
+            // behaviour asks for an empty one too (see WindowingSpec).
+            self.emit(key, window.clone(), true, true, out);
+        }
+        if let Some(pane) = self.panes.get_mut(key, window) {
+            pane.queued = false;
+            pane.end_seen = true;
+        }
+        if expires {
+            self.remove_pane(key, window);
+        }
+        out.len() - before
     }
 
     /// Sets processing time and fires the panes whose processing-time
@@ -493,6 +514,7 @@ impl GroupByKey {
             .filter_map(|(k, w)| self.panes.get(k, w).filter(|p| p.queued && !p.closed).map(|p| self.output_timestamp(w, p)))
             .min()
             .map_or(Watermark::PosInf, Watermark::At)
+            .min(self.spilled_hold(true))
     }
 
     fn output_timestamp(&self, w: &Window, p: &Pane) -> Millis {
@@ -512,6 +534,7 @@ impl GroupByKey {
             .map(|(_, w, p)| Watermark::At(self.output_timestamp(w, p)))
             .min()
             .unwrap_or(Watermark::PosInf)
+            .min(self.spilled_hold(false))
     }
 
     pub fn spec_allowed_lateness(&self) -> i64 {
@@ -520,7 +543,7 @@ impl GroupByKey {
 
     /// Whether no pane holds values.
     pub fn is_empty(&self) -> bool {
-        self.panes.iter().all(|(_, _, p)| p.values.is_empty())
+        self.panes.iter().all(|(_, _, p)| p.values.is_empty()) && self.spill.as_ref().is_none_or(|s| s.windows.is_empty())
     }
 }
 

@@ -137,26 +137,54 @@ fn decode_id(k: &[u8], window_coder: &crate::coder::Coder) -> Result<PaneId, Str
 }
 
 impl GroupByKey {
-    /// The entries changed since the last call, in key order.
+    /// The entries changed since the last call, for barrier `id` (whose
+    /// commit `committed` is told of); with `evict`, panes they write leave
+    /// memory (see `gbk_spill`).
+    pub fn take_changes_for(&mut self, id: u64, evict: bool) -> Vec<Entry> {
+        let (changes, wrote_runs) = self.changes();
+        self.barrier_taken(id, wrote_runs, evict);
+        changes
+    }
+
+    /// The entries changed since the last call.
     pub fn take_changes(&mut self) -> Vec<Entry> {
+        self.changes().0
+    }
+
+    /// The changes, and whether they write runs.
+    fn changes(&mut self) -> (Vec<Entry>, bool) {
         let mut out = Vec::new();
+        let mut wrote_runs = false;
         if std::mem::take(&mut self.meta_dirty) {
             let mut v = Vec::new();
             v.extend_from_slice(&self.input_watermark.to_millis().to_be_bytes());
             encode_varint(self.dropped_late, &mut v);
             out.push((vec![META], Some(v)));
         }
+        let spilling = self.spill.is_some();
         let mut dirty = std::mem::take(&mut self.dirty);
         dirty.sort_unstable();
         dirty.dedup();
         for id in dirty {
             let gone = self.gone.remove(&id);
             let Some(p) = self.panes.get_mut(&id.0, &id.1) else {
+                if gone.is_none() && spilling {
+                    // A pane of runs: they were listed to delete when it went.
+                    continue;
+                }
                 chunks::delete(gone.unwrap_or_default(), chunk_key(&id), &mut out);
                 out.push((pane_key(PANE, &id.0, &id.1), None));
                 continue;
             };
             p.in_changes = false;
+            // As `writes_runs` says (a pane cannot be lent to it here).
+            if gone.is_none() && spilling && p.written.is_none() && p.stored.is_empty() {
+                let before = out.len();
+                self.write_run(&id, &mut out);
+                wrote_runs |= out.len() > before;
+                continue;
+            }
+            let Some(p) = self.panes.get_mut(&id.0, &id.1) else { continue };
             if let Some(g) = gone {
                 // The window's earlier pane was removed and a new one began.
                 p.stored.absorb(g);
@@ -174,7 +202,10 @@ impl GroupByKey {
                 out.push((pane_key(PANE, &id.0, &id.1), Some(state)));
             }
         }
-        out
+        if let Some(spill) = self.spill.as_mut() {
+            out.extend(std::mem::take(&mut spill.deletes).into_iter().map(|k| (k, None)));
+        }
+        (out, wrote_runs)
     }
 
     /// Rebuilds the state from stored entries (the latest value per key).
@@ -200,6 +231,7 @@ impl GroupByKey {
                     let id = decode_id(head, &self.spec.window_coder)?;
                     pane_chunks.entry(id).or_default().insert(seq, v.to_vec());
                 }
+                Some(&crate::gbk_spill::RUN) => self.restore_run(k, v)?,
                 _ => return Err("unknown GroupByKey state entry".into()),
             }
         }

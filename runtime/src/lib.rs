@@ -16,6 +16,7 @@ pub mod gbk;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod gbk_fixtures;
 pub mod gbk_merge;
+pub mod gbk_spill;
 pub mod gbk_state;
 pub mod graph;
 pub mod harnesses;

@@ -97,6 +97,10 @@ pub(crate) struct Pane {
     /// `gbk_state::take_changes`): an entry that did not change is not
     /// written again.
     pub(crate) written: Option<u64>,
+    /// Runs its values were written as (see `gbk_spill`): (run, parts).
+    pub(crate) runs: Vec<(u32, u16)>,
+    /// How many of `values` those runs hold.
+    pub(crate) run_len: usize,
 }
 
 /// Panes by key, then window. A key has few windows (one, a few sliding

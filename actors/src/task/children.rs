@@ -37,7 +37,8 @@ impl TaskSupervisor {
         let me = ctx.address();
         for (topic, route) in self.cfg.inputs.iter_mut() {
             if let Some(gbk) = route.gbk.take() {
-                let actor = GroupByKeyActor::new(topic.clone(), gbk, me.clone().recipient(), route.window_fns.take()).start();
+                let bound = self.cfg.group_by_key_memory;
+                let actor = GroupByKeyActor::new(topic.clone(), gbk, me.clone().recipient(), route.window_fns.take(), bound).start();
                 self.gbk_actors.insert(topic.clone(), actor);
             }
         }

@@ -12,6 +12,8 @@ use beam_kafka_runtime::progress::Progress;
 use beam_kafka_runtime::task::cycle::{Cycle, Phase, TIMER_ROUNDS};
 use beam_kafka_runtime::task::lifecycle::TaskState;
 use beam_kafka_runtime::task_state;
+
+use crate::messages::GbkCommand;
 use rdkafka::consumer::{CommitMode, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
 
@@ -343,6 +345,9 @@ impl TaskSupervisor {
         }
         if let Some(last) = c.changelog_last {
             self.changelog_next = last + 1;
+        }
+        for g in self.gbk_actors.values() {
+            g.do_send(GbkCommand::Committed { id: c.id });
         }
         tracing::debug!(
             task = %self.cfg.task, incarnation = self.cfg.incarnation,

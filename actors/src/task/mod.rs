@@ -130,7 +130,7 @@ pub struct RestoredState {
     /// The watermark entry as stored (empty if none).
     pub watermark_snapshot: Vec<u8>,
     /// The local copy of the task's state, current to `changelog_next`.
-    pub store: TaskStore,
+    pub store: Arc<TaskStore>,
     pub changelog_next: i64,
     /// Main-input elements that were waiting for side inputs: (sequence,
     /// data source, element).
@@ -155,6 +155,9 @@ pub struct TaskConfig {
     pub inputs: HashMap<String, InputRoute>,
     pub targets: Vec<WatermarkTarget>,
     pub commit_interval: Duration,
+    /// Bytes the GroupByKeys of the process may hold before committed
+    /// panes of batch GroupByKeys leave memory (`group_by_key_memory_mb`).
+    pub group_by_key_memory: usize,
     /// How much work may wait in the stage and in the task.
     pub flow: FlowLimits,
     /// The changelog topic of the task's durable state (partition = task's).
@@ -238,7 +241,7 @@ pub struct TaskSupervisor {
     uncommitted_metrics: Vec<MonitoringInfo>,
     /// The watermark state last written to the changelog.
     written_watermark_state: Vec<u8>,
-    store: TaskStore,
+    store: Arc<TaskStore>,
     /// The changelog offset after the last committed state change.
     changelog_next: i64,
     /// Late drops already warned about, per GroupByKey input topic.
