@@ -200,8 +200,15 @@ impl Handler<GbkCommand> for GroupByKeyActor {
                 let before = self.gbk.evicted();
                 let changes = self.gbk.take_changes_for(id, over);
                 self.count_resident();
-                if self.gbk.evicted() > before {
-                    tracing::debug!(topic = %self.topic, "{} pane(s) left memory for the state store", self.gbk.evicted() - before);
+                let evicted = self.gbk.evicted() - before;
+                if evicted > 0 && before == 0 {
+                    tracing::info!(
+                        "the GroupByKey reading {} holds more than group_by_key_memory_mb: {evicted} pane(s) moved to the \
+                         state store, read back when their window closes",
+                        self.topic
+                    );
+                } else if evicted > 0 {
+                    tracing::debug!(topic = %self.topic, "{evicted} pane(s) left memory for the state store");
                 }
                 let topic = &self.topic;
                 let changes = changes.into_iter().map(|(k, v)| (task_state::group_by_key_key(topic, &k), v)).collect();

@@ -282,6 +282,9 @@ fn start_tasks(
             if let (Some(gbk), Some(entries)) = (route.gbk.as_mut(), gbk_entries.get(topic)) {
                 gbk.restore(entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice())))
                     .map_err(|e| format!("task {task}: the saved state of the GroupByKey reading {topic} is unreadable: {e}"))?;
+                if gbk.spilled_windows() > 0 {
+                    tracing::info!(task = %task, "the GroupByKey reading {topic} restored panes kept in the state store");
+                }
             }
         }
         let mut input_watermark = InputWatermark::new(upstreams);

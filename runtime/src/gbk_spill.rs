@@ -222,6 +222,11 @@ impl GroupByKey {
         self.spill.as_ref().map_or(0, |s| s.evicted)
     }
 
+    /// Windows with panes in the store only.
+    pub fn spilled_windows(&self) -> usize {
+        self.spill.as_ref().map_or(0, |s| s.windows.len())
+    }
+
     pub(crate) fn note_resident(&mut self, value_len: usize) {
         if let Some(s) = self.spill.as_mut() {
             s.resident += value_len + 8;
