@@ -71,6 +71,9 @@ pub struct GroupByKeyActor {
     memory_bound: usize,
     /// A firing that waits for evicted panes to be committed to the store.
     waiting_fire: Option<usize>,
+    /// Credit for values taken in, held back until the next barrier: a
+    /// batch GroupByKey past its bounds takes no more values before a commit.
+    withheld: u64,
 }
 
 impl GroupByKeyActor {
@@ -83,7 +86,7 @@ impl GroupByKeyActor {
         window_fns: Option<Arc<WindowFnClient>>,
         memory_bound: usize,
     ) -> Self {
-        GroupByKeyActor { topic, gbk, task, test_clock: None, window_fns, counted: 0, memory_bound, waiting_fire: None }
+        GroupByKeyActor { topic, gbk, task, test_clock: None, window_fns, counted: 0, memory_bound, waiting_fire: None, withheld: 0 }
     }
 
     /// Brings this one's share of `RESIDENT` up to date.
@@ -114,9 +117,19 @@ impl GroupByKeyActor {
             self.gbk.add_batch(values.iter().flat_map(Pack::iter), &mut panes)
         };
         self.count_resident();
-        match added {
-            Ok(()) => self.output(values.iter().map(Pack::len).sum::<usize>() as u64, panes, false, false),
-            Err(e) => self.fail(e, ctx),
+        if let Err(e) = added {
+            return self.fail(e, ctx);
+        }
+        let taken = values.iter().map(Pack::len).sum::<usize>() as u64;
+        let over_memory = self.gbk.spills() && RESIDENT.load(Ordering::Relaxed) > self.memory_bound;
+        if self.withheld > 0 || self.gbk.wants_commit() || over_memory {
+            // The task stops sending once its room runs out: what the
+            // GroupByKey changes before the commit stays bounded.
+            self.withheld += taken;
+            let report = self.gbk.report(false);
+            self.task.do_send(GbkEvent::Output { topic: self.topic.clone(), credit: 0, panes, fired: false, report, commit_wanted: true });
+        } else {
+            self.output(taken, panes, false, false);
         }
     }
 
@@ -144,7 +157,7 @@ impl GroupByKeyActor {
 
     fn output(&self, credit: u64, panes: Vec<Vec<u8>>, fired: bool, with_holds: bool) {
         let report = self.gbk.report(with_holds);
-        self.task.do_send(GbkEvent::Output { topic: self.topic.clone(), credit, panes, fired, report });
+        self.task.do_send(GbkEvent::Output { topic: self.topic.clone(), credit, panes, fired, report, commit_wanted: false });
     }
 }
 
@@ -214,6 +227,11 @@ impl Handler<GbkCommand> for GroupByKeyActor {
                 let changes = changes.into_iter().map(|(k, v)| (task_state::group_by_key_key(topic, &k), v)).collect();
                 let report = self.gbk.report(true);
                 self.task.do_send(GbkEvent::Barrier { topic: topic.clone(), id, changes, report });
+                // Its changes are in this cycle now: the values held back may come.
+                let withheld = std::mem::take(&mut self.withheld);
+                if withheld > 0 {
+                    self.output(withheld, Vec::new(), false, false);
+                }
             }
         }
     }

@@ -182,6 +182,8 @@ pub enum GbkEvent {
         panes: Vec<Vec<u8>>,
         fired: bool,
         report: GbkReport,
+        /// It holds back credit until its next barrier: commit soon.
+        commit_wanted: bool,
     },
     /// The state changes since the last barrier, as changelog entries.
     Barrier {

@@ -180,6 +180,7 @@ impl GroupByKey {
             // data is late (Java's runner calls such panes LATE too).
             let born_late = end_passed && self.panes.get(key, &window).is_none();
             let pane = self.panes.entry(key, window.clone());
+            let new_pane = pane.values.is_empty() && pane.runs.is_empty();
             if born_late {
                 pane.end_seen = true;
             }
@@ -217,7 +218,7 @@ impl GroupByKey {
             if self.spec.trigger.uses_processing_time() {
                 self.note_deadline(key, &window);
             }
-            self.note_resident(value.len());
+            self.note_resident(value.len(), new_pane.then_some(key.len()));
         }
         Ok(())
     }

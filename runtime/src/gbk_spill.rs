@@ -35,9 +35,14 @@ use crate::windowing::OutputTime;
 pub(crate) const RUN: u8 = 3;
 /// A run key ends with the run (u32) and the part (u16).
 const RUN_TAIL: usize = 6;
+/// Panes a batch GroupByKey may change between two commits: past them it
+/// asks for a commit and takes no more values until it (the changes of one
+/// commit, and what they cost in memory, stay a bounded batch).
+pub const MAX_CHANGED_PANES: usize = 100_000;
 /// What a resident pane is counted as besides its values: the pane, its
-/// key and its map slot.
-const PANE_OVERHEAD: usize = 320;
+/// key, its map slot and its entry in the changed panes (measured with
+/// heaptrack: ~300 bytes of pane and window, the rest small allocations).
+const PANE_OVERHEAD: usize = 480;
 
 /// The task's store as a GroupByKey reads it: its own entries (keys as
 /// `take_changes` wrote them), committed ones only.
@@ -217,6 +222,17 @@ impl GroupByKey {
         self.spill.as_ref().map_or(0, |s| s.resident)
     }
 
+    /// Whether it keeps panes in the store (see above).
+    pub fn spills(&self) -> bool {
+        self.spill.is_some()
+    }
+
+    /// Whether it changed so many panes since its last commit that it should
+    /// take no more values before the next.
+    pub fn wants_commit(&self) -> bool {
+        self.spill.is_some() && self.dirty.len() >= MAX_CHANGED_PANES
+    }
+
     /// Panes evicted so far.
     pub fn evicted(&self) -> u64 {
         self.spill.as_ref().map_or(0, |s| s.evicted)
@@ -227,9 +243,11 @@ impl GroupByKey {
         self.spill.as_ref().map_or(0, |s| s.windows.len())
     }
 
-    pub(crate) fn note_resident(&mut self, value_len: usize) {
+    /// A value went into a pane (`new_pane`: the length of the key of a
+    /// pane that held nothing before).
+    pub(crate) fn note_resident(&mut self, value_len: usize, new_pane: Option<usize>) {
         if let Some(s) = self.spill.as_mut() {
-            s.resident += value_len + 8;
+            s.resident += value_len + 8 + new_pane.map_or(0, |k| k + PANE_OVERHEAD);
         }
     }
 

@@ -283,3 +283,22 @@ fn runs_of_a_fired_pane_that_land_in_the_store_later_are_not_fired_again() {
     assert_eq!(sorted(&out), vec![(0, "a".to_string(), 9, vec![1, 2]), (0, "b".to_string(), 9, vec![1])]);
     assert!(store.entries().iter().all(|(k, _)| k[0] != RUN));
 }
+
+#[test]
+fn a_group_by_key_that_changed_too_many_panes_wants_a_commit_until_it_had_one() {
+    let store = Arc::new(MemStore::default());
+    let mut g = spilling(&store);
+    let mut out = Vec::new();
+    let elements: Vec<Vec<u8>> = (0..MAX_CHANGED_PANES).map(|k| interval_element(1, 0, 10, &format!("k{k}"), 1)).collect();
+    g.add_batch(elements[..MAX_CHANGED_PANES - 1].iter().map(Vec::as_slice), &mut out).unwrap();
+    assert!(!g.wants_commit());
+    g.add(&elements[MAX_CHANGED_PANES - 1], &mut out).unwrap();
+    assert!(g.wants_commit(), "{MAX_CHANGED_PANES} panes changed");
+    let resident = g.resident_bytes();
+    assert!(resident >= MAX_CHANGED_PANES * PANE_OVERHEAD, "every new pane is counted: {resident}");
+    store.apply(g.take_changes_for(1, false));
+    assert!(!g.wants_commit(), "their changes are taken");
+    let mut streaming = crate::gbk_fixtures::interval_gbk(false);
+    streaming.add_batch(elements.iter().map(Vec::as_slice), &mut out).unwrap();
+    assert!(!streaming.wants_commit(), "only a batch GroupByKey holds its input back");
+}

@@ -126,6 +126,11 @@ impl Panes {
         let at = match windows.iter().position(|(w, _)| *w == window) {
             Some(at) => at,
             None => {
+                // Most keys have one window: a first push would make room
+                // for four (1.2 KB a key, most of a many-key GroupByKey's memory).
+                if windows.is_empty() {
+                    windows.reserve_exact(1);
+                }
                 windows.push((window, Pane::default()));
                 windows.len() - 1
             }
@@ -195,5 +200,14 @@ mod tests {
         assert_eq!(panes.remove(b"k", &w1).unwrap().values.concatenated(), &[1, 3]);
         assert!(panes.remove(b"k", &w2).is_some());
         assert_eq!(panes.iter().count(), 0, "a key without panes is gone");
+    }
+
+    #[test]
+    fn a_key_of_one_window_takes_room_for_one_pane() {
+        let mut panes = Panes::default();
+        panes.entry(b"k", Window::Global).values.push(&[1]);
+        assert_eq!(panes.by_key[&b"k"[..]].capacity(), 1);
+        panes.entry(b"k", Window::Interval { start: 0, end: 10 });
+        assert_eq!(panes.windows(b"k").count(), 2, "more windows still fit");
     }
 }

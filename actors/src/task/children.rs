@@ -116,8 +116,11 @@ impl TaskSupervisor {
         }
         match ev {
             GbkEvent::Failed { error } => self.fail(ctx, format!("task {}: {error}", self.cfg.task)),
-            GbkEvent::Output { topic, credit, panes, fired, report } => {
+            GbkEvent::Output { topic, credit, panes, fired, report, commit_wanted } => {
                 self.flow.processed(credit);
+                if commit_wanted {
+                    self.request_flush();
+                }
                 let Some(view) = self.gbk_views.get_mut(&topic) else { return };
                 if fired {
                     view.firing = false;
