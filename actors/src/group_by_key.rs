@@ -147,6 +147,15 @@ impl GroupByKeyActor {
     /// Fires up to `limit` closed panes and answers, unless they wait for
     /// a commit (then it answers after `Committed`).
     fn fire(&mut self, limit: usize, ctx: &mut Context<Self>) {
+        if self.gbk.wants_commit() {
+            // What it fired so far must be committed first: it fires again
+            // after the next barrier.
+            self.waiting_fire = Some(limit);
+            let report = self.gbk.report(false);
+            let (topic, panes) = (self.topic.clone(), Vec::new());
+            self.task.do_send(GbkEvent::Output { topic, credit: 0, panes, fired: false, report, commit_wanted: true });
+            return;
+        }
         let mut panes = Vec::new();
         match self.gbk.fire(limit, &mut panes) {
             Ok(Some(_)) => self.output(limit as u64, panes, true, false),
@@ -231,6 +240,9 @@ impl Handler<GbkCommand> for GroupByKeyActor {
                 let withheld = std::mem::take(&mut self.withheld);
                 if withheld > 0 {
                     self.output(withheld, Vec::new(), false, false);
+                }
+                if let Some(limit) = self.waiting_fire.take() {
+                    self.fire(limit, ctx);
                 }
             }
         }

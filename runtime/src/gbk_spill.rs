@@ -35,9 +35,10 @@ use crate::windowing::OutputTime;
 pub(crate) const RUN: u8 = 3;
 /// A run key ends with the run (u32) and the part (u16).
 const RUN_TAIL: usize = 6;
-/// Panes a batch GroupByKey may change between two commits: past them it
-/// asks for a commit and takes no more values until it (the changes of one
-/// commit, and what they cost in memory, stay a bounded batch).
+/// Panes a batch GroupByKey may change (or runs it may delete) between two
+/// commits: past them it asks for a commit and takes no more values, and
+/// fires no more panes, until it (the changes of one commit, and what they
+/// cost in memory, stay a bounded batch).
 pub const MAX_CHANGED_PANES: usize = 100_000;
 /// What a resident pane is counted as besides its values: the pane, its
 /// key, its map slot and its entry in the changed panes (measured with
@@ -227,10 +228,11 @@ impl GroupByKey {
         self.spill.is_some()
     }
 
-    /// Whether it changed so many panes since its last commit that it should
-    /// take no more values before the next.
+    /// Whether it changed so many panes (or fired so many runs) since its
+    /// last commit that it should take no more values, nor fire more panes,
+    /// before the next.
     pub fn wants_commit(&self) -> bool {
-        self.spill.is_some() && self.dirty.len() >= MAX_CHANGED_PANES
+        self.spill.as_ref().is_some_and(|s| self.dirty.len() + s.deletes.len() >= MAX_CHANGED_PANES)
     }
 
     /// Panes evicted so far.

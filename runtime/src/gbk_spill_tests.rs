@@ -302,3 +302,22 @@ fn a_group_by_key_that_changed_too_many_panes_wants_a_commit_until_it_had_one() 
     streaming.add_batch(elements.iter().map(Vec::as_slice), &mut out).unwrap();
     assert!(!streaming.wants_commit(), "only a batch GroupByKey holds its input back");
 }
+
+#[test]
+fn a_pass_that_deleted_many_runs_wants_a_commit() {
+    let store = Arc::new(MemStore::default());
+    let mut g = spilling(&store);
+    let mut out = Vec::new();
+    let elements: Vec<Vec<u8>> = (0..MAX_CHANGED_PANES / 2).map(|k| interval_element(1, 0, 10, &format!("k{k}"), 1)).collect();
+    for barrier in 1..=2 {
+        g.add_batch(elements.iter().map(Vec::as_slice), &mut out).unwrap();
+        store.apply(g.take_changes_for(barrier, true));
+        g.committed(barrier);
+    }
+    g.set_watermark(Watermark::PosInf, &mut out);
+    assert!(!g.wants_commit());
+    assert_eq!(g.fire(MAX_CHANGED_PANES / 2, &mut out).unwrap(), Some(MAX_CHANGED_PANES / 2));
+    assert!(g.wants_commit(), "two runs deleted per pane fired");
+    store.apply(g.take_changes_for(3, true));
+    assert!(!g.wants_commit());
+}
