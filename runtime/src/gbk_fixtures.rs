@@ -43,3 +43,24 @@ pub fn repeated_count(n: i32) -> Trigger {
     let repeat = T::Repeat(Box::new(Repeat { subtrigger: Some(Box::new(count)) }));
     Trigger::from_proto(Some(&crate::pb::Trigger { trigger: Some(repeat) })).expect("a valid trigger")
 }
+
+/// A pane an `interval_gbk` (or any GroupByKey of string keys and varint
+/// values) fired: (timestamp, its first window, key, values, the pane
+/// info's first byte).
+pub fn decode_fired(out: &[u8], wc: &Coder) -> (Millis, Window, String, Vec<u64>, u8) {
+    let h = crate::windowed::split(out, wc).expect("a windowed value");
+    let w = Window::decode(h.windows[0], wc).expect("a window");
+    let v = &out[h.value_offset..];
+    let klen = Coder::StringUtf8.skip(v).expect("a key");
+    let key = String::from_utf8(v[1..klen].to_vec()).expect("a UTF-8 key");
+    let count = u32::from_be_bytes(v[klen..klen + 4].try_into().expect("a count"));
+    let mut at = klen + 4;
+    let mut values = Vec::new();
+    for _ in 0..count {
+        let (x, n) = crate::coders::decode_varint(&v[at..]).expect("a varint value");
+        values.push(x);
+        at += n;
+    }
+    assert_eq!(at, v.len(), "the pane holds its count of values");
+    (h.timestamp, w, key, values, h.pane[0])
+}

@@ -7,7 +7,6 @@ use std::sync::Mutex;
 use super::*;
 use crate::coder::Coder;
 use crate::gbk_fixtures::interval_element;
-use crate::windowed;
 use crate::windowing::{Trigger, WindowingSpec};
 
 /// The task's store: the committed entries, in key order.
@@ -68,22 +67,10 @@ fn spilling(store: &Arc<MemStore>) -> GroupByKey {
 type Fired = (i64, String, i64, Vec<u64>);
 
 fn decode(pane: &[u8]) -> Fired {
-    let h = windowed::split(pane, &Coder::IntervalWindow).unwrap();
-    let Window::Interval { start, .. } = Window::decode(h.windows[0], &Coder::IntervalWindow).unwrap() else { panic!() };
-    let v = &pane[h.value_offset..];
-    let klen = Coder::StringUtf8.skip(v).unwrap();
-    let key = String::from_utf8(v[1..klen].to_vec()).unwrap();
-    let count = u32::from_be_bytes(v[klen..klen + 4].try_into().unwrap());
-    let mut at = klen + 4;
-    let mut values = Vec::new();
-    for _ in 0..count {
-        let (x, n) = crate::coders::decode_varint(&v[at..]).unwrap();
-        values.push(x);
-        at += n;
-    }
-    assert_eq!(at, v.len());
+    let (ts, window, key, mut values, _) = crate::gbk_fixtures::decode_fired(pane, &Coder::IntervalWindow);
+    let Window::Interval { start, .. } = window else { panic!("an interval window") };
     values.sort_unstable();
-    (start, key, h.timestamp, values)
+    (start, key, ts, values)
 }
 
 fn sorted(out: &[Vec<u8>]) -> Vec<Fired> {

@@ -37,22 +37,9 @@ fn element(ts: Millis, window: Window, key: &str, value: u64) -> Vec<u8> {
     out
 }
 
-/// (timestamp, window, key, values) of a fired pane.
+/// (timestamp, window, key, values, pane byte) of a fired pane.
 fn decode(out: &[u8], wc: &Coder) -> (Millis, Window, String, Vec<u64>, u8) {
-    let h = windowed::split(out, wc).unwrap();
-    let w = Window::decode(h.windows[0], wc).unwrap();
-    let v = &out[h.value_offset..];
-    let klen = Coder::StringUtf8.skip(v).unwrap();
-    let key = String::from_utf8(v[1..klen].to_vec()).unwrap();
-    let count = u32::from_be_bytes(v[klen..klen + 4].try_into().unwrap());
-    let mut at = klen + 4;
-    let mut values = Vec::new();
-    for _ in 0..count {
-        let (x, n) = crate::coders::decode_varint(&v[at..]).unwrap();
-        values.push(x);
-        at += n;
-    }
-    (h.timestamp, w, key, values, h.pane[0])
+    crate::gbk_fixtures::decode_fired(out, wc)
 }
 
 #[test]
