@@ -39,7 +39,7 @@ const RUN_TAIL: usize = 6;
 /// commits: past them it asks for a commit and takes no more values, and
 /// fires no more panes, until it (the changes of one commit, and what they
 /// cost in memory, stay a bounded batch).
-pub const MAX_CHANGED_PANES: usize = 50_000;
+pub const MAX_CHANGED_PANES: usize = 75_000;
 /// What a resident pane is counted as besides its values: the pane, its
 /// key, its map slot and its entry in the changed panes (measured with
 /// heaptrack: ~300 bytes of pane and window, the rest small allocations).
