@@ -126,8 +126,7 @@ impl GroupByKeyActor {
             // The task stops sending once its room runs out: what the
             // GroupByKey changes before the commit stays bounded.
             self.withheld += taken;
-            let report = self.gbk.report(false);
-            self.task.do_send(GbkEvent::Output { topic: self.topic.clone(), credit: 0, panes, fired: false, report, commit_wanted: true });
+            self.ask_commit(panes);
         } else {
             self.output(taken, panes, false, false);
         }
@@ -151,10 +150,7 @@ impl GroupByKeyActor {
             // What it fired so far must be committed first: it fires again
             // after the next barrier.
             self.waiting_fire = Some(limit);
-            let report = self.gbk.report(false);
-            let (topic, panes) = (self.topic.clone(), Vec::new());
-            self.task.do_send(GbkEvent::Output { topic, credit: 0, panes, fired: false, report, commit_wanted: true });
-            return;
+            return self.ask_commit(Vec::new());
         }
         let mut panes = Vec::new();
         match self.gbk.fire(limit, &mut panes) {
@@ -162,6 +158,13 @@ impl GroupByKeyActor {
             Ok(None) => self.waiting_fire = Some(limit),
             Err(e) => self.fail(format!("reading its panes back from the state store: {e}"), ctx),
         }
+    }
+
+    /// Answers with no credit (it is held back, or a firing waits) and asks
+    /// the task for a commit.
+    fn ask_commit(&self, panes: Vec<Vec<u8>>) {
+        let report = self.gbk.report(false);
+        self.task.do_send(GbkEvent::Output { topic: self.topic.clone(), credit: 0, panes, fired: false, report, commit_wanted: true });
     }
 
     fn output(&self, credit: u64, panes: Vec<Vec<u8>>, fired: bool, with_holds: bool) {

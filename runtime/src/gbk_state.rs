@@ -177,14 +177,13 @@ impl GroupByKey {
                 continue;
             };
             p.in_changes = false;
-            // As `writes_runs` says (a pane cannot be lent to it here).
+            // As `writes_runs` says (it cannot borrow `self` while `p` is held).
             if gone.is_none() && spilling && p.written.is_none() && p.stored.is_empty() {
                 let before = out.len();
                 self.write_run(&id, &mut out);
                 wrote_runs |= out.len() > before;
                 continue;
             }
-            let Some(p) = self.panes.get_mut(&id.0, &id.1) else { continue };
             if let Some(g) = gone {
                 // The window's earlier pane was removed and a new one began.
                 p.stored.absorb(g);
