@@ -46,12 +46,14 @@ pub async fn begin(admin: &Admin, input: &JobInput) -> Result<Begun, String> {
     let mut config = config::producer(opts);
     config.set("transactional.id", format!("{}-bootstrap", opts.application_id));
     let producer = kafka_producer::create(&config).map_err(|e| format!("cannot create a Kafka producer: {e}"))?;
+    let began = std::time::Instant::now();
     let producer = tokio::task::spawn_blocking(move || {
         producer.init_transactions(Duration::from_secs(30)).and_then(|_| producer.begin_transaction()).map(|_| producer)
     })
     .await
     .map_err(|e| format!("writing the impulse failed: {e}"))?
     .map_err(|e| format!("cannot start the impulse transaction: {e}"))?;
+    tracing::debug!("the impulse's transaction began after {:?}", began.elapsed());
     Ok(Begun { producer: Some(producer), topics: fresh })
 }
 

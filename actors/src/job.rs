@@ -177,6 +177,7 @@ async fn drive(
     if let Err(e) = consumer.subscribe(&topic_names) {
         return JobOutcome::Failed(format!("cannot subscribe to {}: {e}", topic_names.join(", ")));
     }
+    let mut subscribed = Some(std::time::Instant::now());
     // The plan record is written while the group join runs; no task starts
     // before it is on record (a restart after a crash before that is
     // refused: work a task committed meanwhile would be done twice).
@@ -281,6 +282,9 @@ async fn drive(
                 }
                 Some(Membership::Assigned(parts)) => {
                     tracing::debug!("start-up: {} partition(s) assigned after {:?}", parts.len(), began.elapsed());
+                    if let Some(text) = subscribed.take().and_then(|at| slow_join_hint(at.elapsed())) {
+                        let _ = events.send(JobEvent::Info(text));
+                    }
                     roster.assign(parts);
                     start_startable!();
                 }
@@ -454,6 +458,19 @@ fn start_drain(io: &KafkaIo, roster: &Roster<LiveTask>, events: &mpsc::Unbounded
     ));
 }
 
+/// Why a copy's first assignment took long, when it did: on a new group
+/// that is the brokers' initial rebalance delay, which a user can set.
+fn slow_join_hint(waited: Duration) -> Option<String> {
+    (waited >= Duration::from_secs(1)).then(|| {
+        format!(
+            "this copy's first partitions came {:.1} s after it joined the consumer group: Kafka brokers hold a new group's \
+             first rebalance for group.initial.rebalance.delay.ms (3 s unless set; Kafka's sample configs set 0). Set it to 0 \
+             on the brokers for jobs to start at once; a group that already had members rebalances without it",
+            waited.as_secs_f64()
+        )
+    })
+}
+
 /// Creates the runner-owned topics (those that exist are kept).
 async fn create_topics(admin: &Admin, input: &JobInput) -> Result<(), String> {
     let opts = &input.options;
@@ -553,4 +570,16 @@ impl Clock {
 fn running_message(opts: &RunnerOptions, roster: &Roster<LiveTask>) -> String {
     let ids: Vec<String> = roster.running().keys().map(|t| t.to_string()).collect();
     format!("running {} task(s) of application {} on {}: {}", ids.len(), opts.application_id, opts.bootstrap_servers, ids.join(" "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_slow_first_assignment_names_the_brokers_initial_rebalance_delay() {
+        assert_eq!(slow_join_hint(Duration::from_millis(40)), None);
+        let said = slow_join_hint(Duration::from_millis(3100)).expect("a 3 s join is explained");
+        assert!(said.contains("3.1 s") && said.contains("group.initial.rebalance.delay.ms"), "{said}");
+    }
 }

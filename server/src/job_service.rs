@@ -54,6 +54,7 @@ impl jm::job_service_server::JobService for JobService {
             opentelemetry::KeyValue::new("beam_kafka.preparation.id", preparation_id.clone()),
             opentelemetry::KeyValue::new("beam_kafka.pipeline.transforms", transforms as i64),
         ];
+        tracing::debug!("prepared {preparation_id} in {:?}", began.elapsed().unwrap_or_default());
         let job = Job::new(String::new(), name, preparation_id.clone(), pipeline, opts, runner_options);
         self.jobs.by_id.insert(preparation_id.clone(), Arc::new(job));
         beam_kafka_actors::telemetry::past_span("beam_kafka.job.prepare", began, std::time::SystemTime::now(), attributes);
@@ -69,6 +70,7 @@ impl jm::job_service_server::JobService for JobService {
 
     async fn run(&self, request: Request<jm::RunJobRequest>) -> Result<Response<jm::RunJobResponse>, Status> {
         let prep_id = request.into_inner().preparation_id;
+        tracing::debug!("asked to run {prep_id}");
         if !self.jobs.by_id.get(&prep_id).is_some_and(|j| j.id.is_empty()) {
             return Err(Status::not_found(format!("no prepared job '{prep_id}' (it may have been run already)")));
         }

@@ -50,6 +50,23 @@ async fn retry_transient<T>(mut op: impl FnMut() -> Result<T, KafkaError>) -> Re
     }
 }
 
+/// How many metadata questions `at_once` asks together.
+const AT_ONCE: usize = 16;
+
+/// `ask` of every item, up to `AT_ONCE` at a time on threads of their own
+/// (each is a blocking round trip to the brokers); `None` where it panicked.
+fn at_once<T: Sync, R: Send>(items: &[T], ask: impl Fn(&T) -> R + Sync) -> Vec<Option<R>> {
+    let ask = &ask;
+    let mut out = Vec::with_capacity(items.len());
+    for chunk in items.chunks(AT_ONCE) {
+        std::thread::scope(|scope| {
+            let asks: Vec<_> = chunk.iter().map(|item| scope.spawn(move || ask(item))).collect();
+            out.extend(asks.into_iter().map(|a| a.join().ok()));
+        });
+    }
+    out
+}
+
 pub struct Admin {
     client: AdminClient<AccessWatch>,
     access: AccessWatch,
@@ -139,12 +156,11 @@ impl Admin {
     }
 
     /// Partition count of an existing topic, `None` if it does not exist.
+    /// Asked through the probe: on the admin's connection the question
+    /// would wait behind a topic creation under way (~30 ms).
     pub fn partitions(&self, topic: &str) -> Result<Option<u32>, String> {
-        let md = self
-            .client
-            .inner()
-            .fetch_metadata(Some(topic), METADATA_TIMEOUT)
-            .map_err(|e| format!("cannot read metadata of topic {topic}: {e}"))?;
+        let md =
+            self.probe.fetch_metadata(Some(topic), METADATA_TIMEOUT).map_err(|e| format!("cannot read metadata of topic {topic}: {e}"))?;
         Ok(md.topics().iter().find(|t| t.name() == topic && t.error().is_none()).map(|t| t.partitions().len() as u32))
     }
 
@@ -164,9 +180,11 @@ impl Admin {
     /// planned partition count. Returns the names that were created now.
     pub async fn ensure_topics(&self, topics: &[TopicSpec], replication: u32) -> Result<Vec<String>, String> {
         let t0 = std::time::Instant::now();
+        let found = at_once(topics, |t| self.partitions(&t.name));
+        let checked_after = t0.elapsed();
         let mut missing = Vec::new();
-        for t in topics {
-            match self.partitions(&t.name)? {
+        for (t, found) in topics.iter().zip(found) {
+            match found.unwrap_or_else(|| Err("reading topic metadata panicked".into()))? {
                 Some(n) if n == t.partitions => {}
                 Some(n) => {
                     return Err(format!(
@@ -206,7 +224,11 @@ impl Admin {
             }
         }
         self.await_leaders(&missing).await?;
-        tracing::debug!("{} topic(s) created after {created_after:?}, led after {:?}", missing.len(), t0.elapsed());
+        tracing::debug!(
+            "{} topic(s) checked after {checked_after:?}, created after {created_after:?}, led after {:?}",
+            missing.len(),
+            t0.elapsed()
+        );
         Ok(created)
     }
 
@@ -217,24 +239,58 @@ impl Admin {
         let mut waiting: Vec<&TopicSpec> = topics.to_vec();
         let mut pause = Duration::from_millis(2);
         loop {
-            let mut still = Vec::new();
-            for t in waiting {
-                let ready = self.partitions(&t.name)? == Some(t.partitions)
-                    && (0..t.partitions as i32).all(|p| self.probe.fetch_watermarks(&t.name, p, METADATA_TIMEOUT).is_ok());
-                if !ready {
-                    still.push(t);
-                }
-            }
-            let Some(t) = still.first() else { return Ok(()) };
+            let led = self.answering_topics(&waiting);
+            waiting.retain(|t| !led.contains(t.name.as_str()));
+            let Some(t) = waiting.first() else { return Ok(()) };
             if tokio::time::Instant::now() > deadline {
                 return Err(format!("topic {} was created but its partitions got no leader within 30 s", t.name));
             }
-            waiting = still;
             // Leaders usually answer within a few tens of milliseconds of
             // the creation; asked often at first, less so later.
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_millis(20));
         }
+    }
+
+    /// Those of `topics` whose every partition has a leader that answers for
+    /// its end offset. The probe's metadata of each is asked first, at once:
+    /// the probe would otherwise keep what it cached of a topic before the
+    /// brokers knew it; then one ListOffsets request per broker for all.
+    fn answering_topics<'a>(&self, topics: &[&'a TopicSpec]) -> std::collections::HashSet<&'a str> {
+        let led = at_once(topics, |t| self.has_leaders(t));
+        let known: Vec<&TopicSpec> = topics.iter().zip(led).filter(|(_, led)| *led == Some(true)).map(|(t, _)| *t).collect();
+        if known.is_empty() {
+            return Default::default();
+        }
+        let mut ask = TopicPartitionList::new();
+        for t in &known {
+            for p in 0..t.partitions as i32 {
+                // Cannot fail for `End`; a partition left without it would read as not led.
+                let _ = ask.add_partition_offset(&t.name, p, Offset::End);
+            }
+        }
+        let answered = match self.probe.offsets_for_times(ask, Duration::from_secs(1)) {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::trace!("the leaders of new topics do not answer yet: {e}");
+                return Default::default();
+            }
+        };
+        let answers = |t: &TopicSpec, p: i32| {
+            answered.find_partition(&t.name, p).is_some_and(|e| e.error().is_ok() && matches!(e.offset(), Offset::Offset(o) if o >= 0))
+        };
+        topics.iter().filter(|t| (0..t.partitions as i32).all(|p| answers(t, p))).map(|t| t.name.as_str()).collect()
+    }
+
+    /// Whether the probe's fresh metadata shows every partition of `t` with a leader.
+    fn has_leaders(&self, t: &TopicSpec) -> bool {
+        let Ok(md) = self.probe.fetch_metadata(Some(&t.name), METADATA_TIMEOUT) else { return false };
+        md.topics().iter().any(|m| {
+            m.name() == t.name
+                && m.error().is_none()
+                && m.partitions().len() == t.partitions as usize
+                && m.partitions().iter().all(|p| p.error().is_none() && p.leader() >= 0)
+        })
     }
 
     /// Partition count of a user's topic, `None` if it does not exist. Asked
