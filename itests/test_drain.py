@@ -101,3 +101,27 @@ def test_a_drained_streaming_job_fires_every_window_ends_done_and_resumes_there(
                                       topic, tmp_path, 'second', 6)
   assert len(seen) == 6, seen
   assert fired == ['c=6']
+
+
+def test_a_drain_asked_before_the_first_run_ends_it_done_at_once(
+    job_server, binary, broker, tmp_path):
+  # The drain creates the control topic before any run: the job finds it
+  # there as it starts and runs drained from its first element.
+  app_id = make_app_id('drain-first')
+  _drain(binary, broker, app_id)
+  ticks = Collector(tmp_path / 'ticks.txt')
+  args = portable_args(job_server) + kafka_args(
+      broker, app_id, tmp_path / 'state') + ['--streaming']
+  p = beam.Pipeline(options=PipelineOptions(args))
+  now = time.time()
+  _ = (
+      p
+      | PeriodicImpulse(start_timestamp=now, stop_timestamp=now + 3600,
+                        fire_interval=0.5)
+      | 'Tick' >> beam.Map(ticks.recorder()))
+  result = p.run()
+  # Undrained, the PeriodicImpulse would run for an hour.
+  state = result.wait_until_finish(duration=120_000)
+  if state != PipelineState.DONE:
+    result.cancel()
+  assert state == PipelineState.DONE
