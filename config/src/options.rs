@@ -84,8 +84,9 @@ pub static OPTIONS: &[OptionSpec] = &[
         name: "read_max_poll_time_ms",
         java_name: "readMaxPollTimeMs",
         kind: OptionKind::Integer,
-        default: Some("10"),
-        description: "Longest time one poll of a source may wait for records, in milliseconds.",
+        default: Some("0"),
+        description: "Longest time one poll may wait for more records to fill its batch, in milliseconds (0: it takes what \
+                      has arrived and hands it over at once).",
     },
     OptionSpec {
         name: "read_idle_timeout_ms",

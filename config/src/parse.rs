@@ -312,7 +312,7 @@ mod tests {
         assert_eq!(o.internal_parallelism, 1);
         assert_eq!(o.max_bundle_size, 10_000);
         assert_eq!(o.max_bundle_time_ms, 5_000);
-        assert_eq!(o.read_max_poll_time_ms, 10);
+        assert_eq!(o.read_max_poll_time_ms, 0);
         assert_eq!(o.session_timeout_ms, 45000);
         assert_eq!(o.processing_guarantee, ProcessingGuarantee::ExactlyOnce);
         assert!(o.kafka_properties.is_empty());
