@@ -41,6 +41,16 @@ def _drain(binary, broker, app_id):
   assert b'drain requested' in out.stdout
 
 
+def _hour_of_ticks(p, ticks):
+  # An hour of ticks: only a drain truncates it.
+  now = time.time()
+  _ = (
+      p
+      | PeriodicImpulse(start_timestamp=now, stop_timestamp=now + 3600,
+                        fire_interval=0.5)
+      | 'Tick' >> beam.Map(ticks.recorder()))
+
+
 def _run_until_drained(job_server, binary, broker, app_id, topic, tmp_path,
                        name, expect_seen):
   seen = Collector(tmp_path / ('%s-seen.txt' % name))
@@ -60,13 +70,7 @@ def _run_until_drained(job_server, binary, broker, app_id, topic, tmp_path,
       | beam.CombinePerKey(sum)
       | beam.MapTuple(lambda k, n: '%s=%d' % (k, n))
       | 'Fired' >> beam.Map(fired.recorder()))
-  # An hour of ticks: only a drain truncates it.
-  now = time.time()
-  _ = (
-      p
-      | PeriodicImpulse(start_timestamp=now, stop_timestamp=now + 3600,
-                        fire_interval=0.5)
-      | 'Tick' >> beam.Map(ticks.recorder()))
+  _hour_of_ticks(p, ticks)
   result = p.run()
   deadline = time.monotonic() + 120
   while len(seen.lines()) < expect_seen:
@@ -113,12 +117,7 @@ def test_a_drain_asked_before_the_first_run_ends_it_done_at_once(
   args = portable_args(job_server) + kafka_args(
       broker, app_id, tmp_path / 'state') + ['--streaming']
   p = beam.Pipeline(options=PipelineOptions(args))
-  now = time.time()
-  _ = (
-      p
-      | PeriodicImpulse(start_timestamp=now, stop_timestamp=now + 3600,
-                        fire_interval=0.5)
-      | 'Tick' >> beam.Map(ticks.recorder()))
+  _hour_of_ticks(p, ticks)
   result = p.run()
   # Undrained, the PeriodicImpulse would run for an hour.
   state = result.wait_until_finish(duration=120_000)

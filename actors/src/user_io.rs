@@ -22,6 +22,10 @@ use crate::source::SourceShared;
 /// commits to), not copied onto the runner's consumer.
 const MANAGED_CONSUMER_KEYS: &[&str] = &[
     "bootstrap.servers",
+    // librdkafka's other name for it.
+    "metadata.broker.list",
+    // The runner's consumers ask for topics that may not exist yet.
+    "allow.auto.create.topics",
     "group.id",
     "auto.offset.reset",
     "enable.auto.commit",

@@ -120,9 +120,10 @@ class KafkaStreamsRunnerOptions(PipelineOptions):
         parser,
         '--read_max_poll_time_ms',
         type=int,
-        default=10,
-        help='Maximum time in milliseconds one Kafka poll waits for records '
-        '(default: 10).')
+        default=0,
+        help='Maximum time in milliseconds one poll waits for more records '
+        'to fill its batch (default: 0, what has arrived is handed over at '
+        'once).')
     _add(
         parser,
         '--read_checkpoint_num_bundles',

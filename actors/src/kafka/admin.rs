@@ -115,6 +115,9 @@ impl Admin {
             for (k, v) in consumer_properties {
                 c.set(k, v);
             }
+            // The probes ask for runner topics before they exist: a metadata
+            // request must never create one with the broker's defaults.
+            c.set("allow.auto.create.topics", "false");
             c
         };
         let access = AccessWatch::default();
@@ -239,11 +242,12 @@ impl Admin {
         let mut waiting: Vec<&TopicSpec> = topics.to_vec();
         let mut pause = Duration::from_millis(2);
         loop {
-            let led = self.answering_topics(&waiting);
+            let (led, last_error) = self.answering_topics(&waiting);
             waiting.retain(|t| !led.contains(t.name.as_str()));
             let Some(t) = waiting.first() else { return Ok(()) };
             if tokio::time::Instant::now() > deadline {
-                return Err(format!("topic {} was created but its partitions got no leader within 30 s", t.name));
+                let why = last_error.map(|e| format!(" (last answer: {e})")).unwrap_or_default();
+                return Err(format!("topic {} was created but its partitions got no leader within 30 s{why}", t.name));
             }
             // Leaders usually answer within a few tens of milliseconds of
             // the creation; asked often at first, less so later.
@@ -256,11 +260,20 @@ impl Admin {
     /// its end offset. The probe's metadata of each is asked first, at once:
     /// the probe would otherwise keep what it cached of a topic before the
     /// brokers knew it; then one ListOffsets request per broker for all.
-    fn answering_topics<'a>(&self, topics: &[&'a TopicSpec]) -> std::collections::HashSet<&'a str> {
+    /// Also says what the brokers last answered for one that is not.
+    fn answering_topics<'a>(&self, topics: &[&'a TopicSpec]) -> (std::collections::HashSet<&'a str>, Option<String>) {
         let led = at_once(topics, |t| self.has_leaders(t));
-        let known: Vec<&TopicSpec> = topics.iter().zip(led).filter(|(_, led)| *led == Some(true)).map(|(t, _)| *t).collect();
+        let mut last_error = None;
+        let mut known: Vec<&TopicSpec> = Vec::new();
+        for (t, led) in topics.iter().zip(led) {
+            match led {
+                Some(Ok(())) => known.push(t),
+                Some(Err(e)) => last_error = Some(e),
+                None => last_error = Some("reading its metadata panicked".into()),
+            }
+        }
         if known.is_empty() {
-            return Default::default();
+            return (Default::default(), last_error);
         }
         let mut ask = TopicPartitionList::new();
         for t in &known {
@@ -271,26 +284,30 @@ impl Admin {
         }
         let answered = match self.probe.offsets_for_times(ask, Duration::from_secs(1)) {
             Ok(a) => a,
-            Err(e) => {
-                tracing::trace!("the leaders of new topics do not answer yet: {e}");
-                return Default::default();
-            }
+            Err(e) => return (Default::default(), Some(e.to_string())),
         };
         let answers = |t: &TopicSpec, p: i32| {
             answered.find_partition(&t.name, p).is_some_and(|e| e.error().is_ok() && matches!(e.offset(), Offset::Offset(o) if o >= 0))
         };
-        topics.iter().filter(|t| (0..t.partitions as i32).all(|p| answers(t, p))).map(|t| t.name.as_str()).collect()
+        let led = known.iter().filter(|t| (0..t.partitions as i32).all(|p| answers(t, p))).map(|t| t.name.as_str()).collect();
+        (led, last_error)
     }
 
-    /// Whether the probe's fresh metadata shows every partition of `t` with a leader.
-    fn has_leaders(&self, t: &TopicSpec) -> bool {
-        let Ok(md) = self.probe.fetch_metadata(Some(&t.name), METADATA_TIMEOUT) else { return false };
-        md.topics().iter().any(|m| {
-            m.name() == t.name
-                && m.error().is_none()
-                && m.partitions().len() == t.partitions as usize
-                && m.partitions().iter().all(|p| p.error().is_none() && p.leader() >= 0)
-        })
+    /// Whether the probe's fresh metadata shows every partition of `t` with
+    /// a leader; if not, what it showed.
+    fn has_leaders(&self, t: &TopicSpec) -> Result<(), String> {
+        let md = self.probe.fetch_metadata(Some(&t.name), METADATA_TIMEOUT).map_err(|e| e.to_string())?;
+        let m = md.topics().iter().find(|m| m.name() == t.name).ok_or("not in the metadata")?;
+        if let Some(e) = m.error() {
+            return Err(format!("{:?}", RDKafkaErrorCode::from(e)));
+        }
+        if m.partitions().len() != t.partitions as usize {
+            return Err(format!("{} of {} partition(s) known", m.partitions().len(), t.partitions));
+        }
+        match m.partitions().iter().find(|p| p.error().is_some() || p.leader() < 0) {
+            Some(p) => Err(format!("partition {} has no leader yet", p.id())),
+            None => Ok(()),
+        }
     }
 
     /// Partition count of a user's topic, `None` if it does not exist. Asked
