@@ -20,6 +20,7 @@ use actix::prelude::*;
 use beam_kafka_config::RunnerOptions;
 use beam_kafka_runtime::task::cycle::{Offsets, COMMIT_ATTEMPTS};
 use beam_kafka_runtime::task::shared_txn::{Action, MemberId, Phase, Refusal, SharedTransaction};
+use beam_kafka_runtime::task::txn_ids::{self, Current, IdPlan};
 use beam_kafka_runtime::topology::TaskId;
 use rdkafka::consumer::Consumer;
 use rdkafka::producer::Producer;
@@ -265,22 +266,18 @@ impl CopyTransaction {
     }
 
     /// Fences the earlier owners of the tasks about to start and makes sure
-    /// there is a producer. One that failed, or that carries the id of a
-    /// task this copy no longer owns (another copy will fence it), is
-    /// replaced, but only once its members left: they are told to stop.
+    /// there is a producer. One that failed, that carries the id of a task
+    /// this copy no longer owns (another copy will fence it), or of a task
+    /// starting again here (`runtime::task::txn_ids`), is replaced, but only
+    /// once its members left: they are told to stop.
     fn prepare(&mut self, msg: Prepare, reply: oneshot::Sender<Result<TxnHandle, String>>, ctx: &mut Context<Self>) {
-        let stale = match &self.producer {
-            None => true,
-            Some((p, id_task)) => transaction::producer_fatal(p) || !msg.owned.contains(id_task),
-        };
-        if stale && (!self.core.is_empty() || self.core.phase() != Phase::Open) {
+        let current = self.producer.as_ref().map(|(p, id_task)| Current { id_task: *id_task, usable: !transaction::producer_fatal(p) });
+        let IdPlan { replace, new_id, fence: to_fence } = txn_ids::plan(current, &msg.tasks, &msg.owned);
+        if replace && (!self.core.is_empty() || self.core.phase() != Phase::Open) {
             let actions = self.core.doom();
             self.prepares.push((msg, reply));
             return self.carry_out(actions, ctx);
         }
-        let new_id = if stale { msg.tasks.iter().min().copied() } else { None };
-        let kept = self.producer.as_ref().map(|(_, t)| *t).filter(|_| !stale);
-        let to_fence: Vec<TaskId> = msg.tasks.iter().copied().filter(|t| Some(*t) != new_id && Some(*t) != kept).collect();
         let opts = self.opts.clone();
         let work = tokio::task::spawn_blocking(move || -> Result<Option<(Arc<KafkaProducer>, TaskId)>, String> {
             std::thread::scope(|scope| {

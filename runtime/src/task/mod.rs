@@ -3,7 +3,8 @@
 //! actors, when its stage has a bundle to run, when it splits one and which
 //! bundles' writes Kafka acknowledged (`acks`), the
 //! durations it reports, which tasks run in this copy (`roster`) and which
-//! of them stalled (`stall`). The
+//! of them stalled (`stall`), and which transactional ids a copy
+//! initialises before tasks start (`txn_ids`). The
 //! task supervisor actor (`actors::task`) feeds these events and carries out
 //! what they decide.
 pub mod acks;
@@ -19,3 +20,4 @@ pub mod split;
 pub mod stall;
 pub mod stats;
 pub mod status;
+pub mod txn_ids;
