@@ -99,11 +99,7 @@ impl Reader {
     }
 
     fn topic_exists(&self) -> Result<bool, String> {
-        let md = self
-            .consumer
-            .fetch_metadata(Some(&self.topic), READ_TIMEOUT)
-            .map_err(|e| format!("cannot read the metadata of {}: {e}", self.topic))?;
-        Ok(md.topics().iter().any(|t| t.name() == self.topic && t.error().is_none() && !t.partitions().is_empty()))
+        Ok(crate::kafka::partition_count(&self.consumer, &self.topic, READ_TIMEOUT)?.is_some_and(|n| n > 0))
     }
 
     /// What the records written since the last call say.

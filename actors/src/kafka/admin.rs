@@ -162,9 +162,7 @@ impl Admin {
     /// Asked through the probe: on the admin's connection the question
     /// would wait behind a topic creation under way (~30 ms).
     pub fn partitions(&self, topic: &str) -> Result<Option<u32>, String> {
-        let md =
-            self.probe.fetch_metadata(Some(topic), METADATA_TIMEOUT).map_err(|e| format!("cannot read metadata of topic {topic}: {e}"))?;
-        Ok(md.topics().iter().find(|t| t.name() == topic && t.error().is_none()).map(|t| t.partitions().len() as u32))
+        super::partition_count(&self.probe, topic, METADATA_TIMEOUT)
     }
 
     /// The names of every topic of the cluster the runner may see.

@@ -23,6 +23,17 @@ pub fn cached_high_watermark(consumer: &rebalance::JobConsumer, topic: &str, par
     (err == rdkafka::bindings::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR && high >= 0).then_some(high)
 }
 
+/// Partition count of `topic` as the brokers answer `client` now (a
+/// metadata request, never librdkafka's cache), `None` if it does not exist.
+pub fn partition_count<C, K>(client: &K, topic: &str, timeout: std::time::Duration) -> Result<Option<u32>, String>
+where
+    C: rdkafka::consumer::ConsumerContext,
+    K: rdkafka::consumer::Consumer<C>,
+{
+    let md = client.fetch_metadata(Some(topic), timeout).map_err(|e| format!("cannot read metadata of topic {topic}: {e}"))?;
+    Ok(md.topics().iter().find(|t| t.name() == topic && t.error().is_none()).map(|t| t.partitions().len() as u32))
+}
+
 /// Closes Kafka clients on a thread of their own: closing one takes ~100 ms
 /// (librdkafka stops its broker threads), which a start-up step need not wait.
 pub fn close_in_background<T: Send + 'static>(clients: T) {
