@@ -72,6 +72,8 @@ pub struct TxnHandle {
 pub struct Prepare {
     pub tasks: Vec<TaskId>,
     pub owned: BTreeSet<TaskId>,
+    /// The copy's assignment generation the tasks start under.
+    pub generation: u64,
 }
 
 /// A started task joins before it writes (answered once no commit or abort
@@ -116,6 +118,8 @@ pub struct CopyTransaction {
     core: SharedTransaction,
     /// The producer, the task whose id it carries, and its generation.
     producer: Option<(Arc<KafkaProducer>, TaskId)>,
+    /// The assignment generation the producer's id was initialised under.
+    producer_since: u64,
     generation: u64,
     notices: HashMap<TaskId, Recipient<TxnNotice>>,
     waiting: HashMap<MemberId, oneshot::Sender<Result<(), TxnError>>>,
@@ -131,6 +135,7 @@ impl CopyTransaction {
             consumer: Arc::downgrade(&consumer),
             core: SharedTransaction::new(opts.commit_interval_ms as i64),
             producer: None,
+            producer_since: 0,
             generation: 0,
             notices: HashMap::new(),
             waiting: HashMap::new(),
@@ -268,11 +273,16 @@ impl CopyTransaction {
     /// Fences the earlier owners of the tasks about to start and makes sure
     /// there is a producer. One that failed, that carries the id of a task
     /// this copy no longer owns (another copy will fence it), or of a task
-    /// starting again here (`runtime::task::txn_ids`), is replaced, but only
-    /// once its members left: they are told to stop.
+    /// starting again here after a rebalance (`runtime::task::txn_ids`), is
+    /// replaced, but only once its members left: they are told to stop.
     fn prepare(&mut self, msg: Prepare, reply: oneshot::Sender<Result<TxnHandle, String>>, ctx: &mut Context<Self>) {
-        let current = self.producer.as_ref().map(|(p, id_task)| Current { id_task: *id_task, usable: !transaction::producer_fatal(p) });
-        let IdPlan { replace, new_id, fence: to_fence } = txn_ids::plan(current, &msg.tasks, &msg.owned);
+        let current = self.producer.as_ref().map(|(p, id_task)| Current {
+            id_task: *id_task,
+            usable: !transaction::producer_fatal(p),
+            since: self.producer_since,
+        });
+        let IdPlan { replace, new_id, fence: to_fence } = txn_ids::plan(current, &msg.tasks, &msg.owned, msg.generation);
+        let generation = msg.generation;
         if replace && (!self.core.is_empty() || self.core.phase() != Phase::Open) {
             let actions = self.core.doom();
             self.prepares.push((msg, reply));
@@ -297,6 +307,7 @@ impl CopyTransaction {
                     if let Some((old, _)) = act.producer.replace(new) {
                         crate::kafka::close_in_background(old);
                     }
+                    act.producer_since = generation;
                     act.generation += 1;
                 }
                 let (producer, _) = act.producer.clone().ok_or("the copy has no transactional producer")?;

@@ -111,6 +111,7 @@ async fn prepare_transactions(
     txns: Option<&CopyTransactions>,
     tasks: &[TaskId],
     consumer: &JobConsumer,
+    generation: u64,
 ) -> Result<HashMap<u32, TxnHandle>, String> {
     let Some(txns) = txns.filter(|_| input.options.processing_guarantee == ProcessingGuarantee::ExactlyOnce) else {
         return Ok(HashMap::new());
@@ -126,6 +127,7 @@ async fn prepare_transactions(
         let prepare = Prepare {
             tasks: tasks.iter().copied().filter(|t| t.sub_topology == sub).collect(),
             owned: owned.iter().copied().filter(|t| t.sub_topology == sub).collect(),
+            generation,
         };
         let txn = txns.get(&sub).cloned();
         async move {
@@ -507,7 +509,7 @@ pub(crate) async fn start_assigned(
     }
     let began = Instant::now();
     let opening = open_stores(input, &to_start);
-    let txns = prepare_transactions(input, copy_txns, &to_start, consumer).await;
+    let txns = prepare_transactions(input, copy_txns, &to_start, consumer, seen).await;
     let opened = opening.await.map_err(|e| format!("opening the state stores failed: {e}"));
     let (txns, opened) = match (txns, opened) {
         (Ok(txns), Ok(Ok(opened))) => (txns, opened),

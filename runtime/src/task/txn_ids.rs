@@ -5,22 +5,26 @@
 //! earlier owner and aborts what it left open.
 //!
 //! The producer's id fences nobody by being kept: only an initialisation
-//! does. So the producer is kept only while this copy has owned its id's
-//! task all along. A task about to start here did not run here just before:
-//! it was given away and back (another copy may have owned it meanwhile and
-//! left a transaction open under its id, which readers then wait on for the
-//! whole transaction timeout), or it stopped here on its own. Either way the
+//! does. So the producer is kept only while no other copy can have owned
+//! its id's task since it was initialised. A task starting again under the
+//! same assignment generation (the copy's count of rebalances) stopped
+//! here on its own, and nobody else owned it meanwhile. One starting under
+//! a later generation was given away and back, or may have been: another
+//! copy may have owned it and left a transaction open under its id, which
+//! readers would then wait on for the whole transaction timeout. The
 //! producer is replaced and the id initialised again.
 use std::collections::BTreeSet;
 
 use crate::topology::TaskId;
 
-/// The copy's producer as it stands: the task whose id it carries, and
-/// whether it can still write (not fenced, no fatal error).
+/// The copy's producer as it stands: the task whose id it carries,
+/// whether it can still write (not fenced, no fatal error), and the
+/// assignment generation it was initialised under.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Current {
     pub id_task: TaskId,
     pub usable: bool,
+    pub since: u64,
 }
 
 /// What to initialise before `starting` runs.
@@ -35,11 +39,12 @@ pub struct IdPlan {
 }
 
 /// `starting`: the tasks of this sub-topology about to start here;
-/// `owned`: every task of it assigned to this copy now.
-pub fn plan(current: Option<Current>, starting: &[TaskId], owned: &BTreeSet<TaskId>) -> IdPlan {
+/// `owned`: every task of it assigned to this copy now, under assignment
+/// `generation`.
+pub fn plan(current: Option<Current>, starting: &[TaskId], owned: &BTreeSet<TaskId>, generation: u64) -> IdPlan {
     let replace = match current {
         None => true,
-        Some(c) => !c.usable || !owned.contains(&c.id_task) || starting.contains(&c.id_task),
+        Some(c) => !c.usable || !owned.contains(&c.id_task) || (starting.contains(&c.id_task) && c.since != generation),
     };
     let new_id = if replace { starting.iter().min().copied() } else { None };
     let kept = current.filter(|_| !replace).map(|c| c.id_task);
@@ -61,14 +66,14 @@ mod tests {
 
     #[test]
     fn a_first_start_takes_the_smallest_id_and_fences_the_others() {
-        let p = plan(None, &[t(2), t(0), t(1)], &owned(&[0, 1, 2]));
+        let p = plan(None, &[t(2), t(0), t(1)], &owned(&[0, 1, 2]), 1);
         assert_eq!(p, IdPlan { replace: true, new_id: Some(t(0)), fence: vec![t(2), t(1)] });
     }
 
     #[test]
     fn a_producer_whose_task_ran_here_all_along_is_kept_and_the_newcomers_fenced() {
-        let current = Current { id_task: t(0), usable: true };
-        let p = plan(Some(current), &[t(3)], &owned(&[0, 3]));
+        let current = Current { id_task: t(0), usable: true, since: 1 };
+        let p = plan(Some(current), &[t(3)], &owned(&[0, 3]), 4);
         assert_eq!(p, IdPlan { replace: false, new_id: None, fence: vec![t(3)] });
     }
 
@@ -78,33 +83,44 @@ mod tests {
         // copy B (whose producer took the id, and then B died mid
         // transaction) and gives it back now. Only a new initialisation of
         // the id aborts what B left open.
-        let current = Current { id_task: t(0), usable: true };
-        let p = plan(Some(current), &[t(0), t(1)], &owned(&[0, 1, 2]));
+        let current = Current { id_task: t(0), usable: true, since: 1 };
+        let p = plan(Some(current), &[t(0), t(1)], &owned(&[0, 1, 2]), 4);
         assert!(p.replace);
         assert_eq!(p.new_id, Some(t(0)));
         assert_eq!(p.fence, vec![t(1)]);
     }
 
     #[test]
+    fn a_task_restarting_on_its_own_keeps_the_producer_its_siblings_write_through() {
+        // Same generation: nobody else can have owned task 0 meanwhile, and
+        // a replacement would stop the sub-topology's other tasks here.
+        let current = Current { id_task: t(0), usable: true, since: 3 };
+        let p = plan(Some(current), &[t(0)], &owned(&[0, 1, 2]), 3);
+        assert_eq!(p, IdPlan { replace: false, new_id: None, fence: vec![] });
+    }
+
+    #[test]
     fn a_producer_of_a_task_given_away_or_unusable_is_replaced() {
-        let away = plan(Some(Current { id_task: t(0), usable: true }), &[t(2)], &owned(&[1, 2]));
+        let away = plan(Some(Current { id_task: t(0), usable: true, since: 1 }), &[t(2)], &owned(&[1, 2]), 1);
         assert_eq!(away, IdPlan { replace: true, new_id: Some(t(2)), fence: vec![] });
-        let fenced = plan(Some(Current { id_task: t(1), usable: false }), &[t(2)], &owned(&[1, 2]));
+        let fenced = plan(Some(Current { id_task: t(1), usable: false, since: 1 }), &[t(2)], &owned(&[1, 2]), 1);
         assert_eq!(fenced, IdPlan { replace: true, new_id: Some(t(2)), fence: vec![] });
     }
 
     #[test]
-    fn every_task_starting_has_its_id_initialised_once() {
+    fn every_task_starting_has_its_id_initialised_once_or_carried_by_the_kept_producer() {
         let cases = [
             (None, vec![t(1), t(0)]),
-            (Some(Current { id_task: t(0), usable: true }), vec![t(1), t(2)]),
-            (Some(Current { id_task: t(0), usable: true }), vec![t(0), t(2)]),
-            (Some(Current { id_task: t(5), usable: false }), vec![t(3)]),
+            (Some(Current { id_task: t(0), usable: true, since: 1 }), vec![t(1), t(2)]),
+            (Some(Current { id_task: t(0), usable: true, since: 1 }), vec![t(0), t(2)]),
+            (Some(Current { id_task: t(0), usable: true, since: 2 }), vec![t(0), t(2)]),
+            (Some(Current { id_task: t(5), usable: false, since: 2 }), vec![t(3)]),
         ];
         for (current, starting) in cases {
-            let p = plan(current, &starting, &owned(&[0, 1, 2, 3, 5]));
+            let p = plan(current, &starting, &owned(&[0, 1, 2, 3, 5]), 2);
             let mut initialised: Vec<TaskId> = p.fence.clone();
             initialised.extend(p.new_id);
+            initialised.extend(current.filter(|_| !p.replace).map(|c| c.id_task).filter(|id| starting.contains(id)));
             initialised.sort();
             let mut want = starting.clone();
             want.sort();
