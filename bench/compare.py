@@ -24,6 +24,13 @@ harness runs in this process (or, for beam-kafka-eo-p2, in processes it
 starts): its CPU is the CPU of this process and its children during the run.
 The runner's CPU and peak RSS are read from /proc for the runner's process.
 
+The SDK's own time is measured too: each bundle the LOOPBACK harness in
+this process runs is timed, so "wall - bundles" is what a runner (and the
+client's submission, the same for all) adds to the SDK's work. A Python
+bundle ends on a tick of the SDK's state sampler (up to 200 ms apart), so
+bundle times, and with them the wall times of every runner, come in steps
+of ~200 ms: "wall - bundles" is the steadier comparison of runners.
+
 The runner-native Kafka path against a Kafka Streams app, streaming latency
 and the Kafka ceiling are bench/native.py; bench/run.sh runs both.
 """
@@ -44,9 +51,28 @@ from pathlib import Path
 import apache_beam as beam
 import procstat
 from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.runners.worker import bundle_processor
 
 REPO = Path(__file__).resolve().parent.parent
 SEEDS = 100  # elements are generated from this many seeds, after a Reshuffle
+
+
+# ------------------------------------------------- the SDK's bundle times
+_bundle_seconds = []
+
+
+def _timed_process_bundle(process_bundle):
+  def timed(self, *args, **kwargs):
+    began = time.monotonic()
+    try:
+      return process_bundle(self, *args, **kwargs)
+    finally:
+      _bundle_seconds.append(time.monotonic() - began)
+  return timed
+
+
+bundle_processor.BundleProcessor.process_bundle = _timed_process_bundle(
+    bundle_processor.BundleProcessor.process_bundle)
 
 
 # ---------------------------------------------------------------- workloads
@@ -251,16 +277,20 @@ def run_once(runner, workload, n, keys):
   WORKLOADS[workload](p, n, keys)
   runner.reset_peak_rss()
   sdk_cpu = lambda: procstat.own_tree_cpu_seconds(exclude=runner.pids())
+  _bundle_seconds.clear()
   cpu0, sdk0, t0 = runner.cpu_seconds(), sdk_cpu(), time.monotonic()
   result = p.run()
   state = result.wait_until_finish()
   wall = time.monotonic() - t0
   if str(state) != 'DONE':
     raise RuntimeError('%s on %s ended %s' % (workload, runner.name, state))
+  # None where the harnesses are processes of their own (not timed here).
+  bundles = sum(_bundle_seconds) if _bundle_seconds else None
   return {'wall_s': wall, 'elements_per_s': n / wall,
           'runner_cpu_s': runner.cpu_seconds() - cpu0,
           'sdk_cpu_s': sdk_cpu() - sdk0,
-          'runner_peak_rss_mb': runner.peak_rss_mb()}
+          'runner_peak_rss_mb': runner.peak_rss_mb(),
+          'sdk_bundles': len(_bundle_seconds), 'sdk_bundle_s': bundles}
 
 
 def _build_prism():
@@ -322,9 +352,11 @@ def main():
   def measure(runner, w, i):
     m = run_once(runner, w, args.elements, args.keys)
     measured = i >= args.warmup
-    print('%-15s %-16s %s %6.2f s %10.0f el/s runner %.2f cpu-s sdk %.2f cpu-s %.0f MB' % (
+    bundles = ('%d bundle(s) %.2f s' % (m['sdk_bundles'], m['sdk_bundle_s'])
+               if m['sdk_bundle_s'] is not None else 'bundles not timed')
+    print('%-15s %-16s %s %6.2f s %10.0f el/s runner %.2f cpu-s sdk %.2f cpu-s %.0f MB; %s' % (
         runner.name, w, 'run   ' if measured else 'warmup', m['wall_s'], m['elements_per_s'],
-        m['runner_cpu_s'], m['sdk_cpu_s'], m['runner_peak_rss_mb']), flush=True)
+        m['runner_cpu_s'], m['sdk_cpu_s'], m['runner_peak_rss_mb'], bundles), flush=True)
     if measured:
       rows.append(dict(runner=runner.name, workload=w, run=i - args.warmup, **m))
 
@@ -363,8 +395,8 @@ def report(rows, runners, workloads, out, args):
   med = {}
   print('\nSDK-bound workloads, %d elements, %d keys, median (min-max) of %d runs; LOOPBACK' % (
       args.elements, args.keys, args.repeat))
-  print('%-16s %-15s %24s %10s %10s %9s %9s' % ('workload', 'runner', 'elements/s', 'runner cpu',
-                                              'sdk cpu', 'cpu ratio', 'peak MB'))
+  print('%-16s %-15s %24s %10s %10s %9s %9s %15s' % ('workload', 'runner', 'elements/s', 'runner cpu',
+                                                   'sdk cpu', 'cpu ratio', 'peak MB', 'wall - bundles'))
   for w in workloads:
     for r in runners:
       got = [x for x in rows if x['workload'] == w and x['runner'] == r]
@@ -374,9 +406,11 @@ def report(rows, runners, workloads, out, args):
       cpu = statistics.median(x['runner_cpu_s'] for x in got)
       sdk = statistics.median(x['sdk_cpu_s'] for x in got)
       rss = max(x['runner_peak_rss_mb'] for x in got)
+      beyond = [x['wall_s'] - x['sdk_bundle_s'] for x in got if x['sdk_bundle_s'] is not None]
       med[(w, r)] = eps[0]
-      print('%-16s %-15s %10.0f (%5.0f-%5.0f) %9.2fs %9.2fs %8.0f%% %9.0f' % (
-          w, r, eps[0], eps[1], eps[2], cpu, sdk, 100 * cpu / sdk if sdk else float('nan'), rss))
+      print('%-16s %-15s %10.0f (%5.0f-%5.0f) %9.2fs %9.2fs %8.0f%% %9.0f %15s' % (
+          w, r, eps[0], eps[1], eps[2], cpu, sdk, 100 * cpu / sdk if sdk else float('nan'), rss,
+          '%.0f ms' % (1000 * statistics.median(beyond)) if beyond else '-'))
   ours = [r for r in runners if r.startswith('beam-kafka')]
   peers = [r for r in runners if not r.startswith('beam-kafka')]
   if ours and peers:
