@@ -590,9 +590,9 @@ pub(crate) async fn start_assigned(
     // again within a second); a seek does, if it moves the fetcher: a
     // partition without a commit is sought to `Beginning`, a logical
     // offset, never to 0 (a seek to where it already is changes nothing,
-    // and its task then saw its first records ~1 s late). Asynchronous (no wait), to the
-    // same start: anything fetched before it is discarded by its version
-    // barrier, and nothing can reach a task before this returns.
+    // and its task then saw its first records ~1 s late). Asynchronous (no
+    // wait), to the same start: anything fetched before it is discarded by
+    // its version barrier, and nothing can reach a task before this returns.
     for ((topic, partition), start) in &starts {
         let _ = consumer.seek(topic, *partition, *start, Duration::ZERO);
     }
