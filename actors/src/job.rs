@@ -134,6 +134,24 @@ async fn drive(
         }
     }
     tracing::debug!("start-up: sources resolved after {:?}", began.elapsed());
+    // The group's consumer is created now, though it subscribes only once
+    // the topics exist and the harnesses are up: its connection and
+    // coordinator lookup run meanwhile, behind topic creation.
+    let mut consumer_config = config::job_consumer(opts);
+    for (k, v) in &io.consumer_properties {
+        consumer_config.set(k, v);
+    }
+    let (membership_tx, mut membership_rx) = mpsc::unbounded_channel();
+    let generation = Arc::new(AtomicU64::new(0));
+    let consumer: Arc<JobConsumer> =
+        match consumer_config.create_with_context(JobContext::new(membership_tx, generation.clone(), input.board.clone(), opts)) {
+            Ok(c) => Arc::new(c),
+            Err(e) => return JobOutcome::Failed(format!("cannot create the Kafka consumer: {e}")),
+        };
+    // One transaction per sub-topology carries the writes and offsets of
+    // all its tasks in this copy (exactly_once).
+    let copy_txns = (opts.processing_guarantee == ProcessingGuarantee::ExactlyOnce)
+        .then(|| crate::copy_transaction::start_all(opts, &consumer, input.plan.sub_topologies.iter().map(|s| s.id)));
     // The impulse's transaction is set up (~0.1 s) while the topics are
     // created; its records are written while the group join runs, and the
     // tasks start without waiting for them.
@@ -157,21 +175,6 @@ async fn drive(
         tracing::debug!("start-up: harnesses connected after {:?}", began.elapsed());
     }
     let opts = &input.options;
-    let mut consumer_config = config::job_consumer(opts);
-    for (k, v) in &io.consumer_properties {
-        consumer_config.set(k, v);
-    }
-    let (membership_tx, mut membership_rx) = mpsc::unbounded_channel();
-    let generation = Arc::new(AtomicU64::new(0));
-    let consumer: Arc<JobConsumer> =
-        match consumer_config.create_with_context(JobContext::new(membership_tx, generation.clone(), input.board.clone(), opts)) {
-            Ok(c) => Arc::new(c),
-            Err(e) => return JobOutcome::Failed(format!("cannot create the Kafka consumer: {e}")),
-        };
-    // One transaction per sub-topology carries the writes and offsets of
-    // all its tasks in this copy (exactly_once).
-    let copy_txns = (opts.processing_guarantee == ProcessingGuarantee::ExactlyOnce)
-        .then(|| crate::copy_transaction::start_all(opts, &consumer, input.plan.sub_topologies.iter().map(|s| s.id)));
     // Side topics are read whole by each task, not through the group.
     let topic_names: Vec<&str> = input.plan.topics.iter().filter(|t| t.kind != TopicKind::Side).map(|t| t.name.as_str()).collect();
     if let Err(e) = consumer.subscribe(&topic_names) {
