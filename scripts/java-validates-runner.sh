@@ -23,8 +23,6 @@ excluded=(
   # They check the Java SDK container's JVM (jamm agent, TLS settings, log4j); here the harness is
   # the test JVM itself.
   UsesSdkHarnessEnvironment
-  # Records over 64 MiB: the runner's topics take records up to 64 MiB (max.message.bytes).
-  'LargeKeys$Above100MB'
 )
 
 out="$BEAM_KAFKA_CACHE/java/validates-runner"

@@ -10,6 +10,7 @@
 #   kafka.sh kill [PORT]      SIGKILL the broker, keeping its data (a crash)
 #   kafka.sh resume [PORT]    start a killed broker again on the same data
 # Idempotent: start on a running broker and stop on a stopped one do nothing.
+# BEAM_KAFKA_BROKER_PROPERTIES="key=value ..." adds broker settings (they win over the defaults).
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 KAFKA_HOME="$BEAM_KAFKA_CACHE/kafka-$KAFKA_VERSION"
@@ -110,6 +111,9 @@ transaction.state.log.num.partitions=4
 share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
+# Beam's large-key tests write keys of 100 MiB: requests up to 300 MiB
+# (Kafka's default is 100 MiB; the runner learns the limit from the brokers).
+socket.request.max.bytes=314572800
 group.min.session.timeout.ms=1000
 # Transactions open past their timeout are aborted within a second (Kafka
 # checks every 10 s by default), so a test of the timeout sees it happen.
@@ -130,6 +134,8 @@ appender.file.fileName=$dir/broker.log
 appender.file.layout.type=PatternLayout
 appender.file.layout.pattern=[%d] %p %m (%c)%n
 L4J
+  local kv
+  for kv in ${BEAM_KAFKA_BROKER_PROPERTIES:-}; do printf '%s\n' "$kv" >> "$dir/server.properties"; done
   local scram=()
   if [[ -n "$secure" ]]; then
     make_tls "$dir" "$port"

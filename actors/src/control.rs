@@ -57,7 +57,7 @@ pub fn topic_spec(application_id: &str) -> TopicSpec {
 /// Writes a request (`DRAIN`), creating the topic if needed.
 pub async fn request(opts: &RunnerOptions, what: &[u8]) -> Result<(), String> {
     let admin = Admin::connect(opts)?;
-    admin.ensure_topics(&[topic_spec(&opts.application_id)], opts.topic_replication_factor).await?;
+    admin.ensure_topics(&[topic_spec(&opts.application_id)], opts.topic_replication_factor, config::batch_max_bytes(opts)).await?;
     let producer: FutureProducer = config::producer(opts).create().map_err(|e| format!("cannot create a Kafka producer: {e}"))?;
     let topic = control_topic(&opts.application_id);
     producer

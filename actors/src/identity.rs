@@ -77,7 +77,7 @@ pub(crate) async fn record_plan(producer: &KafkaProducer, application_id: &str, 
 /// Records that the application ran to the end and kept its topics.
 pub async fn record_finished(opts: &RunnerOptions) -> Result<(), String> {
     let admin = Admin::connect(opts)?;
-    admin.ensure_topics(&[topic_spec(&opts.application_id)], opts.topic_replication_factor).await?;
+    admin.ensure_topics(&[topic_spec(&opts.application_id)], opts.topic_replication_factor, config::batch_max_bytes(opts)).await?;
     let producer: FutureProducer = config::producer(opts).create().map_err(|e| format!("cannot create a Kafka producer: {e}"))?;
     let topic = plan_topic(&opts.application_id);
     producer

@@ -112,10 +112,16 @@ async fn drive(
         Ok(p) => Arc::new(p),
         Err(e) => return JobOutcome::Failed(format!("cannot create the Kafka producer: {e}")),
     };
-    let start_offsets = match resolve_sources(&admin, &mut input).await {
+    // The brokers' request limit bounds the records of the runner's topics
+    // (a GroupByKey key, a state entry): learned before they are created.
+    let (request_max, resolved) = tokio::join!(admin.socket_request_max_bytes(), resolve_sources(&admin, &mut input));
+    let start_offsets = match resolved {
         Ok(s) => s,
         Err(e) => return JobOutcome::Failed(e),
     };
+    if let Some(request_max) = request_max {
+        input.options.record_max_bytes = Some(config::record_max_for_requests(request_max));
+    }
     let io = match start_kafka_io(&input) {
         Ok(io) => KafkaIo { start_offsets, ..io },
         Err(e) => return JobOutcome::Failed(e),
@@ -490,7 +496,7 @@ async fn create_topics(admin: &Admin, input: &JobInput) -> Result<(), String> {
         .chain(std::iter::once(control::topic_spec(&opts.application_id)))
         .chain(input.plan_record.as_ref().map(|_| crate::identity::topic_spec(&opts.application_id)))
         .collect();
-    admin.ensure_topics(&specs, opts.topic_replication_factor).await.map(|_| ())
+    admin.ensure_topics(&specs, opts.topic_replication_factor, config::batch_max_bytes(opts)).await.map(|_| ())
 }
 
 /// How often the job compares its view of the assignment with librdkafka's.

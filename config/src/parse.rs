@@ -42,6 +42,9 @@ pub struct RunnerOptions {
     pub sdk_worker_parallelism: u32,
     /// Beam's own `--streaming` flag.
     pub streaming: bool,
+    /// Not an option: the largest record the runner's topics take, learned
+    /// from the brokers as a job starts (`None` before: the runner's default).
+    pub record_max_bytes: Option<usize>,
 }
 
 /// One invalid or missing option.
@@ -285,6 +288,7 @@ impl RunnerOptions {
             keep_runner_topics,
             sdk_worker_parallelism,
             streaming,
+            record_max_bytes: None,
         })
     }
 }

@@ -90,7 +90,7 @@ const FATAL: &[(&str, &str)] = &[
     ("UnknownPartition", "a partition the job uses does not exist"),
     (
         "MessageSizeTooLarge",
-        "a record is larger than the broker accepts: raise the topic's max.message.bytes and the producer's message.max.bytes (--kafka_property), or emit smaller elements",
+        "a record is larger than Kafka accepts: the runner's own topics take records up to the brokers' socket.request.max.bytes less 1 MiB (Kafka's default: 100 MiB), so raise that on the brokers; for a WriteToKafka topic, raise its max.message.bytes and the producer's message.max.bytes; or emit smaller elements",
     ),
     ("InvalidTransactionTimeout", "lower --transaction_timeout_ms to at most the broker's transaction.max.timeout.ms"),
     ("InvalidConfig", "fix the client property the message names (--kafka_property or the transform's config)"),

@@ -3,7 +3,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use beam_kafka_config::RunnerOptions;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::{Offset, TopicPartitionList};
@@ -79,6 +79,8 @@ pub struct Admin {
     /// wait for a fence that needs it to join the group first.
     offsets_probe: BaseConsumer,
     bootstrap: String,
+    /// The brokers' ids, from the first metadata answer.
+    brokers: Vec<i32>,
 }
 
 /// Where a source partition without a committed offset starts.
@@ -128,18 +130,19 @@ impl Admin {
             consumer().create_with_context(access.clone()).map_err(|e| format!("cannot create a Kafka consumer: {e}"))?;
         let offsets_probe: BaseConsumer =
             consumer().set("isolation.level", "read_uncommitted").create().map_err(|e| format!("cannot create a Kafka consumer: {e}"))?;
-        let admin = Admin { client, access, probe, offsets_probe, bootstrap: opts.bootstrap_servers.clone() };
-        admin.check_reachable()?;
+        let mut admin = Admin { client, access, probe, offsets_probe, bootstrap: opts.bootstrap_servers.clone(), brokers: Vec::new() };
+        admin.brokers = admin.check_reachable()?;
         Ok(admin)
     }
 
     /// Asks for metadata in short tries, so credentials the cluster refuses
     /// fail within about a second instead of looking like an outage.
-    fn check_reachable(&self) -> Result<(), String> {
+    /// Returns the brokers' ids.
+    fn check_reachable(&self) -> Result<Vec<i32>, String> {
         let deadline = std::time::Instant::now() + METADATA_TIMEOUT;
         loop {
             let e = match self.probe.fetch_metadata(None, Duration::from_secs(1)) {
-                Ok(_) => return Ok(()),
+                Ok(md) => return Ok(md.brokers().iter().map(|b| b.id()).collect()),
                 Err(e) => e,
             };
             // Serves the probe's event queue: its error callback (the
@@ -156,6 +159,22 @@ impl Admin {
                 ));
             }
         }
+    }
+
+    /// The smallest `socket.request.max.bytes` of the brokers: no produce
+    /// request may be larger. `None` when their settings cannot be read (a
+    /// principal without DescribeConfigs on the cluster).
+    pub async fn socket_request_max_bytes(&self) -> Option<u64> {
+        let brokers: Vec<ResourceSpecifier> = self.brokers.iter().map(|id| ResourceSpecifier::Broker(*id)).collect();
+        let opts = AdminOptions::new().request_timeout(Some(Duration::from_secs(5)));
+        let described = match self.client.describe_configs(&brokers, &opts).await {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::debug!("cannot read the brokers' settings: {e}");
+                return None;
+            }
+        };
+        described.iter().filter_map(|r| r.as_ref().ok()?.get("socket.request.max.bytes")?.value.as_deref()?.parse().ok()).min()
     }
 
     /// Partition count of an existing topic, `None` if it does not exist.
@@ -179,7 +198,7 @@ impl Admin {
 
     /// Creates the topics that do not exist; an existing one must have the
     /// planned partition count. Returns the names that were created now.
-    pub async fn ensure_topics(&self, topics: &[TopicSpec], replication: u32) -> Result<Vec<String>, String> {
+    pub async fn ensure_topics(&self, topics: &[TopicSpec], replication: u32, max_message_bytes: usize) -> Result<Vec<String>, String> {
         let t0 = std::time::Instant::now();
         let found = at_once(topics, |t| self.partitions(&t.name));
         let checked_after = t0.elapsed();
@@ -199,7 +218,7 @@ impl Admin {
         if missing.is_empty() {
             return Ok(Vec::new());
         }
-        let max_message_bytes = super::config::RUNNER_RECORD_MAX_BYTES.to_string();
+        let max_message_bytes = max_message_bytes.to_string();
         let new: Vec<NewTopic> = missing
             .iter()
             .map(|t| {

@@ -44,7 +44,20 @@ pub fn base(opts: &RunnerOptions, role: &str) -> ClientConfig {
     // three of a new transactional producer wait ~100 ms for its first
     // writes' acknowledgements (a retried transaction or metadata request).
     default(&mut c, opts, "retry.backoff.ms", "10");
+    default(&mut c, opts, "receive.message.max.bytes", receive_max_bytes(opts).to_string());
     c
+}
+
+/// librdkafka's defaults for what a fetch answer may hold.
+const FETCH_MAX_BYTES: u64 = 52_428_800;
+const RECEIVE_MAX_BYTES: u64 = 100_000_000;
+
+/// The largest answer a client takes: a fetch holds up to `fetch.max.bytes`
+/// and one batch beyond it, which may hold a record of the job's limit.
+fn receive_max_bytes(opts: &RunnerOptions) -> u64 {
+    let fetch =
+        opts.kafka_properties.iter().find(|(k, _)| k == "fetch.max.bytes").and_then(|(_, v)| v.parse().ok()).unwrap_or(FETCH_MAX_BYTES);
+    (fetch + batch_max_bytes(opts) as u64 + REQUEST_FRAMING_BYTES).clamp(RECEIVE_MAX_BYTES, i32::MAX as u64)
 }
 
 /// The consumer of a job's input topics; offsets are committed by the tasks.
@@ -83,20 +96,47 @@ pub fn consumer(opts: &RunnerOptions) -> ClientConfig {
     c
 }
 
-/// The largest record the runner writes to its own topics (their
-/// `max.message.bytes`, and its producers' `message.max.bytes`): a
-/// GroupByKey key, a side input element or a state entry may exceed Kafka's
-/// 1 MB default. Consumers take a larger record whole (librdkafka returns
-/// a first batch over `fetch.max.bytes` anyway).
-pub const RUNNER_RECORD_MAX_BYTES: usize = 64 << 20;
+/// The largest record the runner writes to its own topics when the
+/// brokers' request limit is unknown: a GroupByKey key, a side input
+/// element or a state entry may exceed Kafka's 1 MB default.
+pub const DEFAULT_RECORD_MAX_BYTES: usize = 64 << 20;
+
+/// Room a produce request needs beside its one record (headers, batch
+/// framing): the record limit is the request limit less this.
+const REQUEST_FRAMING_BYTES: u64 = 1 << 20;
+
+/// librdkafka's ceiling for `message.max.bytes`.
+const LIBRDKAFKA_MESSAGE_MAX_BYTES: u64 = 1_000_000_000;
+
+/// Room for a batch header around one record of the limit.
+const BATCH_HEADER_BYTES: usize = 64 << 10;
+
+/// The largest record that fits a produce request the brokers take (their
+/// `socket.request.max.bytes`: a larger request closes the connection and
+/// is retried until it times out, so the producer must refuse it first).
+pub fn record_max_for_requests(socket_request_max_bytes: u64) -> usize {
+    let cap = LIBRDKAFKA_MESSAGE_MAX_BYTES - BATCH_HEADER_BYTES as u64;
+    socket_request_max_bytes.saturating_sub(REQUEST_FRAMING_BYTES).clamp(1 << 20, cap) as usize
+}
+
+/// The largest record of the job's runner topics: learned from the brokers
+/// at the job's start, else [`DEFAULT_RECORD_MAX_BYTES`].
+pub fn record_max_bytes(opts: &RunnerOptions) -> usize {
+    opts.record_max_bytes.unwrap_or(DEFAULT_RECORD_MAX_BYTES)
+}
+
+/// A batch of one record of the limit: the runner topics' `max.message.bytes`
+/// and its producers' `message.max.bytes`.
+pub fn batch_max_bytes(opts: &RunnerOptions) -> usize {
+    record_max_bytes(opts) + BATCH_HEADER_BYTES
+}
 
 /// The idempotent producer of bootstrap records (and, with a transactional
 /// id, of a task).
 pub fn producer(opts: &RunnerOptions) -> ClientConfig {
     let mut c = base(opts, "producer");
     c.set("enable.idempotence", "true");
-    // Room for one record of RUNNER_RECORD_MAX_BYTES and its batch header.
-    default(&mut c, opts, "message.max.bytes", (RUNNER_RECORD_MAX_BYTES + (64 << 10)).to_string());
+    default(&mut c, opts, "message.max.bytes", batch_max_bytes(opts).to_string());
     default(&mut c, opts, "message.timeout.ms", "30000");
     c
 }
@@ -196,6 +236,29 @@ mod tests {
         let other = sink_producer(&opts, false, &[("bootstrap.servers", "other:9092")]);
         assert_eq!(other.get("sasl.password"), None, "another cluster's credentials are its own");
         assert_eq!(other.get("bootstrap.servers"), Some("other:9092"));
+    }
+
+    #[test]
+    fn records_are_sized_to_the_brokers_request_limit() {
+        let mut opts = options(&[]);
+        let number = |c: &ClientConfig, k: &str| -> u64 { c.get(k).unwrap_or_else(|| panic!("{k} unset")).parse().unwrap() };
+        assert_eq!(number(&producer(&opts), "message.max.bytes"), (DEFAULT_RECORD_MAX_BYTES + (64 << 10)) as u64, "unknown: the default");
+        // Kafka's default request limit, 100 MiB: records up to 99 MiB.
+        assert_eq!(record_max_for_requests(100 << 20), 99 << 20);
+        assert!(record_max_for_requests(u64::MAX) as u64 + (64 << 10) <= 1_000_000_000, "librdkafka's ceiling");
+        assert_eq!(record_max_for_requests(0), 1 << 20);
+        opts.record_max_bytes = Some(record_max_for_requests(300 << 20));
+        let batch = number(&producer(&opts), "message.max.bytes");
+        assert_eq!(batch, (299 << 20) + (64 << 10));
+        // A fetch answer holds up to fetch.max.bytes and one batch beyond it.
+        assert!(number(&consumer(&opts), "receive.message.max.bytes") >= 52_428_800 + batch);
+        let user = options(&["fetch.max.bytes=200000000"]);
+        assert!(number(&consumer(&user), "receive.message.max.bytes") >= 200_000_000 + number(&producer(&user), "message.max.bytes"));
+        let user = options(&["message.max.bytes=2000000", "receive.message.max.bytes=300000000"]);
+        assert_eq!(
+            (number(&producer(&user), "message.max.bytes"), number(&consumer(&user), "receive.message.max.bytes")),
+            (2_000_000, 300_000_000)
+        );
     }
 
     #[test]
