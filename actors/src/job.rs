@@ -295,6 +295,7 @@ async fn drive(
                         let _ = events.send(JobEvent::Info(text));
                     }
                     roster.assign(parts);
+                    input.board.set_owned(roster.owned());
                     start_startable!();
                 }
                 None => break JobOutcome::Failed("the consumer stopped reporting its group membership".into()),
@@ -512,6 +513,7 @@ fn real_assignment(consumer: &JobConsumer) -> Option<BTreeSet<(String, i32)>> {
 /// whether any stopped.
 fn revoke(parts: &[(String, i32)], roster: &mut Roster<LiveTask>, routes: &Routes, board: &StatusBoard) -> bool {
     let moving = roster.revoke(parts);
+    board.set_owned(roster.owned());
     for (_, gone) in &moving {
         for p in &gone.partitions {
             routes.remove(p);

@@ -7,7 +7,7 @@
 //! A board covers this copy's tasks only; each copy of an application
 //! serves its own page and exports its own metrics (the dashboard adds
 //! them up across copies).
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Instant;
@@ -81,6 +81,9 @@ pub struct StatusBoard {
     ended: OnceLock<Instant>,
     /// The job's state as the Job API names it (RUNNING, DONE, ...).
     state: Mutex<String>,
+    /// The tasks the group gave this copy (`None` before its first
+    /// assignment): what readiness waits for.
+    owned: Mutex<Option<BTreeSet<TaskId>>>,
 }
 
 /// This process as a copy of an application: `host:pid`.
@@ -131,6 +134,7 @@ impl StatusBoard {
             attributes,
             ended: OnceLock::new(),
             state: Mutex::new(String::new()),
+            owned: Mutex::new(None),
         });
         boards().lock().expect("boards lock").push(Arc::downgrade(&board));
         board
@@ -146,6 +150,15 @@ impl StatusBoard {
 
     pub fn state(&self) -> String {
         self.state.lock().expect("state lock").clone()
+    }
+
+    /// The group gave this copy these tasks (after each change).
+    pub fn set_owned(&self, tasks: BTreeSet<TaskId>) {
+        *self.owned.lock().expect("owned lock") = Some(tasks);
+    }
+
+    pub fn owned(&self) -> Option<BTreeSet<TaskId>> {
+        self.owned.lock().expect("owned lock").clone()
     }
 
     /// The job ended: its metrics stop being exported a little later.

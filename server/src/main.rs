@@ -12,6 +12,7 @@ mod metrics;
 mod options;
 mod otel;
 mod policy;
+mod probes;
 mod prometheus;
 mod reset;
 mod run;

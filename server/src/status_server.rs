@@ -46,6 +46,8 @@ pub async fn start(args: &UiArgs, jobs: Arc<Jobs>, auth: Auth) -> anyhow::Result
     let app = Router::new()
         .route("/", get(page))
         .route("/favicon.ico", get(|| async { StatusCode::NO_CONTENT }))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
         .route("/api/jobs", get(list))
         .route("/api/jobs/{id}", get(one))
         .route("/api/jobs/{id}/topology.svg", get(topology))
@@ -92,6 +94,26 @@ async fn page(State(ui): State<Ui>, headers: HeaderMap, Query(q): Query<std::col
         return refused();
     }
     ([(header::CONTENT_TYPE, "text/html; charset=utf-8"), (header::CACHE_CONTROL, "no-store")], PAGE).into_response()
+}
+
+/// Liveness: the process answers. A job's troubles (a stalled task, a
+/// failing commit) are on the page and in the metrics: restarting the
+/// process would not cure them, and would move every task it runs.
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+/// Readiness: every job runs every task the group gave this copy, restored
+/// (503 until then). Without the token (when the server has one) it says
+/// only whether: the reasons name jobs and tasks.
+async fn readyz(State(ui): State<Ui>, headers: HeaderMap) -> Response {
+    match crate::probes::ready(&ui.jobs) {
+        Ok(()) => "ready\n".into_response(),
+        Err(reasons) if ui.auth.accepts(presented(&headers).as_deref()) => {
+            (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {}\n", reasons.join("; "))).into_response()
+        }
+        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "not ready\n").into_response(),
+    }
 }
 
 async fn list(State(ui): State<Ui>, headers: HeaderMap) -> Response {

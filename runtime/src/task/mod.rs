@@ -14,6 +14,7 @@ pub mod flow;
 pub mod gbk_view;
 pub mod handover;
 pub mod lifecycle;
+pub mod readiness;
 pub mod roster;
 pub mod shared_txn;
 pub mod split;

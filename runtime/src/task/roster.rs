@@ -61,6 +61,11 @@ impl<H> Roster<H> {
         self.partitions.get(&task).map_or(&[], Vec::as_slice)
     }
 
+    /// The tasks every partition of which the group gave this copy.
+    pub fn owned(&self) -> BTreeSet<TaskId> {
+        self.partitions.keys().filter(|t| self.all_here(**t)).copied().collect()
+    }
+
     /// The group gave these partitions to this copy.
     pub fn assign(&mut self, parts: impl IntoIterator<Item = Partition>) {
         self.assigned.extend(parts);
@@ -190,6 +195,18 @@ mod tests {
         assert_eq!(r.startable(0, ALL).len(), 3);
         assert_eq!(r.started(t(0), 1, "a"), None);
         assert!(!r.startable(0, ALL).contains(&t(0)), "running");
+    }
+
+    #[test]
+    fn a_copy_owns_the_tasks_all_of_whose_partitions_it_was_given() {
+        let mut r = roster();
+        assert!(r.owned().is_empty());
+        r.assign([part(0)]);
+        assert_eq!(r.owned(), [t(0)].into_iter().collect(), "1_0 also needs edge-0");
+        r.assign([("edge".to_string(), 0)]);
+        assert_eq!(r.owned().len(), 2);
+        r.revoke(&[part(0)]);
+        assert!(r.owned().is_empty());
     }
 
     #[test]
