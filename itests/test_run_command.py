@@ -19,6 +19,8 @@ from kafka_topics import create_topic
 from kafka_topics import produce
 from kafka_topics import read_committed
 from kafka_topics import unique_topic
+from own_broker import kafka
+from own_broker import own_broker
 
 WORDS = [b'red', b'green', b'blue']
 
@@ -180,3 +182,47 @@ def test_run_serves_its_status_page_and_exports_over_otlp_http(
       proc.send_signal(signal.SIGTERM)
       out, _ = proc.communicate(timeout=90)
   assert proc.returncode == 0, out.decode(errors='replace')[-3000:]
+
+
+def test_a_copy_started_while_its_brokers_are_down_waits_for_them(
+    job_server, binary, tmp_path):
+  with own_broker(29800) as port:
+    broker = 'localhost:%d' % port
+    source, sink = unique_topic('wait-in'), unique_topic('wait-out')
+    create_topic(broker, source, 2)
+    create_topic(broker, sink, 1)
+    records = [(i % 2, None, WORDS[i % 3], None) for i in range(30)]
+    produce(broker, source, records)
+    pipeline = tmp_path / 'wordcount.pb'
+    _save_word_count(job_server, broker, source, sink, pipeline,
+                     max_num_records=len(records))
+    kafka('kill', str(port))
+    log_path = tmp_path / 'copy.log'
+    env = dict(os.environ)
+    env['PYTHONPATH'] = os.pathsep.join(
+        [str(Path(__file__).parent), env.get('PYTHONPATH', '')])
+    with open(log_path, 'wb') as log:
+      proc = subprocess.Popen(
+          [binary, 'run', '--pipeline', str(pipeline),
+           '--sdk-worker-command', '%s -m beam_kafka.boot' % sys.executable,
+           '--', '--bootstrap_servers=%s' % broker,
+           '--application_id=%s' % make_app_id('wait'),
+           '--state_dir=%s' % (tmp_path / 'state')],
+          env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+      # Past the 10 s a single try waits: the copy says so and keeps waiting.
+      deadline = time.monotonic() + 60
+      while log_path.read_text(errors='replace').count('a copy waits for its brokers') < 2:
+        assert proc.poll() is None, log_path.read_text(errors='replace')[-3000:]
+        assert time.monotonic() < deadline, log_path.read_text(errors='replace')[-3000:]
+        time.sleep(0.5)
+      kafka('resume', str(port))
+      proc.wait(timeout=180)
+    finally:
+      if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    out = log_path.read_text(errors='replace')
+    assert proc.returncode == 0, out[-3000:]
+    got = {k.decode(): int(v) for _, k, v in read_committed(broker, sink, 3)}
+    assert got == {'red': 10, 'green': 10, 'blue': 10}

@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{bail, Context as _};
+use beam_kafka_actors::kafka::admin::{self, Admin};
 use beam_kafka_fnapi::FnApiServer;
 use beam_kafka_proto::job_management as jm;
 use beam_kafka_proto::pipeline::{self as pb, Pipeline};
@@ -92,6 +93,33 @@ fn use_process_environments(pipeline: &mut Pipeline, command: &str) {
     }
 }
 
+/// Pause between tries to reach the brokers (each try waits up to 10 s).
+const KAFKA_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A copy is a service: started while no broker answers (a cluster
+/// restarting, a copy scheduled before Kafka is up), it waits for them,
+/// saying so at every try, instead of exiting; its `/readyz` says starting
+/// meanwhile. A refusal (credentials, TLS) ends it at once. `false`: stopped
+/// while waiting.
+async fn wait_for_kafka(opts: &beam_kafka_config::RunnerOptions, term: &mut tokio::signal::unix::Signal) -> anyhow::Result<bool> {
+    loop {
+        let o = opts.clone();
+        let tried = tokio::task::spawn_blocking(move || Admin::connect(&o).map(drop)).await?;
+        match tried {
+            Ok(()) => return Ok(true),
+            Err(e) if admin::is_unreachable(&e) => {
+                tracing::warn!("{e}; trying again in {} s (a copy waits for its brokers)", KAFKA_RETRY.as_secs())
+            }
+            Err(e) => bail!(e),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(KAFKA_RETRY) => {}
+            _ = tokio::signal::ctrl_c() => return Ok(false),
+            _ = term.recv() => return Ok(false),
+        }
+    }
+}
+
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let bytes = std::fs::read(&args.pipeline).with_context(|| format!("cannot read {}", args.pipeline.display()))?;
     let mut pipeline =
@@ -133,12 +161,16 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     jobs.by_id.insert(id, job.clone());
     status_server::start(&args.ui, jobs, crate::auth::Auth::default()).await?;
     let (_, mut messages) = job.messages();
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    if !wait_for_kafka(&job.runner_options, &mut term).await? {
+        tracing::info!("stopped while waiting for Kafka");
+        return Ok(());
+    }
     let mut state = job.subscribe_state();
     let services = execution::Services { fn_api, artifact_url, artifacts_dir: None };
     let mut execution = tokio::spawn(execution::execute(job.clone(), services));
     let mut executed = false;
     let mut stop_requested = false;
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut last_error = None;
     loop {
         tokio::select! {

@@ -15,6 +15,15 @@ use crate::kafka::context::AccessWatch;
 
 const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How a connection's error starts when no broker answered (as opposed to
+/// one that refused the client): worth trying again later.
+const UNREACHABLE: &str = "cannot reach Kafka at";
+
+/// Whether `Admin::connect` failed because no broker answered.
+pub fn is_unreachable(error: &str) -> bool {
+    error.starts_with(UNREACHABLE)
+}
+
 /// How long transient broker errors (a coordinator moving or loading, a
 /// leader election) are retried before they count as failures.
 const TRANSIENT_RETRY: Duration = Duration::from_secs(30);
@@ -153,7 +162,7 @@ impl Admin {
             }
             if std::time::Instant::now() >= deadline {
                 return Err(format!(
-                    "cannot reach Kafka at {} within {} s ({e}); check --bootstrap_servers and that the brokers are running",
+                    "{UNREACHABLE} {} within {} s ({e}); check --bootstrap_servers and that the brokers are running",
                     self.bootstrap,
                     METADATA_TIMEOUT.as_secs()
                 ));
