@@ -25,6 +25,9 @@ run() {
 log "cargo fmt --check and cargo clippy -D warnings"
 lint_rc=0; run lint bash -c "cd '$REPO_ROOT' && cargo fmt --all --check && cargo clippy --locked --workspace --all-targets -- -D warnings" || lint_rc=$?
 
+log "Kubernetes manifests (kubeconform, strict)"
+k8s_rc=0; run k8s "$REPO_ROOT/scripts/k8s-validate.sh" || k8s_rc=$?
+
 log "unit tests (cargo test)"
 cargo_rc=0; run cargo bash -c "cd '$REPO_ROOT' && cargo test --locked --workspace" || cargo_rc=$?
 
@@ -114,6 +117,7 @@ if [[ $lint_rc -ne 0 ]]; then echo "cargo fmt or clippy found problems (see abov
 if [[ $package_rc -ne 0 ]]; then echo "the wheel or cargo install failed (see above)"; fi
 if [[ $go_rc -ne 0 ]]; then echo "Beam's Go integration tests failed (see above)"; fi
 if [[ $java_rc -ne 0 ]]; then echo "Beam's Java ValidatesRunner tests failed (see above)"; fi
+if [[ $k8s_rc -ne 0 ]]; then echo "a Kubernetes manifest under ops/kubernetes is invalid (see above)"; fi
 if [[ $fuzz_rc -ne 0 ]]; then echo "a fuzz target found a crash (see above; its input is under $BEAM_KAFKA_CACHE/fuzz-ci/artifacts)"; fi
-if [[ $fuzz_rc -ne 0 || $lint_rc -ne 0 || $package_rc -ne 0 || $go_rc -ne 0 || $java_rc -ne 0 || $cargo_rc -ne 0 || $pytest_rc -ne 0 || $suite_rc -ne 0 || $bench_rc -ne 0 ]]; then exit 1; fi
+if [[ $k8s_rc -ne 0 || $fuzz_rc -ne 0 || $lint_rc -ne 0 || $package_rc -ne 0 || $go_rc -ne 0 || $java_rc -ne 0 || $cargo_rc -ne 0 || $pytest_rc -ne 0 || $suite_rc -ne 0 || $bench_rc -ne 0 ]]; then exit 1; fi
 exit 0
