@@ -158,7 +158,13 @@ L4J
 launch() {
   local port="$1" dir; dir="$(port_dir "$1")"
   log "starting Kafka $KAFKA_VERSION on localhost:$port (logs: $dir)"
-  nohup java -Xms256m -Xmx1g -Dlog4j2.configurationFile="$dir/log4j2.properties" \
+  # Each network and I/O thread keeps (caches) a direct buffer as large as
+  # the largest request it handled: after Beam's 100 MiB-key tests a dozen
+  # such buffers exhausted the default direct memory (the heap's size) and
+  # failed later requests. Buffers up to 128 MiB stay cached (one per read
+  # would be allocated anew otherwise, which crawls), within 3 GiB.
+  nohup java -Xms256m -Xmx1g -XX:MaxDirectMemorySize=3g -Djdk.nio.maxCachedBufferSize=134217728 \
+      -Dlog4j2.configurationFile="$dir/log4j2.properties" \
       -cp "$LIBS/*" kafka.Kafka "$dir/server.properties" >"$dir/stdout.log" 2>&1 &
   echo $! > "$dir/pid"
   for _ in $(seq 1 120); do

@@ -40,7 +40,7 @@ pub async fn earlier_run(opts: &RunnerOptions) -> Result<Earlier, String> {
         let plan = plan_topic(app);
         if left.contains(&plan) {
             let reader = plan_reader(&opts)?;
-            let records = read_all(&reader, &plan);
+            let records = read_plan(&reader, &plan);
             crate::kafka::close_in_background(reader);
             let records = records?;
             let last = |key: &[u8]| records.iter().rev().find(|(k, _)| k.as_slice() == key).map(|(_, v)| v.clone());
@@ -94,6 +94,26 @@ fn plan_reader(opts: &RunnerOptions) -> Result<BaseConsumer, String> {
     let mut c = config::base(opts, "plan");
     c.set("group.id", format!("{}-plan", opts.application_id)).set("enable.auto.commit", "false");
     c.create().map_err(|e| format!("cannot create a Kafka consumer: {e}"))
+}
+
+/// How long a plan topic without a plan is given to get one.
+const PLAN_WAIT: Duration = Duration::from_secs(15);
+
+/// The plan topic's records. A plan topic that holds nothing yet, or whose
+/// leader is not elected yet, was just created by another copy's first
+/// run, which records its plan before any of its tasks starts: copies
+/// started together wait for it (a while: a first run that died before
+/// recording its plan leaves the topic empty).
+fn read_plan(consumer: &BaseConsumer, topic: &str) -> Result<Vec<KeyValue>, String> {
+    let deadline = std::time::Instant::now() + PLAN_WAIT;
+    loop {
+        let read = read_all(consumer, topic);
+        let waiting = !matches!(&read, Ok(records) if !records.is_empty());
+        if !waiting || std::time::Instant::now() >= deadline {
+            return read;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// Every record of the one-partition `topic`, in order.
