@@ -63,7 +63,8 @@ def _save_word_count(job_server, broker, source, sink, path, window_secs=None,
   path.write_bytes(p.to_runner_api().SerializeToString())
 
 
-def _run_command(binary, pipeline, broker, app_id, state_dir, *extra):
+def _run_command(binary, pipeline, broker, app_id, state_dir, *extra,
+                 stdout=subprocess.PIPE):
   env = dict(os.environ)
   # The harness unpickles this module's functions.
   env['PYTHONPATH'] = os.pathsep.join(
@@ -73,11 +74,13 @@ def _run_command(binary, pipeline, broker, app_id, state_dir, *extra):
        '--sdk-worker-command', '%s -m beam_kafka.boot' % sys.executable, '--',
        '--bootstrap_servers=%s' % broker, '--application_id=%s' % app_id,
        '--state_dir=%s' % state_dir] + list(extra),
-      env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+      env=env, stdout=stdout, stderr=subprocess.STDOUT)
 
 
-def test_a_saved_bounded_pipeline_runs_to_done(job_server, binary, broker, tmp_path):
-  source, sink = unique_topic('run-in'), unique_topic('run-out')
+def _bounded_word_count(job_server, broker, tmp_path, name):
+  """30 words already on a new topic, and a saved pipeline counting them
+  to another: (pipeline path, sink topic)."""
+  source, sink = unique_topic(name + '-in'), unique_topic(name + '-out')
   create_topic(broker, source, 2)
   create_topic(broker, sink, 1)
   records = [(i % 2, None, WORDS[i % 3], None) for i in range(30)]
@@ -85,7 +88,11 @@ def test_a_saved_bounded_pipeline_runs_to_done(job_server, binary, broker, tmp_p
   pipeline = tmp_path / 'wordcount.pb'
   _save_word_count(job_server, broker, source, sink, pipeline,
                    max_num_records=len(records))
+  return pipeline, sink
 
+
+def test_a_saved_bounded_pipeline_runs_to_done(job_server, binary, broker, tmp_path):
+  pipeline, sink = _bounded_word_count(job_server, broker, tmp_path, 'run')
   proc = _run_command(binary, pipeline, broker, make_app_id('run'),
                       tmp_path / 'state')
   out, _ = proc.communicate(timeout=180)
@@ -188,27 +195,12 @@ def test_a_copy_started_while_its_brokers_are_down_waits_for_them(
     job_server, binary, tmp_path):
   with own_broker(29800) as port:
     broker = 'localhost:%d' % port
-    source, sink = unique_topic('wait-in'), unique_topic('wait-out')
-    create_topic(broker, source, 2)
-    create_topic(broker, sink, 1)
-    records = [(i % 2, None, WORDS[i % 3], None) for i in range(30)]
-    produce(broker, source, records)
-    pipeline = tmp_path / 'wordcount.pb'
-    _save_word_count(job_server, broker, source, sink, pipeline,
-                     max_num_records=len(records))
+    pipeline, sink = _bounded_word_count(job_server, broker, tmp_path, 'wait')
     kafka('kill', str(port))
     log_path = tmp_path / 'copy.log'
-    env = dict(os.environ)
-    env['PYTHONPATH'] = os.pathsep.join(
-        [str(Path(__file__).parent), env.get('PYTHONPATH', '')])
     with open(log_path, 'wb') as log:
-      proc = subprocess.Popen(
-          [binary, 'run', '--pipeline', str(pipeline),
-           '--sdk-worker-command', '%s -m beam_kafka.boot' % sys.executable,
-           '--', '--bootstrap_servers=%s' % broker,
-           '--application_id=%s' % make_app_id('wait'),
-           '--state_dir=%s' % (tmp_path / 'state')],
-          env=env, stdout=log, stderr=subprocess.STDOUT)
+      proc = _run_command(binary, pipeline, broker, make_app_id('wait'),
+                          tmp_path / 'state', stdout=log)
     try:
       # Past the 10 s a single try waits: the copy says so and keeps waiting.
       deadline = time.monotonic() + 60
