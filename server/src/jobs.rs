@@ -168,6 +168,12 @@ pub struct Jobs {
 }
 
 impl Jobs {
+    /// The jobs that were run (once each: a run job is also kept under its
+    /// preparation id; prepared ones not run yet have no job id).
+    pub fn run_jobs(&self) -> Vec<Arc<Job>> {
+        self.by_id.iter().filter(|e| !e.id.is_empty() && e.key() == &e.id).map(|e| e.value().clone()).collect()
+    }
+
     /// Forgets jobs that ended, and prepared jobs never run, more than `ttl`
     /// ago; returns the staging tokens of the forgotten prepared jobs.
     pub fn evict(&self, ttl: std::time::Duration) -> Vec<String> {

@@ -9,9 +9,7 @@ use crate::jobs::{Job, Jobs};
 /// `Ok` when every job this process runs runs every task the group gave
 /// it, restored; else why not.
 pub fn ready(jobs: &Jobs) -> Result<(), Vec<String>> {
-    // Entries under their own id (prepared ones are also kept by
-    // preparation id).
-    let views: Vec<JobView> = jobs.by_id.iter().filter(|e| !e.id.is_empty() && e.key() == &e.id).map(|e| view(e.value())).collect();
+    let views: Vec<JobView> = jobs.run_jobs().iter().map(|j| view(j)).collect();
     readiness(&views)
 }
 

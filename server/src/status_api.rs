@@ -24,7 +24,7 @@ pub fn state_name(s: i32) -> String {
 
 /// The jobs this server runs or ran (prepared ones not yet run are left out).
 pub fn jobs(jobs: &Jobs) -> Value {
-    let mut list: Vec<_> = jobs.by_id.iter().filter(|e| !e.id.is_empty() && e.key() == &e.id).map(|e| e.value().clone()).collect();
+    let mut list = jobs.run_jobs();
     // Newest first.
     list.sort_by(|a, b| a.age_s().total_cmp(&b.age_s()));
     json!({ "jobs": list.iter().map(|j| summary(j)).collect::<Vec<_>>() })
