@@ -12,6 +12,7 @@ Environment:
   BEAM_KAFKA_ITEST_TIMEOUT   per-test wall-time limit in seconds (default 240)
 """
 
+import contextlib
 import dataclasses
 import faulthandler
 import os
@@ -229,9 +230,11 @@ def _tail(text: str, lines: int = 300) -> str:
   return '\n'.join(text.splitlines()[-lines:])
 
 
-@pytest.fixture(scope='session')
-def job_server(binary, tmp_path_factory, request):
-  root = tmp_path_factory.mktemp('jobserver')
+@contextlib.contextmanager
+def started_job_server(binary, root: Path, extra_args=()):
+  """Starts a `beam-kafka job-server` under `root` that trusts its clients
+  (plus `extra_args`), waits until it accepts gRPC, and stops it after;
+  fails the test if it exited by itself meanwhile."""
   artifacts_dir = root / 'outer' / 'inner' / 'artifacts'
   artifacts_dir.mkdir(parents=True)
   log_path = root / 'job-server.log'
@@ -250,14 +253,13 @@ def job_server(binary, tmp_path_factory, request):
       # Tests choose environments, state dirs and client properties freely;
       # test_job_server_safety.py checks the default policy on its own server.
       '--trust-clients',
-  ]
+  ] + list(extra_args)
   env = dict(os.environ)
   env.setdefault('NO_COLOR', '1')
   with open(log_path, 'wb') as log:
     process = subprocess.Popen(
         cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
         env=env)
-  request.config.stash[_JOB_SERVER_LOG] = log_path
   server = JobServer(
       endpoint='localhost:%d' % job_port,
       job_port=job_port,
@@ -315,6 +317,14 @@ def job_server(binary, tmp_path_factory, request):
         'The job server exited by itself (code %s) during the session.\n'
         'Log (%s):\n%s' % (died_early, log_path, _tail(server.log_text())),
         pytrace=False)
+
+
+@pytest.fixture(scope='session')
+def job_server(binary, tmp_path_factory, request):
+  root = tmp_path_factory.mktemp('jobserver')
+  request.config.stash[_JOB_SERVER_LOG] = root / 'job-server.log'
+  with started_job_server(binary, root) as server:
+    yield server
 
 
 @pytest.fixture(scope='session', autouse=True)

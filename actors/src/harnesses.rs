@@ -1,14 +1,22 @@
 //! The SDK harnesses of this copy, and which one each task's stage uses
-//! (`runtime::harnesses` decides): a stage holds a lease on its harness for
-//! as long as it lives, so a task that stops frees its place.
+//! (`runtime::harnesses` decides): a stage holds a lease on a harness of its
+//! own SDK environment for as long as it lives, so a task that stops frees
+//! its place.
 use std::sync::{Arc, Mutex, OnceLock};
 
 use beam_kafka_fnapi::SdkWorker;
-use beam_kafka_runtime::harnesses::least_loaded;
+use beam_kafka_runtime::harnesses::least_loaded_where;
+
+/// One connected harness and the environment (its id in the pipeline) it
+/// runs.
+pub struct EnvironmentWorker {
+    pub environment_id: String,
+    pub worker: Arc<SdkWorker>,
+}
 
 pub struct Harnesses {
     /// Set once they connected (a job's Kafka start-up runs meanwhile).
-    workers: OnceLock<Vec<Arc<SdkWorker>>>,
+    workers: OnceLock<Vec<EnvironmentWorker>>,
     /// Live stages per harness, and the last harness picked.
     loads: Mutex<(Vec<usize>, usize)>,
 }
@@ -20,19 +28,13 @@ pub struct HarnessLease {
 }
 
 impl Harnesses {
-    pub fn new(workers: Vec<Arc<SdkWorker>>) -> Arc<Harnesses> {
-        let harnesses = Harnesses::pending();
-        harnesses.connected(workers);
-        harnesses
-    }
-
     /// Harnesses still starting: `connected` hands them over.
     pub fn pending() -> Arc<Harnesses> {
         Arc::new(Harnesses { workers: OnceLock::new(), loads: Mutex::new((Vec::new(), 0)) })
     }
 
     /// The harnesses connected; a second call changes nothing.
-    pub fn connected(&self, workers: Vec<Arc<SdkWorker>>) {
+    pub fn connected(&self, workers: Vec<EnvironmentWorker>) {
         assert!(!workers.is_empty(), "a job runs at least one SDK harness");
         let n = workers.len();
         let mut loads = self.loads.lock().expect("lock");
@@ -41,27 +43,23 @@ impl Harnesses {
         }
     }
 
-    /// Every connected harness (none while they start).
-    pub fn all(&self) -> &[Arc<SdkWorker>] {
-        self.workers.get().map_or(&[], Vec::as_slice)
-    }
-
-    /// The least loaded harness, for a stage about to start (a job starts
-    /// its tasks only once its harnesses connected).
-    pub fn lease(self: &Arc<Self>) -> HarnessLease {
-        assert!(self.workers.get().is_some(), "a task started before its job's SDK harnesses connected");
+    /// The least loaded harness of `environment_id`, for a stage about to
+    /// start (a job starts its tasks only once its harnesses connected).
+    pub fn lease(self: &Arc<Self>, environment_id: &str) -> Result<HarnessLease, String> {
+        let workers = self.workers.get().ok_or("a task started before its job's SDK harnesses connected")?;
         let mut guard = self.loads.lock().expect("lock");
         let (loads, last) = &mut *guard;
-        let index = least_loaded(loads, *last);
+        let index = least_loaded_where(loads, *last, |i| workers[i].environment_id == environment_id)
+            .ok_or_else(|| format!("the job started no SDK harness for environment '{environment_id}'"))?;
         loads[index] += 1;
         *last = index;
-        HarnessLease { pool: self.clone(), index }
+        Ok(HarnessLease { pool: self.clone(), index })
     }
 }
 
 impl HarnessLease {
     pub fn worker(&self) -> &Arc<SdkWorker> {
-        &self.pool.all()[self.index]
+        &self.pool.workers.get().expect("a lease is taken once harnesses connected")[self.index].worker
     }
 }
 

@@ -35,6 +35,6 @@ mod user_io;
 mod watermark_aggregator;
 mod window_fns;
 
-pub use harnesses::Harnesses;
+pub use harnesses::{EnvironmentWorker, Harnesses};
 pub use job::{run_job, JobEvent, JobInput, JobOutcome};
 pub use source::SourceInput;

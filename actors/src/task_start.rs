@@ -201,9 +201,11 @@ fn start_tasks(
                     expiry: i.expiry.clone(),
                     time_sorted: i.time_sorted,
                     window_fns: match (&i.window_fns, &i.gbk) {
-                        (Some(d), Some((spec, _))) => {
-                            Some(Arc::new(WindowFnClient::new(input.harnesses.lease(), d.clone(), spec.window_coder.clone())))
-                        }
+                        (Some(d), Some((spec, _))) => Some(Arc::new(WindowFnClient::new(
+                            input.harnesses.lease(&d.environment_id)?,
+                            d.clone(),
+                            spec.window_coder.clone(),
+                        ))),
                         _ => None,
                     },
                 },
@@ -328,7 +330,8 @@ fn start_tasks(
                 .side_inputs
                 .iter()
                 .any(|s| s.mapping.is_some())
-                .then(|| Arc::new(crate::window_fns::HelperBundles::new(input.harnesses.lease()))),
+                .then(|| input.harnesses.lease(&sub.environment_id).map(|lease| Arc::new(crate::window_fns::HelperBundles::new(lease))))
+                .transpose()?,
             user_state: user_state.clone(),
             timer_specs: sub.timers.clone(),
             assignment: assignment.clone(),
@@ -354,7 +357,8 @@ fn start_tasks(
             write_during_bundle: transactional,
         };
         let topics: Vec<String> = cfg.inputs.keys().cloned().collect();
-        let (worker, consumer, producer, events) = (input.harnesses.lease(), consumer.clone(), task_producer, events.clone());
+        let (worker, consumer, producer, events) =
+            (input.harnesses.lease(&sub.environment_id)?, consumer.clone(), task_producer, events.clone());
         let addr = TaskSupervisor::create(move |ctx| {
             let stage = StageActor::new(spec, worker, ctx.address().recipient()).start();
             TaskSupervisor::new(cfg, stage, consumer, producer, events, restored_state)

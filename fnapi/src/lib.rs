@@ -8,6 +8,7 @@ mod control;
 mod data;
 pub mod environment;
 mod finalize;
+pub mod java_harness;
 mod logging;
 mod provision;
 mod registry;

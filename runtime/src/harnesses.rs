@@ -18,9 +18,17 @@ pub fn harness_count(requested: u32, cores: usize) -> usize {
 /// harnesses the one after the last pick wins, so a copy's tasks go round
 /// the harnesses in start order.
 pub fn least_loaded(loads: &[usize], last_pick: usize) -> usize {
+    assert!(!loads.is_empty(), "a copy has at least one harness");
+    least_loaded_where(loads, last_pick, |_| true).expect("at least one harness")
+}
+
+/// [`least_loaded`] among the harnesses `eligible` accepts: a job whose
+/// transforms name several SDK environments (a Python pipeline with a Java
+/// transform) runs each stage on a harness of its own environment. None
+/// when no harness is eligible.
+pub fn least_loaded_where(loads: &[usize], last_pick: usize, eligible: impl Fn(usize) -> bool) -> Option<usize> {
     let n = loads.len();
-    assert!(n > 0, "a copy has at least one harness");
-    (1..=n).map(|step| (last_pick + step) % n).min_by_key(|&i| loads[i]).expect("at least one harness")
+    (1..=n).map(|step| (last_pick + step) % n).filter(|&i| eligible(i)).min_by_key(|&i| loads[i])
 }
 
 #[cfg(test)]
@@ -39,6 +47,19 @@ mod tests {
     fn the_least_loaded_harness_is_taken() {
         assert_eq!(least_loaded(&[2, 0, 1], 0), 1);
         assert_eq!(least_loaded(&[0, 3, 3], 0), 0);
+    }
+
+    #[test]
+    fn a_stage_takes_the_least_loaded_harness_of_its_environment() {
+        let envs = ["py", "java", "py", "java"];
+        let of = |env: &'static str| move |i: usize| envs[i] == env;
+        // Harness 0 is the least loaded overall, but not a Java one.
+        assert_eq!(least_loaded_where(&[0, 2, 1, 1], 0, of("java")), Some(3));
+        assert_eq!(least_loaded_where(&[0, 2, 1, 1], 0, of("py")), Some(0));
+        // Ties among one environment's harnesses go round from the last pick.
+        assert_eq!(least_loaded_where(&[0, 1, 0, 1], 3, of("java")), Some(1));
+        assert_eq!(least_loaded_where(&[0, 1, 0, 1], 1, of("java")), Some(3));
+        assert_eq!(least_loaded_where(&[0, 0], 0, of("go")), None);
     }
 
     #[test]

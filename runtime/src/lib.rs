@@ -22,6 +22,7 @@ pub mod graph;
 pub mod harnesses;
 pub mod held;
 pub mod identity;
+pub mod java_sdk;
 pub mod kafka_io;
 pub mod kafka_sink;
 pub mod kafka_source;

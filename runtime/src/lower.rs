@@ -95,6 +95,7 @@ pub fn lower(
                             id
                         };
                         window_fns = Some(WindowFnDescriptors {
+                            environment_id: sdk.environment_id.clone(),
                             merge: sdk
                                 .merges
                                 .then(|| helper(window_fns::merge_descriptor(components, sdk, &format!("{base}-merge"), fn_url))),
@@ -209,6 +210,7 @@ pub fn lower(
                 id: sub.id,
                 partitions: sub.partitions,
                 descriptor_id: id,
+                environment_id: sub.stage.environment_id.clone(),
                 drain_descriptor_id: drain.as_ref().map(|d| d.id.clone()),
                 display_name: sub.stage.id.clone(),
                 sinks: sub.stage.outputs.iter().map(|pc| descriptor::sink_id(pc)).collect(),

@@ -45,6 +45,8 @@ pub struct InputSpec {
 /// Helper descriptors of a custom WindowFn (see `window_fns`), by id.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct WindowFnDescriptors {
+    /// The SDK environment whose harness runs them (the WindowFn's).
+    pub environment_id: String,
     pub merge: Option<String>,
     pub end: Option<String>,
 }
@@ -74,6 +76,8 @@ pub struct SubTopologySpec {
     pub id: u32,
     pub partitions: u32,
     pub descriptor_id: String,
+    /// The SDK environment whose harnesses run its stage.
+    pub environment_id: String,
     /// The descriptor its bundles use once the job drains (splittable DoFn
     /// restrictions truncated first).
     pub drain_descriptor_id: Option<String>,

@@ -4,8 +4,9 @@ use std::sync::{Arc, LazyLock};
 use std::time::{Duration, SystemTime};
 
 use beam_kafka_actors::test_stream::TestStreamJob;
-use beam_kafka_actors::{run_job, Harnesses, JobEvent, JobInput, JobOutcome};
+use beam_kafka_actors::{run_job, EnvironmentWorker, Harnesses, JobEvent, JobInput, JobOutcome};
 use beam_kafka_fnapi::environment::{self, Endpoints, Harness};
+use beam_kafka_fnapi::java_harness::{self, JavaHarnessSetup};
 use beam_kafka_fnapi::{FnApiServer, SdkLog, SdkWorker, WorkerSpec};
 use beam_kafka_proto::fn_execution as fn_pb;
 use beam_kafka_proto::job_management as jm;
@@ -33,6 +34,9 @@ pub struct Services {
     /// Where the job server staged jobs' artifacts (deleted when a job
     /// ends); `None` for `beam-kafka run`, whose artifacts are the operator's.
     pub artifacts_dir: Option<std::path::PathBuf>,
+    /// How this process runs Beam's Java SDK harness for an environment
+    /// naming its image, if it was given one (`--java-harness-dir`).
+    pub java_harness: Option<JavaHarnessSetup>,
 }
 
 /// How long a cancelled job may take to stop before it is reported
@@ -246,22 +250,24 @@ async fn prepare_and_run(
     let mut attributes = board.attributes.clone();
     attributes.push(KeyValue::new("beam_kafka.sub_topologies", plan.sub_topologies.len() as i64));
     past_span("beam_kafka.job.plan", planning, SystemTime::now(), attributes);
-    let components = graph.components();
-    let env_ids: std::collections::BTreeSet<&String> = plan.sub_topologies.iter().map(|s| &s.stage.environment_id).collect();
-    if env_ids.len() > 1 {
-        return Err("pipelines with more than one SDK environment are not supported yet".into());
-    }
-    let Some(env_id) = env_ids.into_iter().next() else {
-        return Err("the pipeline has no transform for an SDK harness to run".into());
-    };
-    let env = components.environments.get(env_id).ok_or_else(|| format!("missing environment '{env_id}'"))?;
-
     let fn_url = services.fn_api.url();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let count = harnesses::harness_count(job.runner_options.sdk_worker_parallelism, cores);
-    job.message(Importance::JobMessageBasic, harness_message(env, count, job.runner_options.sdk_worker_parallelism));
     let lowered = lower::lower(&graph, &plan, &job.id, &fn_url)?;
     let (descriptors, sub_topologies): (Vec<_>, Vec<_>) = lowered.into_iter().map(|(sub, d)| (d, sub)).unzip();
+    // Each stage runs on harnesses of its own SDK environment (a Python
+    // pipeline with a Java transform runs Python and Java harnesses).
+    let env_ids = used_environments(&sub_topologies);
+    if env_ids.is_empty() {
+        return Err("the pipeline has no transform for an SDK harness to run".into());
+    }
+    let components = graph.components();
+    let mut environments = Vec::new();
+    for env_id in &env_ids {
+        let env = components.environments.get(env_id).ok_or_else(|| format!("missing environment '{env_id}'"))?;
+        job.message(Importance::JobMessageBasic, harness_message(env_id, env, count, job.runner_options.sdk_worker_parallelism));
+        environments.push((env_id.clone(), env.clone()));
+    }
     let test_stream = lower::test_stream_run(&graph, &plan)?.map(TestStreamJob::new);
     // The job's Kafka start-up (clients, topics) runs while the harnesses
     // start; its tasks start once they connected.
@@ -297,7 +303,7 @@ async fn prepare_and_run(
     // unreachable cluster, has its outcome read after): one dropped while
     // starting would leave its registration, or its worker, behind.
     let starting = SystemTime::now();
-    let workers = match start_harnesses(job, services, env, count, started).await {
+    let workers = match start_environments(job, services, &environments, count, started).await {
         Ok(workers) => workers,
         Err(e) => {
             // The job's thread stops its start-up and ends.
@@ -307,11 +313,13 @@ async fn prepare_and_run(
         }
     };
     let mut attributes = board.attributes.clone();
-    attributes.push(KeyValue::new("beam_kafka.harnesses", count as i64));
+    attributes.push(KeyValue::new("beam_kafka.harnesses", workers.len() as i64));
     past_span("beam_kafka.job.harnesses", starting, SystemTime::now(), attributes);
+    // Every harness may be asked for any descriptor; it fetches only those
+    // of the stages it runs.
     for descriptor in descriptors.into_iter().flatten() {
-        for worker in &workers {
-            worker.register_descriptor(descriptor.clone());
+        for w in &workers {
+            w.worker.register_descriptor(descriptor.clone());
         }
     }
     harnesses.connected(workers);
@@ -330,13 +338,41 @@ async fn prepare_and_run(
     Ok(outcome)
 }
 
-/// Starts `count` harnesses of `env` and waits until each connected; each
-/// started one goes into `started` at once, so a failure stops them all.
+/// The environments whose harnesses a job's stages and WindowFns run on,
+/// in a stable order.
+fn used_environments(sub_topologies: &[beam_kafka_runtime::spec::SubTopologySpec]) -> Vec<String> {
+    let stages = sub_topologies.iter().map(|s| s.environment_id.clone());
+    let window_fns =
+        sub_topologies.iter().flat_map(|s| s.inputs.iter().filter_map(|i| i.window_fns.as_ref().map(|w| w.environment_id.clone())));
+    let ids: std::collections::BTreeSet<String> = stages.chain(window_fns).filter(|id| !id.is_empty()).collect();
+    ids.into_iter().collect()
+}
+
+/// Starts `count` harnesses of each environment; see [`start_harnesses`].
+async fn start_environments(
+    job: &Arc<Job>,
+    services: &Services,
+    environments: &[(String, beam_kafka_proto::pipeline::Environment)],
+    count: usize,
+    started: &mut Vec<(Harness, String)>,
+) -> Result<Vec<EnvironmentWorker>, String> {
+    let mut all = Vec::new();
+    for (env_id, env) in environments {
+        let workers = start_harnesses(job, services, env_id, env, (all.len(), count), started).await?;
+        all.extend(workers.into_iter().map(|worker| EnvironmentWorker { environment_id: env_id.clone(), worker }));
+    }
+    Ok(all)
+}
+
+/// Starts `count` harnesses of `env`, numbered from `first`, and waits until
+/// each connected; each started one goes into `started` at once, so a
+/// failure stops them all.
 async fn start_harnesses(
     job: &Arc<Job>,
     services: &Services,
+    env_id: &str,
     env: &beam_kafka_proto::pipeline::Environment,
-    count: usize,
+    (first, count): (usize, usize),
     started: &mut Vec<(Harness, String)>,
 ) -> Result<Vec<Arc<SdkWorker>>, String> {
     let fn_url = services.fn_api.url();
@@ -350,14 +386,16 @@ async fn start_harnesses(
         state_socket: Some(services.fn_api.state_socket_url()),
     };
     let mut waiting = Vec::new();
-    for i in 0..count {
+    // Workers are numbered across the job's environments.
+    for i in first..first + count {
         // The id is the worker's secret on the Fn API and artifact
         // retrieval: a readable name, then a random part never logged.
         let worker_id = format!("{}-worker-{i}{}{}", job.id, beam_kafka_fnapi::SECRET_SEPARATOR, uuid::Uuid::new_v4().simple());
+        let options = crate::options::redacted(&job.options, false);
         let spec = WorkerSpec {
             worker_id: worker_id.clone(),
             provision_info: fn_pb::ProvisionInfo {
-                pipeline_options: Some(crate::options::redacted(&job.options, false)),
+                pipeline_options: Some(options.clone()),
                 retrieval_token: job.staging_token.clone(),
                 logging_endpoint: Some(api(&fn_url)),
                 artifact_endpoint: Some(api(&services.artifact_url)),
@@ -368,9 +406,19 @@ async fn start_harnesses(
             logs: log_tx.clone(),
         };
         waiting.push(services.fn_api.expect_worker(spec));
-        let harness = environment::start(env, &worker_id, &endpoints).await.map_err(|e| {
+        let starting = match (beam_kafka_runtime::java_sdk::beam_java_image(env), &services.java_harness) {
+            (Some(_), Some(setup)) => java_harness::start(setup, env, &worker_id, &endpoints, &options),
+            (Some(image), None) => environment::start(env, &worker_id, &endpoints).await.map_err(|e| {
+                format!(
+                    "{e} (environment '{env_id}' runs Beam's Java SDK, {image}: a job server given --java-harness-dir \
+                     runs it as a Java process instead; scripts/java-harness.sh prepares that directory)"
+                )
+            }),
+            (None, _) => environment::start(env, &worker_id, &endpoints).await,
+        };
+        let harness = starting.map_err(|e| {
             services.fn_api.release_worker(&worker_id);
-            format!("cannot start the SDK harness: {e}")
+            format!("cannot start the SDK harness of environment '{env_id}': {e}")
         })?;
         started.push((harness, worker_id));
     }
@@ -387,10 +435,14 @@ async fn start_harnesses(
                 // cannot find) fails the job now, not after the timeout.
                 _ = tokio::time::sleep(Duration::from_millis(200)) => {
                     if let Some(status) = started.iter_mut().find_map(|(h, _)| h.exited()) {
+                        let what = if beam_kafka_runtime::java_sdk::beam_java_image(env).is_some() {
+                            "Beam's Java SDK harness runs with the jars of --java-harness-dir, then the jars the client staged"
+                        } else {
+                            "the PROCESS environment's command, --environment_config, must start a Beam SDK harness"
+                        };
                         return Err(format!(
-                            "the SDK harness process exited ({status}) before it connected to the Fn API; \
-                             what it printed is in the job server's standard error (the PROCESS \
-                             environment's command, --environment_config, must start a Beam SDK harness)"
+                            "the SDK harness process of environment '{env_id}' exited ({status}) before it connected to \
+                             the Fn API; what it printed is in the job server's log ({what})"
                         ));
                     }
                 }
@@ -402,8 +454,11 @@ async fn start_harnesses(
 
 /// What the job log says of its harnesses: how many, and how to get more
 /// cores working where one harness is all there is.
-fn harness_message(env: &beam_kafka_proto::pipeline::Environment, count: usize, requested: u32) -> String {
-    let mut text = format!("starting {count} SDK harness{} (--sdk_worker_parallelism={requested})", if count == 1 { "" } else { "es" });
+fn harness_message(env_id: &str, env: &beam_kafka_proto::pipeline::Environment, count: usize, requested: u32) -> String {
+    let mut text = format!(
+        "starting {count} SDK harness{} of environment '{env_id}' (--sdk_worker_parallelism={requested})",
+        if count == 1 { "" } else { "es" }
+    );
     if env.urn == beam_kafka_runtime::urns::ENV_EXTERNAL {
         text.push_str(
             "; an EXTERNAL or LOOPBACK worker pool decides whether they are threads of one process (PortableRunner's \

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context as _;
+use beam_kafka_fnapi::java_harness::JavaHarnessSetup;
 use beam_kafka_fnapi::FnApiServer;
 use beam_kafka_proto::expansion;
 use beam_kafka_proto::job_management as jm;
@@ -43,9 +44,16 @@ pub struct JobServerArgs {
     state_root: PathBuf,
     /// SDK environments clients may ask for: loopback (a worker pool on this
     /// machine), external (a worker pool anywhere), process (runs the
-    /// client's command here), docker (runs the client's image here).
+    /// client's command here), docker (runs the client's image here), java
+    /// (Beam's Java SDK image, run here as a Java process with the client's
+    /// staged jars: cross-language Java transforms and Java pipelines).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "loopback")]
     allow_environments: Vec<policy::EnvKind>,
+    /// A directory of the jars of Beam's Java SDK harness
+    /// (scripts/java-harness.sh fills one): environments naming Beam's Java
+    /// SDK image run as Java processes with them, without Docker.
+    #[arg(long, env = "BEAM_KAFKA_JAVA_HARNESS_DIR")]
+    java_harness_dir: Option<PathBuf>,
     /// Trust every client as much as the server's own user: any SDK
     /// environment, any Kafka client property (also those that read local
     /// files or load code), any --state_dir. For a job server private to one
@@ -123,8 +131,16 @@ pub async fn serve(args: JobServerArgs) -> anyhow::Result<()> {
         crate::user_metrics::enable();
     }
     status_server::start(&args.ui, jobs.clone(), auth.clone()).await?;
-    let services =
-        execution::Services { fn_api: fn_api.clone(), artifact_url: retrieval_url, artifacts_dir: Some(args.artifacts_dir.clone()) };
+    let java_harness = args.java_harness_dir.as_deref().map(JavaHarnessSetup::from_dir).transpose().map_err(anyhow::Error::msg)?;
+    if let Some(setup) = &java_harness {
+        tracing::info!("Java SDK environments run as Java processes ({}, {} harness jars)", setup.java.display(), setup.jars.len());
+    }
+    let services = execution::Services {
+        fn_api: fn_api.clone(),
+        artifact_url: retrieval_url,
+        artifacts_dir: Some(args.artifacts_dir.clone()),
+        java_harness,
+    };
 
     let artifacts = tls::builder(&tls)?
         .add_service(

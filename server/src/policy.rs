@@ -20,6 +20,10 @@ pub enum EnvKind {
     Process,
     /// DOCKER: the server runs the client's image with host networking.
     Docker,
+    /// DOCKER naming Beam's Java SDK image: the server runs Java's harness
+    /// as a process with the client's staged jars (or the image, where
+    /// Docker is allowed too).
+    Java,
 }
 
 #[derive(Clone, Debug)]
@@ -64,7 +68,8 @@ impl Policy {
         envs.sort_by_key(|(id, _)| *id);
         for (id, env) in envs {
             if let Some(kind) = kind_of(env) {
-                if !self.environments.contains(&kind) {
+                let allowed = self.environments.contains(&kind) || kind == EnvKind::Java && self.environments.contains(&EnvKind::Docker);
+                if !allowed {
                     problems.push(format!(
                         "environment '{id}' is {kind:?}, which this job server does not start (it allows {}; its operator \
                          can pass --allow-environments)",
@@ -110,6 +115,7 @@ fn kind_of(env: &pb::Environment) -> Option<EnvKind> {
             Some(if is_local_address(&url) { EnvKind::Loopback } else { EnvKind::External })
         }
         urns::ENV_PROCESS => Some(EnvKind::Process),
+        urns::ENV_DOCKER if beam_kafka_runtime::java_sdk::beam_java_image(env).is_some() => Some(EnvKind::Java),
         urns::ENV_DOCKER => Some(EnvKind::Docker),
         _ => None,
     }
@@ -180,5 +186,36 @@ mod tests {
         assert_eq!(kind_of(&external("[::1]@evil.example:5000")), Some(EnvKind::External));
         assert_eq!(kind_of(&external("http://localhost@evil.example:5000")), Some(EnvKind::External));
         assert_eq!(kind_of(&pb::Environment { urn: urns::ENV_PROCESS.into(), ..Default::default() }), Some(EnvKind::Process));
+        let docker = |image: &str| pb::Environment {
+            urn: urns::ENV_DOCKER.into(),
+            payload: pb::DockerPayload { container_image: image.into() }.encode_to_vec(),
+            ..Default::default()
+        };
+        assert_eq!(kind_of(&docker("apache/beam_java17_sdk:2.73.0")), Some(EnvKind::Java));
+        assert_eq!(kind_of(&docker("apache/beam_python3.11_sdk:2.73.0")), Some(EnvKind::Docker));
+    }
+
+    #[test]
+    fn a_java_sdk_environment_needs_java_or_docker_allowed() {
+        let mut pipeline = pb::Pipeline::default();
+        let env = pb::Environment {
+            urn: urns::ENV_DOCKER.into(),
+            payload: pb::DockerPayload { container_image: "apache/beam_java17_sdk:2.73.0".into() }.encode_to_vec(),
+            ..Default::default()
+        };
+        pipeline.components.get_or_insert_with(Default::default).environments.insert("java".into(), env);
+        let problems = |allowed: Vec<EnvKind>| {
+            let policy = Policy { state_root: "/srv/state".into(), environments: allowed, trusted: false, max_parallelism: 8 };
+            let values = std::collections::BTreeMap::from([
+                ("application_id".to_string(), beam_kafka_config::OptionValue::String("app".into())),
+                ("bootstrap_servers".to_string(), beam_kafka_config::OptionValue::String("localhost:9092".into())),
+            ]);
+            let mut options = beam_kafka_config::RunnerOptions::parse(&values).expect("valid options");
+            policy.apply(&pipeline, None, &mut options)
+        };
+        let refused = problems(vec![EnvKind::Loopback]);
+        assert!(refused.len() == 1 && refused[0].contains("environment 'java' is Java"), "{refused:?}");
+        assert!(problems(vec![EnvKind::Loopback, EnvKind::Java]).is_empty());
+        assert!(problems(vec![EnvKind::Docker]).is_empty());
     }
 }

@@ -24,6 +24,8 @@ use prost::Message;
 use prost_types::{value::Kind, Struct, Value};
 use tokio_stream::wrappers::TcpListenerStream;
 
+use beam_kafka_fnapi::java_harness::JavaHarnessSetup;
+
 use crate::{artifacts, execution, jobs::Job, options, otel, status_server};
 
 #[derive(clap::Args)]
@@ -37,6 +39,11 @@ pub struct RunArgs {
     /// pipeline's own environments are used.
     #[arg(long)]
     sdk_worker_command: Option<String>,
+    /// A directory of the jars of Beam's Java SDK harness
+    /// (scripts/java-harness.sh fills one): environments naming Beam's Java
+    /// SDK image run as Java processes with them.
+    #[arg(long, env = "BEAM_KAFKA_JAVA_HARNESS_DIR")]
+    java_harness_dir: Option<PathBuf>,
     /// Address the Fn API and artifact servers listen on (harnesses connect).
     #[arg(long, default_value = "127.0.0.1")]
     bind: String,
@@ -84,10 +91,13 @@ pub(crate) fn parse_options(args: &[String]) -> anyhow::Result<Struct> {
     Ok(Struct { fields })
 }
 
-/// Makes every environment a PROCESS environment running `command`.
+/// Makes every environment a PROCESS environment running `command`, but
+/// those of Beam's Java SDK (a cross-language transform's), which run with
+/// `--java_harness_dir`.
 fn use_process_environments(pipeline: &mut Pipeline, command: &str) {
     let payload = pb::ProcessPayload { command: command.to_string(), ..Default::default() }.encode_to_vec();
-    for env in pipeline.components.as_mut().map(|c| c.environments.values_mut()).into_iter().flatten() {
+    let envs = pipeline.components.as_mut().map(|c| c.environments.values_mut()).into_iter().flatten();
+    for env in envs.filter(|e| beam_kafka_runtime::java_sdk::beam_java_image(e).is_none()) {
         env.urn = urns::ENV_PROCESS.to_string();
         env.payload = payload.clone();
     }
@@ -167,7 +177,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let mut state = job.subscribe_state();
-    let services = execution::Services { fn_api, artifact_url, artifacts_dir: None };
+    let java_harness = args.java_harness_dir.as_deref().map(JavaHarnessSetup::from_dir).transpose().map_err(anyhow::Error::msg)?;
+    let services = execution::Services { fn_api, artifact_url, artifacts_dir: None, java_harness };
     let mut execution = tokio::spawn(execution::execute(job.clone(), services));
     let mut executed = false;
     let mut stop_requested = false;

@@ -1,0 +1,151 @@
+"""Cross-language: Python pipelines with Java transforms, expanded by Beam's own
+Java expansion service (beam-sdks-java-expansion-service, from Maven Central)
+and run by Beam's Java SDK harness, which the job server starts as a Java
+process (--java-harness-dir) beside the Python harnesses: no Docker."""
+
+import collections
+import random
+import re
+import shutil
+import subprocess
+import time
+
+import grpc
+import pytest
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.runners.runner import PipelineState
+from apache_beam.transforms import window
+from apache_beam.transforms.external import JavaExternalTransform
+
+from conftest import REPO_ROOT
+from conftest import free_ports
+from conftest import kafka_args
+from conftest import portable_args
+from conftest import started_job_server
+
+EXPANSION_MAIN = 'org.apache.beam.sdk.expansion.service.ExpansionService'
+
+
+def _jars(*args):
+  """A directory of Beam's Java jars, fetched by the project's script."""
+  run = subprocess.run(['bash', str(REPO_ROOT / 'scripts' / 'java-harness.sh')] + list(args),
+                       capture_output=True, text=True, timeout=1200)
+  assert run.returncode == 0, run.stderr[-4000:]
+  return run.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope='module')
+def java_expansion_service(tmp_path_factory):
+  """Beam's Java expansion service, as a user starts it, allowing every Java
+  class to be looked up by name (JavaExternalTransform)."""
+  jars = _jars('--expansion-service')
+  port, = free_ports(1)
+  log_path = tmp_path_factory.mktemp('expansion') / 'expansion-service.log'
+  with open(log_path, 'wb') as log:
+    process = subprocess.Popen(
+        ['java', '-cp', jars + '/*', EXPANSION_MAIN, str(port), '--javaClassLookupAllowlistFile=*'],
+        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+  address = 'localhost:%d' % port
+  channel = grpc.insecure_channel(address)
+  try:
+    grpc.channel_ready_future(channel).result(timeout=120)
+  except grpc.FutureTimeoutError:
+    process.kill()
+    pytest.fail('Beam\'s Java expansion service did not start:\n%s' % log_path.read_text()[-4000:])
+  finally:
+    channel.close()
+  yield address
+  process.kill()
+  process.wait()
+
+
+@pytest.fixture(scope='module')
+def java_job_server(binary, tmp_path_factory):
+  """A job server that runs Java SDK environments as Java processes."""
+  harness = _jars()
+  with started_job_server(binary, tmp_path_factory.mktemp('java-job-server'),
+                          ['--java-harness-dir', harness]) as server:
+    yield server
+
+
+def _options(job_server, broker, app_id, tmp_path):
+  return PipelineOptions(portable_args(job_server) + kafka_args(broker, app_id, tmp_path / 'state'))
+
+
+def _words(seed, n=3000):
+  rng = random.Random(seed)
+  vocabulary = ['w%02d' % i for i in range(40)]
+  return [rng.choice(vocabulary) for _ in range(n)]
+
+
+def _count_per_element(expansion_service):
+  return JavaExternalTransform('org.apache.beam.sdk.transforms.Count',
+                               expansion_service=expansion_service).perElement()
+
+
+def test_a_java_transform_counts_a_python_collection_exactly(
+    java_job_server, java_expansion_service, broker, app_id, collector, tmp_path):
+  words = _words(1)
+  log_start = len(java_job_server.log_text())
+  with beam.Pipeline(options=_options(java_job_server, broker, app_id, tmp_path)) as p:
+    _ = (p
+         | beam.Create(words)
+         | _count_per_element(java_expansion_service)
+         | beam.Map(lambda kv: '%s %d' % (kv[0], kv[1]))
+         | beam.Map(collector.recorder()))
+  expected = sorted('%s %d' % kv for kv in collections.Counter(words).items())
+  assert sorted(collector.lines()) == expected
+  log = java_job_server.log_text(log_start)
+  # Java's harness ran here as a process, and what it printed is in the
+  # log without its worker's secret id.
+  assert 'Java harness: SDK Fn Harness started' in log, log[-3000:]
+  assert not re.search(r'worker-\d+\.[0-9a-f]{32}', log), 'a worker secret was logged'
+
+
+def test_windows_set_in_python_are_kept_by_the_java_transform(
+    java_job_server, java_expansion_service, broker, app_id, collector, tmp_path):
+  """Python assigns event times and fixed windows; Java's Count groups per
+  window; Python reads each count with its window."""
+  rng = random.Random(2)
+  events = [(rng.choice(['a', 'b', 'c']), rng.randrange(0, 600)) for _ in range(1500)]
+
+  def with_window(kv, w=beam.DoFn.WindowParam):
+    return '%s %d %d' % (kv[0], int(w.start), kv[1])
+
+  with beam.Pipeline(options=_options(java_job_server, broker, app_id, tmp_path)) as p:
+    _ = (p
+         | beam.Create(events)
+         # A portable coder at the boundary (str), as every cross-language
+         # transform requires: Java cannot read Python's pickled elements.
+         | beam.Map(lambda e: window.TimestampedValue(e[0], e[1])).with_output_types(str)
+         | beam.WindowInto(window.FixedWindows(60))
+         | _count_per_element(java_expansion_service)
+         | beam.Map(with_window)
+         | beam.Map(collector.recorder()))
+  expected = collections.Counter((key, second // 60 * 60) for key, second in events)
+  assert sorted(collector.lines()) == sorted('%s %d %d' % (k, s, n) for (k, s), n in expected.items())
+
+
+def _docker_engine_runs():
+  if shutil.which('docker') is None:
+    return False
+  return subprocess.run(['docker', 'info'], capture_output=True, timeout=30, check=False).returncode == 0
+
+
+@pytest.mark.skipif(_docker_engine_runs(),
+                    reason='a Docker engine runs here: the job server would start the Java SDK image instead')
+def test_without_a_java_harness_a_java_transform_fails_naming_the_setting(
+    job_server, java_expansion_service, broker, app_id, collector, tmp_path):
+  p = beam.Pipeline(options=_options(job_server, broker, app_id, tmp_path))
+  _ = (p | beam.Create(['a']) | _count_per_element(java_expansion_service) | beam.Map(collector.recorder()))
+  started = time.monotonic()
+  result = p.run()
+  with pytest.raises(RuntimeError) as failed:
+    result.wait_until_finish()
+  assert result.state == PipelineState.FAILED
+  message = str(failed.value)
+  assert "runs Beam's Java SDK" in message and '--java-harness-dir' in message, message
+  assert time.monotonic() - started < 120
+  assert not collector.exists()

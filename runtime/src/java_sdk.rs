@@ -1,0 +1,136 @@
+//! Beam's Java SDK as a process the runner starts itself. Java's SDK and
+//! its expansion services name a Docker image of Beam's Java SDK as their
+//! environment (`apache/beam_java17_sdk:2.73.0`); the runner runs Java's own
+//! harness (`beam-sdks-java-harness`) in a JVM instead, with the jars the
+//! client staged for that environment on its classpath, as the image's boot
+//! program would, so no Docker is needed. This module decides what that
+//! process is told; `fnapi::java_harness` starts it.
+use prost::Message;
+
+use crate::pb;
+
+/// The class whose `main` runs Java's SDK harness.
+pub const HARNESS_MAIN: &str = "org.apache.beam.fn.harness.FnHarness";
+
+const FILE_ARTIFACT: &str = "beam:artifact:type:file:v1";
+
+/// The image an environment runs when it is Beam's Java SDK image
+/// (`[registry/]apache/beam_java<N>_sdk[:tag]`).
+pub fn beam_java_image(env: &pb::Environment) -> Option<String> {
+    if env.urn != crate::urns::ENV_DOCKER {
+        return None;
+    }
+    let image = pb::DockerPayload::decode(env.payload.as_slice()).ok()?.container_image;
+    let name = image.rsplit('/').next()?.split(':').next()?;
+    let java = name.strip_prefix("beam_java")?.strip_suffix("_sdk")?;
+    (!java.is_empty() && java.chars().all(|c| c.is_ascii_digit())).then_some(image)
+}
+
+/// The local jars staged for the environment, in its order (the client's
+/// classpath order). After staging, every dependency is a local file.
+pub fn staged_jars(env: &pb::Environment) -> Vec<String> {
+    env.dependencies
+        .iter()
+        .filter(|a| a.type_urn == FILE_ARTIFACT)
+        .filter_map(|a| pb::ArtifactFilePayload::decode(a.type_payload.as_slice()).ok())
+        .map(|p| p.path)
+        .filter(|p| p.ends_with(".jar"))
+        .collect()
+}
+
+/// The harness's classpath: Java's harness and its dependencies first, then
+/// what the client staged, as the image's boot program orders them (the
+/// client's jars may carry the same Beam classes; the harness's win).
+pub fn classpath(harness_jars: &[String], staged: &[String]) -> String {
+    let mut seen = std::collections::HashSet::new();
+    harness_jars.iter().chain(staged).filter(|j| seen.insert(j.as_str())).cloned().collect::<Vec<_>>().join(":")
+}
+
+/// An API endpoint as the harness reads it from its environment: an
+/// `ApiServiceDescriptor` in protobuf text format.
+pub fn descriptor_text(url: &str) -> String {
+    format!("url: {}", quoted(url))
+}
+
+fn quoted(text: &str) -> String {
+    let mut out = String::from("\"");
+    for c in text.chars() {
+        match c {
+            '"' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            _ => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// The environment variables Java's harness reads at start: its id (the
+/// worker id the runner expects), its options (JSON), and where its
+/// control and logging streams go.
+pub fn harness_variables(worker_id: &str, control: &str, logging: &str, options_json: &str) -> Vec<(String, String)> {
+    vec![
+        ("HARNESS_ID".into(), worker_id.into()),
+        ("PIPELINE_OPTIONS".into(), options_json.into()),
+        ("CONTROL_API_SERVICE_DESCRIPTOR".into(), descriptor_text(control)),
+        ("LOGGING_API_SERVICE_DESCRIPTOR".into(), descriptor_text(logging)),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn docker(image: &str) -> pb::Environment {
+        pb::Environment {
+            urn: crate::urns::ENV_DOCKER.into(),
+            payload: pb::DockerPayload { container_image: image.into() }.encode_to_vec(),
+            ..Default::default()
+        }
+    }
+
+    fn file(path: &str) -> pb::ArtifactInformation {
+        pb::ArtifactInformation {
+            type_urn: FILE_ARTIFACT.into(),
+            type_payload: pb::ArtifactFilePayload { path: path.into(), ..Default::default() }.encode_to_vec(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn beam_java_images_are_recognised_with_or_without_registry_and_tag() {
+        for image in ["apache/beam_java17_sdk:2.73.0", "apache/beam_java11_sdk", "gcr.io/mirror/apache/beam_java21_sdk:2.75.0"] {
+            assert_eq!(beam_java_image(&docker(image)).as_deref(), Some(image));
+        }
+        for image in ["apache/beam_python3.11_sdk:2.73.0", "apache/beam_go_sdk:2.73.0", "apache/beam_javaX_sdk", "my/java:1"] {
+            assert_eq!(beam_java_image(&docker(image)), None, "{image}");
+        }
+        let process = pb::Environment { urn: crate::urns::ENV_PROCESS.into(), ..Default::default() };
+        assert_eq!(beam_java_image(&process), None);
+    }
+
+    #[test]
+    fn staged_jars_keep_the_client_order_and_skip_other_files() {
+        let mut env = docker("apache/beam_java17_sdk:2.73.0");
+        env.dependencies = vec![file("/s/b.jar"), file("/s/a.jar"), file("/s/notes.txt")];
+        env.dependencies.push(pb::ArtifactInformation { type_urn: "beam:artifact:type:url:v1".into(), ..Default::default() });
+        assert_eq!(staged_jars(&env), ["/s/b.jar", "/s/a.jar"]);
+    }
+
+    #[test]
+    fn the_harness_jars_come_first_and_none_twice() {
+        let cp = classpath(&["/h/harness.jar".into(), "/h/core.jar".into()], &["/s/user.jar".into(), "/h/core.jar".into()]);
+        assert_eq!(cp, "/h/harness.jar:/h/core.jar:/s/user.jar");
+    }
+
+    #[test]
+    fn endpoints_are_text_format_descriptors() {
+        assert_eq!(descriptor_text("localhost:8099"), "url: \"localhost:8099\"");
+        assert_eq!(descriptor_text("a\"b\\c"), "url: \"a\\\"b\\\\c\"");
+        let vars = harness_variables("w1", "localhost:1", "localhost:2", "{}");
+        assert!(vars.contains(&("HARNESS_ID".into(), "w1".into())));
+        assert!(vars.contains(&("CONTROL_API_SERVICE_DESCRIPTOR".into(), "url: \"localhost:1\"".into())));
+    }
+}
