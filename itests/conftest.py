@@ -327,6 +327,26 @@ def job_server(binary, tmp_path_factory, request):
     yield server
 
 
+def java_jars(*args) -> str:
+  """A directory of Beam's Java jars, fetched by scripts/java-harness.sh:
+  the Java SDK harness, or with '--expansion-service' Beam's Java
+  expansion service."""
+  run = subprocess.run(['bash', str(REPO_ROOT / 'scripts' / 'java-harness.sh')] + list(args),
+                       capture_output=True, text=True, timeout=1200)
+  assert run.returncode == 0, run.stderr[-4000:]
+  return run.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope='session')
+def java_job_server(binary, tmp_path_factory):
+  """A job server that runs environments naming Beam's Java SDK image as
+  Java processes of its own (--java-harness-dir)."""
+  harness = java_jars()
+  with started_job_server(binary, tmp_path_factory.mktemp('java-job-server'),
+                          ['--java-harness-dir', harness]) as server:
+    yield server
+
+
 @pytest.fixture(scope='session', autouse=True)
 def _stop_runner_job_servers():
   """Stops the job servers KafkaStreamsRunner started in this process."""

@@ -19,28 +19,19 @@ from apache_beam.runners.runner import PipelineState
 from apache_beam.transforms import window
 from apache_beam.transforms.external import JavaExternalTransform
 
-from conftest import REPO_ROOT
 from conftest import free_ports
+from conftest import java_jars
 from conftest import kafka_args
 from conftest import portable_args
-from conftest import started_job_server
 
 EXPANSION_MAIN = 'org.apache.beam.sdk.expansion.service.ExpansionService'
-
-
-def _jars(*args):
-  """A directory of Beam's Java jars, fetched by the project's script."""
-  run = subprocess.run(['bash', str(REPO_ROOT / 'scripts' / 'java-harness.sh')] + list(args),
-                       capture_output=True, text=True, timeout=1200)
-  assert run.returncode == 0, run.stderr[-4000:]
-  return run.stdout.strip().splitlines()[-1]
 
 
 @pytest.fixture(scope='module')
 def java_expansion_service(tmp_path_factory):
   """Beam's Java expansion service, as a user starts it, allowing every Java
   class to be looked up by name (JavaExternalTransform)."""
-  jars = _jars('--expansion-service')
+  jars = java_jars('--expansion-service')
   port, = free_ports(1)
   log_path = tmp_path_factory.mktemp('expansion') / 'expansion-service.log'
   with open(log_path, 'wb') as log:
@@ -59,15 +50,6 @@ def java_expansion_service(tmp_path_factory):
   yield address
   process.kill()
   process.wait()
-
-
-@pytest.fixture(scope='module')
-def java_job_server(binary, tmp_path_factory):
-  """A job server that runs Java SDK environments as Java processes."""
-  harness = _jars()
-  with started_job_server(binary, tmp_path_factory.mktemp('java-job-server'),
-                          ['--java-harness-dir', harness]) as server:
-    yield server
 
 
 def _options(job_server, broker, app_id, tmp_path):

@@ -5,8 +5,12 @@ no artifacts. Java and Maven build them (scripts/java-pipelines.sh)."""
 
 import collections
 import subprocess
+import time
 
+import grpc
 import pytest
+from apache_beam.portability.api import beam_job_api_pb2
+from apache_beam.portability.api import beam_job_api_pb2_grpc
 
 from conftest import REPO_ROOT
 from conftest import make_app_id
@@ -54,8 +58,7 @@ def _failure(run, job_server):
       run.returncode, run.stderr[-6000:], job_server.log_text()[-4000:])
 
 
-def test_java_pipeline_with_shuffles_side_input_state_and_timers(
-    java_classpath, job_server, broker, tmp_path):
+def _run_pipeline_it(java_classpath, job_server, broker, tmp_path, extra=()):
   out = tmp_path / 'out'
   run = _run_java(java_classpath, 'dev.beamkafka.examples.JavaPipelineIT', [
       '--jobEndpoint=%s' % job_server.endpoint,
@@ -64,13 +67,27 @@ def test_java_pipeline_with_shuffles_side_input_state_and_timers(
       '--stateDir=%s' % (tmp_path / 'state'),
       '--events=%s' % ','.join('%s:%d:%d' % e for e in EVENTS),
       '--output=%s' % (out / 'result'),
-  ])
+  ] + list(extra))
   assert run.returncode == 0, _failure(run, job_server)
   assert 'state DONE' in run.stdout.splitlines()
   # The user counter of every event, attempted and committed alike.
   assert 'metric events attempted=%d committed=%d' % (len(EVENTS), len(EVENTS)) in run.stdout
   written = sorted(line for f in sorted(out.glob('result*.txt')) for line in f.read_text().splitlines())
   assert written == _expected_lines(EVENTS)
+
+
+def test_java_pipeline_with_shuffles_side_input_state_and_timers(
+    java_classpath, job_server, broker, tmp_path):
+  _run_pipeline_it(java_classpath, job_server, broker, tmp_path)
+
+
+def test_java_pipeline_on_harnesses_the_job_server_starts(
+    java_classpath, java_job_server, broker, tmp_path):
+  """Beam's Java SDK image as the environment: the program's classpath is
+  staged, and the job server runs Java's harness with it."""
+  log_start = len(java_job_server.log_text())
+  _run_pipeline_it(java_classpath, java_job_server, broker, tmp_path, ['--defaultEnvironmentType=DOCKER'])
+  assert 'Java harness: SDK Fn Harness started' in java_job_server.log_text(log_start)
 
 
 def test_unbounded_java_pipeline_shows_live_metrics_and_cancels(
@@ -87,3 +104,59 @@ def test_unbounded_java_pipeline_shows_live_metrics_and_cancels(
   ticks = [int(line.split()[1]) for line in lines if line.startswith('ticks ')]
   assert ticks and ticks[0] >= 5, run.stdout
   assert 'state CANCELLED' in lines
+
+
+def _ticks(stub, job_id):
+  """The attempted count of JavaStreamingIT's counter (a varint sum)."""
+  metrics = stub.GetJobMetrics(beam_job_api_pb2.GetJobMetricsRequest(job_id=job_id)).metrics
+  total = 0
+  for m in metrics.attempted:
+    if m.labels.get('NAME') == 'ticks':
+      value, shift = 0, 0
+      for byte in m.payload:
+        value |= (byte & 0x7f) << shift
+        shift += 7
+      total += value
+  return total
+
+
+def _wait_for(predicate, timeout, what):
+  deadline = time.monotonic() + timeout
+  while time.monotonic() < deadline:
+    if predicate():
+      return
+    time.sleep(0.5)
+  pytest.fail('timed out waiting for %s' % what)
+
+
+def test_a_streaming_java_job_outlives_the_program_that_submitted_it(
+    java_classpath, java_job_server, broker, tmp_path):
+  run = _run_java(java_classpath, 'dev.beamkafka.examples.JavaStreamingIT', [
+      '--jobEndpoint=%s' % java_job_server.endpoint,
+      '--bootstrapServers=%s' % broker,
+      '--applicationId=%s' % make_app_id('java-detached'),
+      '--stateDir=%s' % (tmp_path / 'state'),
+      '--defaultEnvironmentType=DOCKER',
+      '--detach',
+  ])
+  assert run.returncode == 0, _failure(run, java_job_server)
+  job_id = [line.split()[1] for line in run.stdout.splitlines() if line.startswith('job ')][0]
+  channel = grpc.insecure_channel(java_job_server.endpoint)
+  stub = beam_job_api_pb2_grpc.JobServiceStub(channel)
+  try:
+    # The submitting JVM has exited: the job still counts, on and on.
+    _wait_for(lambda: _ticks(stub, job_id) >= 5, 120, 'the detached job to count 5 ticks')
+    seen = _ticks(stub, job_id)
+    _wait_for(lambda: _ticks(stub, job_id) >= seen + 20, 60, 'the detached job to count on')
+    state = stub.GetState(beam_job_api_pb2.GetJobStateRequest(job_id=job_id)).state
+    assert state == beam_job_api_pb2.JobState.RUNNING
+    stub.Cancel(beam_job_api_pb2.CancelJobRequest(job_id=job_id))
+    cancelled = lambda: stub.GetState(beam_job_api_pb2.GetJobStateRequest(
+        job_id=job_id)).state == beam_job_api_pb2.JobState.CANCELLED
+    _wait_for(cancelled, 60, 'the job to be CANCELLED')
+  finally:
+    channel.close()
+  # Its harnesses went with it.
+  _wait_for(lambda: subprocess.run(['pgrep', '-f', 'org.apache.beam.fn.harness.FnHarness'],
+                                   capture_output=True, check=False).returncode == 1,
+            30, "the job's Java harnesses to stop")

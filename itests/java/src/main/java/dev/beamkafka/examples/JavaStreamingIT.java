@@ -1,6 +1,7 @@
 package dev.beamkafka.examples;
 
 import dev.beamkafka.runner.BeamKafkaPipelineOptions;
+import dev.beamkafka.runner.BeamKafkaPipelineResult;
 import dev.beamkafka.runner.BeamKafkaRunner;
 import org.apache.beam.sdk.Pipeline;
 import org.apache.beam.sdk.PipelineResult;
@@ -36,6 +37,14 @@ public class JavaStreamingIT {
     int getWaitSeconds();
 
     void setWaitSeconds(int value);
+
+    @Description(
+        "Submit the job, print \"job ID\" and exit at once, leaving it running (its harnesses must "
+            + "be the job server's: --defaultEnvironmentType=DOCKER).")
+    @Default.Boolean(false)
+    boolean getDetach();
+
+    void setDetach(boolean value);
   }
 
   public static void main(String[] args) throws Exception {
@@ -45,6 +54,10 @@ public class JavaStreamingIT {
     p.apply("Ticks", GenerateSequence.from(0).withRate(20, Duration.standardSeconds(1)))
         .apply("Count", ParDo.of(new CountFn()));
     PipelineResult result = p.run();
+    if (options.getDetach()) {
+      System.out.println("job " + ((BeamKafkaPipelineResult) result).getJobId());
+      System.exit(0);
+    }
 
     long ticks = 0;
     long deadline = System.nanoTime() + options.getWaitSeconds() * 1_000_000_000L;

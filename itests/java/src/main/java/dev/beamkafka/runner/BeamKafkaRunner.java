@@ -1,8 +1,10 @@
 package dev.beamkafka.runner;
 
 import java.util.List;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import org.apache.beam.fn.harness.ExternalWorkerService;
+import org.apache.beam.model.jobmanagement.v1.ArtifactStagingServiceGrpc;
 import org.apache.beam.model.jobmanagement.v1.JobApi.PrepareJobRequest;
 import org.apache.beam.model.jobmanagement.v1.JobApi.PrepareJobResponse;
 import org.apache.beam.model.jobmanagement.v1.JobApi.RunJobRequest;
@@ -10,6 +12,8 @@ import org.apache.beam.model.jobmanagement.v1.JobServiceGrpc;
 import org.apache.beam.model.jobmanagement.v1.JobServiceGrpc.JobServiceBlockingStub;
 import org.apache.beam.model.pipeline.v1.Endpoints.ApiServiceDescriptor;
 import org.apache.beam.model.pipeline.v1.RunnerApi;
+import org.apache.beam.runners.fnexecution.artifact.ArtifactRetrievalService;
+import org.apache.beam.runners.fnexecution.artifact.ArtifactStagingService;
 import org.apache.beam.sdk.Pipeline;
 import org.apache.beam.sdk.PipelineResult;
 import org.apache.beam.sdk.PipelineRunner;
@@ -21,6 +25,7 @@ import org.apache.beam.sdk.util.construction.Environments;
 import org.apache.beam.sdk.util.construction.PipelineOptionsTranslation;
 import org.apache.beam.sdk.util.construction.PipelineTranslation;
 import org.apache.beam.sdk.util.construction.SdkComponents;
+import org.apache.beam.sdk.util.construction.resources.PipelineResources;
 import org.apache.beam.vendor.grpc.v1p69p0.io.grpc.ManagedChannel;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -30,10 +35,11 @@ import org.slf4j.LoggerFactory;
  *
  * <p>By default (environment type unset or LOOPBACK) the SDK harnesses are threads of this JVM: an
  * {@link ExternalWorkerService} listens on a free local port and the pipeline's environment is
- * {@code beam:env:external:v1} pointing at it, so the job needs no Docker and no artifacts (the
- * harnesses share this JVM's classpath). An EXTERNAL environment the user configured is kept; one
- * that would need the client's jars staged (PROCESS, DOCKER) is refused, since this runner stages
- * nothing.
+ * {@code beam:env:external:v1} pointing at it, so the job needs no artifacts (the harnesses share
+ * this JVM's classpath), and it ends with this JVM. An EXTERNAL environment the user configured is
+ * kept. With {@code --defaultEnvironmentType=DOCKER} (Beam's Java SDK image) this JVM's classpath
+ * is staged to the job server, which runs Beam's Java harness itself (as a Java process given
+ * {@code --java-harness-dir}, or the image): the job outlives the program that submitted it.
  */
 public class BeamKafkaRunner extends PipelineRunner<PipelineResult> {
   private static final Logger LOG = LoggerFactory.getLogger(BeamKafkaRunner.class);
@@ -53,8 +59,14 @@ public class BeamKafkaRunner extends PipelineRunner<PipelineResult> {
   public BeamKafkaPipelineResult run(Pipeline pipeline) {
     AutoCloseable workerPool = startWorkerPoolIfLoopback();
     try {
-      // The environment's dependencies come from filesToStage: none, as nothing is staged.
-      options.setFilesToStage(List.of());
+      boolean staged = stagesClasspath();
+      if (staged) {
+        // Directories on the classpath become jars; the environment lists every file.
+        PipelineResources.prepareFilesForStaging(options);
+      } else {
+        // The environment's dependencies come from filesToStage: none, as nothing is staged.
+        options.setFilesToStage(List.of());
+      }
       RunnerApi.Pipeline proto = PipelineTranslation.toProto(pipeline, SdkComponents.create(options));
       String endpoint = options.getJobEndpoint();
       if (endpoint == null || endpoint.isEmpty()) {
@@ -76,8 +88,11 @@ public class BeamKafkaRunner extends PipelineRunner<PipelineResult> {
                         .setPipeline(proto)
                         .setPipelineOptions(PipelineOptionsTranslation.toProto(options))
                         .build());
-        // No artifact staging: the server runs a prepared job without it, and harnesses of an
-        // EXTERNAL environment bring their own classpath.
+        // Harnesses of an EXTERNAL environment bring their own classpath; the job server's own
+        // harnesses get this JVM's, staged here.
+        if (staged) {
+          stage(prepared);
+        }
         String jobId =
             jobService
                 .withDeadlineAfter(timeout, TimeUnit.SECONDS)
@@ -115,13 +130,40 @@ public class BeamKafkaRunner extends PipelineRunner<PipelineResult> {
       LOG.info("SDK harnesses run in this JVM, pool at {}", pool.getApiServiceDescriptor().getUrl());
       return pool;
     }
-    if (!Environments.ENVIRONMENT_EXTERNAL.equals(type)) {
+    if (!Environments.ENVIRONMENT_EXTERNAL.equals(type)
+        && !Environments.ENVIRONMENT_DOCKER.equals(type)) {
       throw new IllegalArgumentException(
-          "BeamKafkaRunner supports the LOOPBACK and EXTERNAL environments only (it stages no "
-              + "artifacts), not "
+          "BeamKafkaRunner supports the LOOPBACK, EXTERNAL and DOCKER (Beam's Java SDK image, which "
+              + "the job server runs as a Java process) environments, not "
               + type);
     }
     return null;
+  }
+
+  private boolean stagesClasspath() {
+    return Environments.ENVIRONMENT_DOCKER.equals(options.getDefaultEnvironmentType());
+  }
+
+  /** Offers every staged file to the job server, which fetches what the environment needs. */
+  private void stage(PrepareJobResponse prepared) {
+    String url = prepared.getArtifactStagingEndpoint().getUrl();
+    ManagedChannel staging =
+        ManagedChannelFactory.createDefault()
+            .forDescriptor(ApiServiceDescriptor.newBuilder().setUrl(url).build());
+    try {
+      ArtifactStagingService.offer(
+          new ArtifactRetrievalService(),
+          ArtifactStagingServiceGrpc.newStub(staging),
+          prepared.getStagingSessionToken());
+      LOG.info("Staged {} files to {}", options.getFilesToStage().size(), url);
+    } catch (ExecutionException e) {
+      throw new RuntimeException("Cannot stage this program's classpath to " + url, e.getCause());
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new RuntimeException("Interrupted while staging to " + url, e);
+    } finally {
+      staging.shutdownNow();
+    }
   }
 
   static void closeQuietly(AutoCloseable c) {
