@@ -106,6 +106,19 @@ if ! "$REPO_ROOT/scripts/kafka.sh" status "${bootstrap##*:}" 2>/dev/null; then
   "$REPO_ROOT/scripts/kafka.sh" start "${bootstrap##*:}"
   cleanup+=("\"$REPO_ROOT/scripts/kafka.sh\" stop ${bootstrap##*:}")
 fi
+# The cross-language tests (TestXLang_*) expand their Java transforms with
+# dev.beamkafka.xlang (itests/java: Beam's own test expansion service is not
+# published), and the job server runs their Java harnesses (--java-harness-dir).
+test_expansion=""
+if [[ -z "$endpoint" && $short -eq 0 ]] && command -v java >/dev/null && command -v mvn >/dev/null; then
+  java_cp="$("$REPO_ROOT/scripts/java-pipelines.sh" | tail -n 1)"
+  test_port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+  java -cp "$java_cp" org.apache.beam.sdk.expansion.service.ExpansionService "$test_port" > "$logs/test-expansion-service.log" 2>&1 &
+  test_expansion_pid=$!
+  cleanup=("kill $test_expansion_pid; wait $test_expansion_pid 2>/dev/null" "${cleanup[@]}")
+  test_expansion="localhost:$test_port"
+  log "Java test expansion service (pid $test_expansion_pid) at $test_expansion; log $logs/test-expansion-service.log"
+fi
 if [[ -z "$endpoint" ]]; then
   binary="${BEAM_KAFKA_BINARY:-$REPO_ROOT/bin/beam-kafka}"
   [[ -x "$binary" ]] || binary="$("$REPO_ROOT/scripts/build.sh")"
@@ -115,8 +128,10 @@ import socket
 socks = [socket.socket() for _ in range(3)]
 for s in socks: s.bind(("127.0.0.1", 0))
 print(*[s.getsockname()[1] for s in socks])')
+  java_flags=()
+  if [[ -n "$test_expansion" ]]; then java_flags=(--java-harness-dir "$("$REPO_ROOT/scripts/java-harness.sh")"); fi
   "$binary" job-server --job-port "$job_port" --artifact-port "$artifact_port" --expansion-port "$expansion_port" \
-    --trust-clients --artifacts-dir "$logs/artifacts" --state-root "$logs/state" > "$logs/job-server.log" 2>&1 &
+    --trust-clients --artifacts-dir "$logs/artifacts" --state-root "$logs/state" "${java_flags[@]}" > "$logs/job-server.log" 2>&1 &
   server_pid=$!
   cleanup=("kill $server_pid; wait $server_pid 2>/dev/null" "${cleanup[@]}")
   endpoint="localhost:$job_port" expansion="localhost:$expansion_port"
@@ -130,7 +145,20 @@ for _ in $(seq 1 300); do
 done
 (exec 3<>"/dev/tcp/${endpoint%:*}/${endpoint##*:}") 2>/dev/null || die "no job server answers at $endpoint"
 
+if [[ -n "$test_expansion" ]]; then
+  for _ in $(seq 1 600); do
+    (exec 3<>"/dev/tcp/localhost/${test_expansion##*:}") 2>/dev/null && break
+    kill -0 "$test_expansion_pid" 2>/dev/null || { cat "$logs/test-expansion-service.log" >&2; die "the Java test expansion service did not start"; }
+    sleep 0.1
+  done
+fi
 pipeline_flags=(-runner="$runner" -endpoint="$endpoint" -environment_type=LOOPBACK -bootstrap_servers="$bootstrap")
+if [[ -n "$test_expansion" ]]; then
+  pipeline_flags+=(-expansion_addr="test:$test_expansion")
+else
+  { cat "$SKIPS"; echo "TestXLang_.* # needs Java and Maven: the Java test expansion service (dev.beamkafka.xlang) and Java harnesses"; } > "$logs/skips-java.txt"
+  SKIPS="$logs/skips-java.txt"
+fi
 # Beam's Kafka IO test expands ReadFromKafka/WriteToKafka at the "io" service: ours.
 if [[ -n "$expansion" ]]; then
   pipeline_flags+=(-expansion_addr="io:$expansion")
