@@ -327,6 +327,15 @@ def job_server(binary, tmp_path_factory, request):
     yield server
 
 
+def go_pipeline(name: str) -> str:
+  """Builds the Go program itests/go/<name> (scripts/go-pipelines.sh) and
+  returns its path."""
+  built = subprocess.run(['bash', str(REPO_ROOT / 'scripts' / 'go-pipelines.sh'), name],
+                         capture_output=True, text=True, timeout=1200)
+  assert built.returncode == 0, built.stderr[-4000:]
+  return built.stdout.strip().splitlines()[-1]
+
+
 def java_jars(*args) -> str:
   """A directory of Beam's Java jars, fetched by scripts/java-harness.sh:
   the Java SDK harness, or with '--expansion-service' Beam's Java

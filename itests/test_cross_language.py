@@ -1,13 +1,16 @@
 """Cross-language: Python pipelines with Java transforms, expanded by Beam's own
 Java expansion service (beam-sdks-java-expansion-service, from Maven Central)
 and run by Beam's Java SDK harness, which the job server starts as a Java
-process (--java-harness-dir) beside the Python harnesses: no Docker."""
+process (--java-harness-dir) beside the Python harnesses: no Docker. And a Go
+pipeline with a Python transform, expanded by Python's expansion service."""
 
 import collections
 import random
 import re
+import json
 import shutil
 import subprocess
+import sys
 import time
 
 import grpc
@@ -20,7 +23,9 @@ from apache_beam.transforms import window
 from apache_beam.transforms.external import JavaExternalTransform
 
 from conftest import free_ports
+from conftest import go_pipeline
 from conftest import java_jars
+from conftest import make_app_id
 from conftest import kafka_args
 from conftest import portable_args
 
@@ -33,20 +38,11 @@ def java_expansion_service(tmp_path_factory):
   class to be looked up by name (JavaExternalTransform)."""
   jars = java_jars('--expansion-service')
   port, = free_ports(1)
-  log_path = tmp_path_factory.mktemp('expansion') / 'expansion-service.log'
-  with open(log_path, 'wb') as log:
-    process = subprocess.Popen(
-        ['java', '-cp', jars + '/*', EXPANSION_MAIN, str(port), '--javaClassLookupAllowlistFile=*'],
-        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+  process = _serve(
+      ['java', '-cp', jars + '/*', EXPANSION_MAIN, str(port), '--javaClassLookupAllowlistFile=*'],
+      tmp_path_factory.mktemp('expansion') / 'expansion-service.log', port,
+      "Beam's Java expansion service")
   address = 'localhost:%d' % port
-  channel = grpc.insecure_channel(address)
-  try:
-    grpc.channel_ready_future(channel).result(timeout=120)
-  except grpc.FutureTimeoutError:
-    process.kill()
-    pytest.fail('Beam\'s Java expansion service did not start:\n%s' % log_path.read_text()[-4000:])
-  finally:
-    channel.close()
   yield address
   process.kill()
   process.wait()
@@ -131,3 +127,58 @@ def test_without_a_java_harness_a_java_transform_fails_naming_the_setting(
   assert "runs Beam's Java SDK" in message and '--java-harness-dir' in message, message
   assert time.monotonic() - started < 120
   assert not collector.exists()
+
+
+def _serve(cmd, log_path, port, what):
+  """Starts `cmd`, a gRPC service on `port`, and waits until it answers."""
+  with open(log_path, 'wb') as log:
+    process = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+  channel = grpc.insecure_channel('localhost:%d' % port)
+  try:
+    grpc.channel_ready_future(channel).result(timeout=120)
+  except grpc.FutureTimeoutError:
+    process.kill()
+    pytest.fail('%s did not start:\n%s' % (what, log_path.read_text()[-4000:]))
+  finally:
+    channel.close()
+  return process
+
+
+@pytest.fixture(scope='module')
+def python_expansion_service(tmp_path_factory):
+  """Python's expansion service, as a Go or Java user starts it, expanding
+  any Python transform by name, whose harnesses the job server starts as
+  processes (PROCESS: beam_kafka.boot)."""
+  port, = free_ports(1)
+  boot = '%s -m beam_kafka.boot' % sys.executable
+  process = _serve(
+      [sys.executable, '-m', 'apache_beam.runners.portability.expansion_service_main',
+       '--port', str(port), '--fully_qualified_name_glob=*', '--environment_type=PROCESS',
+       '--environment_config=%s' % json.dumps({'command': boot})],
+      tmp_path_factory.mktemp('python-expansion') / 'expansion-service.log', port,
+      "Python's expansion service")
+  yield 'localhost:%d' % port
+  process.kill()
+  process.wait()
+
+
+def test_a_go_pipeline_counts_with_a_python_transform(
+    job_server, python_expansion_service, broker, tmp_path):
+  words = _words(3, 500)
+  binary = go_pipeline('pytransform')
+  out = tmp_path / 'counts.txt'
+  run = subprocess.run([
+      binary,
+      '--endpoint=%s' % job_server.endpoint,
+      '--environment_type=LOOPBACK',
+      '--output=%s' % out,
+      '--words=%s' % ','.join(words),
+      '--python_expansion_addr=%s' % python_expansion_service,
+      '--bootstrap_servers=%s' % broker,
+      '--application_id=%s' % make_app_id('go-python'),
+      '--state_dir=%s' % (tmp_path / 'state'),
+  ], capture_output=True, text=True, timeout=300)
+  assert run.returncode == 0, 'the Go pipeline failed:\n%s\njob server:\n%s' % (
+      run.stderr[-4000:], job_server.log_text()[-4000:])
+  expected = sorted('%s %d' % kv for kv in collections.Counter(words).items())
+  assert sorted(out.read_text().splitlines()) == expected

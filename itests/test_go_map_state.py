@@ -7,17 +7,10 @@ passing runner options (its flags, inside go_options)."""
 import collections
 import subprocess
 
-from conftest import REPO_ROOT
+from conftest import go_pipeline
 from conftest import make_app_id
 
 WORDS = ['apple', 'pear', 'peach', 'apple', 'apple', 'pear']
-
-
-def _go_pipeline(name):
-  built = subprocess.run(['bash', str(REPO_ROOT / 'scripts' / 'go-pipelines.sh'), name],
-                         capture_output=True, text=True, timeout=1200)
-  assert built.returncode == 0, built.stderr[-4000:]
-  return built.stdout.strip().splitlines()[-1]
 
 
 def _expected_lines(words):
@@ -40,7 +33,7 @@ def _expected_lines(words):
 
 
 def test_go_map_and_set_state(job_server, broker, tmp_path):
-  binary = _go_pipeline('mapstate')
+  binary = go_pipeline('mapstate')
   out = tmp_path / 'lines.txt'
   run = subprocess.run([
       binary,

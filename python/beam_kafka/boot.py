@@ -59,7 +59,7 @@ def main():
         endpoints_pb2.ApiServiceDescriptor(url=url))
 
   options = _state_cache_options({
-      k.split(':')[2] if k.startswith('beam:option:') else k: v
+      k.split(':')[2] if k.startswith('beam:option:') else k: _whole(v)
       for k, v in json_format.MessageToDict(info.pipeline_options).items()})
   os.environ.update({
       'WORKER_ID': args.id,
@@ -76,6 +76,16 @@ def main():
   state_socket.install()
   from apache_beam.runners.worker import sdk_worker_main
   sdk_worker_main.main(sys.argv[:1])
+
+
+def _whole(value):
+  """A protobuf Struct holds every number as a double: a whole one goes back
+  to an int, as the SDK's option parser wants for int options (a Go
+  pipeline's `parallelism` -1 arrives as -1.0 in a Python transform's
+  harness)."""
+  if isinstance(value, float) and value.is_integer():
+    return int(value)
+  return value
 
 
 def _state_cache_options(options):
