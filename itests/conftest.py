@@ -327,10 +327,11 @@ def job_server(binary, tmp_path_factory, request):
     yield server
 
 
-def go_pipeline(name: str) -> str:
-  """Builds the Go program itests/go/<name> (scripts/go-pipelines.sh) and
-  returns its path."""
-  built = subprocess.run(['bash', str(REPO_ROOT / 'scripts' / 'go-pipelines.sh'), name],
+def go_pipeline(name: str, package: str = '') -> str:
+  """Builds the Go program itests/go/<name> (or the Go `package`, e.g. one
+  of Beam's examples, as `name`) with scripts/go-pipelines.sh and returns
+  its path."""
+  built = subprocess.run(['bash', str(REPO_ROOT / 'scripts' / 'go-pipelines.sh'), name] + ([package] if package else []),
                          capture_output=True, text=True, timeout=1200)
   assert built.returncode == 0, built.stderr[-4000:]
   return built.stdout.strip().splitlines()[-1]

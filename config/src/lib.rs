@@ -1,6 +1,7 @@
 //! The runner's pipeline options: every option's name, type, default and
 //! description (advertised through `DescribePipelineOptions`), and parsing with
 //! validation into [`RunnerOptions`]. Pure: no I/O, no dependencies.
+pub mod defaults;
 mod options;
 mod parse;
 pub mod secrets;

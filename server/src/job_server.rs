@@ -54,6 +54,10 @@ pub struct JobServerArgs {
     /// SDK image run as Java processes with them, without Docker.
     #[arg(long, env = "BEAM_KAFKA_JAVA_HARNESS_DIR")]
     java_harness_dir: Option<PathBuf>,
+    /// The Kafka servers of jobs that name none (--bootstrap_servers), so a
+    /// Beam example that cannot pass runner options runs unmodified.
+    #[arg(long, env = "BEAM_KAFKA_BOOTSTRAP_SERVERS")]
+    default_bootstrap_servers: Option<String>,
     /// Trust every client as much as the server's own user: any SDK
     /// environment, any Kafka client property (also those that read local
     /// files or load code), any --state_dir. For a job server private to one
@@ -159,6 +163,7 @@ pub async fn serve(args: JobServerArgs) -> anyhow::Result<()> {
                 policy,
                 services,
                 staging_url: artifact_url.clone(),
+                default_bootstrap_servers: args.default_bootstrap_servers.clone(),
             })
             .max_decoding_message_size(256 << 20)
             .max_encoding_message_size(256 << 20),

@@ -19,6 +19,8 @@ pub struct JobService {
     pub services: Services,
     /// The artifact staging endpoint returned by Prepare.
     pub staging_url: String,
+    /// Kafka servers for submissions that name none.
+    pub default_bootstrap_servers: Option<String>,
 }
 
 type StateStream = Pin<Box<dyn Stream<Item = Result<jm::JobStateEvent, Status>> + Send>>;
@@ -41,12 +43,13 @@ impl jm::job_service_server::JobService for JobService {
         let mut opts = req.pipeline_options.unwrap_or_default();
         self.auth.check("Prepare", &metadata, Some(&mut opts))?;
         let mut pipeline = req.pipeline.ok_or_else(|| rejection(vec!["the request carries no pipeline".into()]))?;
+        let name = options::text(&opts, "job_name").filter(|n| !n.is_empty()).unwrap_or(req.job_name);
+        let chosen = options::fill_defaults(&mut opts, &name, self.default_bootstrap_servers.as_deref());
         let mut runner_options = options::check_submission(&mut pipeline, &opts).map_err(rejection)?;
         let problems = self.policy.apply(&pipeline, options::text(&opts, "state_dir").as_deref(), &mut runner_options);
         if !problems.is_empty() {
             return Err(rejection(problems));
         }
-        let name = options::text(&opts, "job_name").filter(|n| !n.is_empty()).unwrap_or(req.job_name);
         let preparation_id = format!("prep-{}", uuid::Uuid::new_v4());
         let transforms = pipeline.components.as_ref().map_or(0, |c| c.transforms.len());
         let attributes = vec![
@@ -56,6 +59,9 @@ impl jm::job_service_server::JobService for JobService {
         ];
         tracing::debug!("prepared {preparation_id} in {:?}", began.elapsed().unwrap_or_default());
         let job = Job::new(String::new(), name, preparation_id.clone(), pipeline, opts, runner_options);
+        for text in chosen {
+            job.message(jm::job_message::MessageImportance::JobMessageBasic, text);
+        }
         self.jobs.by_id.insert(preparation_id.clone(), Arc::new(job));
         beam_kafka_actors::telemetry::past_span("beam_kafka.job.prepare", began, std::time::SystemTime::now(), attributes);
         Ok(Response::new(jm::PrepareJobResponse {
@@ -84,9 +90,22 @@ impl jm::job_service_server::JobService for JobService {
         let prepared = Arc::try_unwrap(prepared).map_err(|_| Status::aborted("the job is still being staged"))?;
         // Unguessable: a job id is what a client needs to watch or cancel it.
         let job_id = format!("{}-{}", sanitize(&prepared.name), &uuid::Uuid::new_v4().simple().to_string()[..16]);
+        // What Prepare said (the defaults it chose) goes to the run's log.
+        let said_at_prepare: Vec<jm::JobMessage> = prepared
+            .messages()
+            .0
+            .into_iter()
+            .filter_map(|m| match m.response {
+                Some(jm::job_messages_response::Response::MessageResponse(m)) => Some(m),
+                _ => None,
+            })
+            .collect();
         let pipeline = prepared.pipeline.into_inner().unwrap_or_else(|e| e.into_inner());
         let job =
             Arc::new(Job::new(job_id.clone(), prepared.name, prepared.staging_token, pipeline, prepared.options, prepared.runner_options));
+        for m in said_at_prepare {
+            job.message(m.importance(), m.message_text);
+        }
         self.jobs.by_id.insert(job_id.clone(), job.clone());
         tokio::spawn(execute(job, self.services.clone()));
         Ok(Response::new(jm::RunJobResponse { job_id }))

@@ -123,6 +123,32 @@ pub fn descriptors() -> Vec<jm::PipelineOptionDescriptor> {
         .collect()
 }
 
+/// Fills in what a submission left out and this job server can choose: an
+/// application id from the job's name, and the server's own Kafka servers
+/// (`--default-bootstrap-servers`). Returns what it chose, for the job's
+/// log.
+pub fn fill_defaults(opts: &mut Struct, job_name: &str, default_bootstrap: Option<&str>) -> Vec<String> {
+    let given = from_struct(opts);
+    let missing = |name: &str| !matches!(given.get(name), Some(OptionValue::String(v)) if !v.is_empty());
+    let mut chosen = Vec::new();
+    let mut set = |name: &str, value: String| {
+        opts.fields.insert(format!("beam:option:{name}:v1"), Value { kind: Some(Kind::StringValue(value)) });
+    };
+    if missing("application_id") {
+        let id = beam_kafka_config::defaults::application_id_from_job_name(job_name);
+        chosen.push(format!(
+            "no --application_id was given: the job runs as application '{id}', from its name; only a run given \
+             --application_id resumes an earlier run's state and offsets"
+        ));
+        set("application_id", id);
+    }
+    if let Some(servers) = default_bootstrap.filter(|_| missing("bootstrap_servers")) {
+        chosen.push(format!("no --bootstrap_servers was given: the job uses this job server's Kafka, {servers}"));
+        set("bootstrap_servers", servers.to_string());
+    }
+    chosen
+}
+
 /// Everything Prepare checks, in one place for the Job API and `run`: the
 /// options parse, and the pipeline (combiners lifted first) can run here.
 /// Every problem is returned at once.
@@ -205,6 +231,31 @@ mod tests {
         let m = from_struct(&s);
         assert_eq!(m["bootstrap_servers"], OptionValue::String("broker:9092".into()));
         assert_eq!(m["application_id"], OptionValue::String("direct".into()));
+    }
+
+    #[test]
+    fn missing_identity_and_servers_are_filled_in_and_given_ones_kept() {
+        let text_value = |t: &str| Value { kind: Some(Kind::StringValue(t.into())) };
+        let mut empty = Struct::default();
+        let chosen = fill_defaults(&mut empty, "go-job-1-42", Some("kafka:9092"));
+        assert_eq!(chosen.len(), 2, "{chosen:?}");
+        assert_eq!(text(&empty, "application_id").as_deref(), Some("go-job-1-42"));
+        assert_eq!(text(&empty, "bootstrap_servers").as_deref(), Some("kafka:9092"));
+        // Given ones stay, also as Go flags.
+        let mut flags = Struct::default();
+        flags.fields.insert("application_id".into(), text_value("mine"));
+        let mut go = Struct::default();
+        go.fields.insert("options".into(), Value { kind: Some(Kind::StructValue(flags)) });
+        let mut given = Struct::default();
+        given.fields.insert("beam:option:go_options:v1".into(), Value { kind: Some(Kind::StructValue(go)) });
+        given.fields.insert("beam:option:bootstrap_servers:v1".into(), text_value("other:9092"));
+        assert!(fill_defaults(&mut given, "job", Some("kafka:9092")).is_empty());
+        assert_eq!(from_struct(&given)["application_id"], OptionValue::String("mine".into()));
+        assert_eq!(text(&given, "bootstrap_servers").as_deref(), Some("other:9092"));
+        // Without a server default, the runner's own default applies later.
+        let mut none = Struct::default();
+        assert_eq!(fill_defaults(&mut none, "job", None).len(), 1);
+        assert_eq!(text(&none, "bootstrap_servers"), None);
     }
 
     #[test]

@@ -1,0 +1,57 @@
+"""Beam's own Go examples, unmodified, against the job server: they cannot
+pass runner options (Go refuses flags a program does not define), so the job
+server names the application after the job and uses its own Kafka servers
+(--default-bootstrap-servers)."""
+
+import collections
+import random
+import re
+import subprocess
+
+import pytest
+
+from conftest import go_pipeline
+from conftest import started_job_server
+
+WORD = re.compile(r"[a-zA-Z]+('[a-z])?")  # the example's own pattern
+
+
+@pytest.fixture(scope='module')
+def defaulting_job_server(binary, broker, tmp_path_factory):
+  with started_job_server(binary, tmp_path_factory.mktemp('go-examples'),
+                          ['--default-bootstrap-servers', broker]) as server:
+    yield server
+
+
+def _text(seed, lines=400):
+  rng = random.Random(seed)
+  vocabulary = ['king', 'lear', "fool's", 'Cordelia', 'storm', 'o', "heav'n", 'night', 'A']
+  return '\n'.join(
+      ' '.join(rng.choice(vocabulary) + rng.choice(['', ',', '.', '!']) for _ in range(rng.randrange(0, 12)))
+      for _ in range(lines)) + '\n'
+
+
+def test_beams_go_wordcount_example_runs_unmodified(defaulting_job_server, tmp_path):
+  binary = go_pipeline_example('wordcount')
+  text = _text(4)
+  source = tmp_path / 'input.txt'
+  source.write_text(text)
+  out = tmp_path / 'counts.txt'
+  run = subprocess.run([
+      binary,
+      '--runner=universal',
+      '--endpoint=%s' % defaulting_job_server.endpoint,
+      '--environment_type=LOOPBACK',
+      '--input=%s' % source,
+      '--output=%s' % out,
+  ], capture_output=True, text=True, timeout=300)
+  assert run.returncode == 0, 'the example failed:\n%s\njob server:\n%s' % (
+      run.stderr[-4000:], defaulting_job_server.log_text()[-4000:])
+  counts = collections.Counter(m.group(0) for m in WORD.finditer(text))
+  assert sorted(out.read_text().splitlines()) == sorted('%s: %d' % kv for kv in counts.items())
+  assert 'no --application_id was given' in run.stderr
+
+
+def go_pipeline_example(name):
+  """Builds Beam's Go example `name` at the pinned SDK version."""
+  return go_pipeline(name, 'github.com/apache/beam/sdks/v2/go/examples/' + name)
