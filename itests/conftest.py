@@ -348,12 +348,14 @@ def java_jars(*args) -> str:
 
 
 @pytest.fixture(scope='session')
-def java_job_server(binary, tmp_path_factory):
-  """A job server that runs environments naming Beam's Java SDK image as
-  Java processes of its own (--java-harness-dir)."""
+def sdk_image_job_server(binary, tmp_path_factory):
+  """A job server that runs environments naming Beam's SDK images as
+  processes of its own: Java's harness (--java-harness-dir) and Python's
+  (--python-harness-command, beam_kafka.boot)."""
   harness = java_jars()
-  with started_job_server(binary, tmp_path_factory.mktemp('java-job-server'),
-                          ['--java-harness-dir', harness]) as server:
+  with started_job_server(binary, tmp_path_factory.mktemp('sdk-image-job-server'),
+                          ['--java-harness-dir', harness,
+                           '--python-harness-command', '%s -m beam_kafka.boot' % sys.executable]) as server:
     yield server
 
 

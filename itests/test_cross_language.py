@@ -7,7 +7,6 @@ pipeline with a Python transform, expanded by Python's expansion service."""
 import collections
 import random
 import re
-import json
 import shutil
 import subprocess
 import sys
@@ -64,10 +63,10 @@ def _count_per_element(expansion_service):
 
 
 def test_a_java_transform_counts_a_python_collection_exactly(
-    java_job_server, java_expansion_service, broker, app_id, collector, tmp_path):
+    sdk_image_job_server, java_expansion_service, broker, app_id, collector, tmp_path):
   words = _words(1)
-  log_start = len(java_job_server.log_text())
-  with beam.Pipeline(options=_options(java_job_server, broker, app_id, tmp_path)) as p:
+  log_start = len(sdk_image_job_server.log_text())
+  with beam.Pipeline(options=_options(sdk_image_job_server, broker, app_id, tmp_path)) as p:
     _ = (p
          | beam.Create(words)
          | _count_per_element(java_expansion_service)
@@ -75,7 +74,7 @@ def test_a_java_transform_counts_a_python_collection_exactly(
          | beam.Map(collector.recorder()))
   expected = sorted('%s %d' % kv for kv in collections.Counter(words).items())
   assert sorted(collector.lines()) == expected
-  log = java_job_server.log_text(log_start)
+  log = sdk_image_job_server.log_text(log_start)
   # Java's harness ran here as a process, and what it printed is in the
   # log without its worker's secret id.
   assert 'Java harness: SDK Fn Harness started' in log, log[-3000:]
@@ -83,7 +82,7 @@ def test_a_java_transform_counts_a_python_collection_exactly(
 
 
 def test_windows_set_in_python_are_kept_by_the_java_transform(
-    java_job_server, java_expansion_service, broker, app_id, collector, tmp_path):
+    sdk_image_job_server, java_expansion_service, broker, app_id, collector, tmp_path):
   """Python assigns event times and fixed windows; Java's Count groups per
   window; Python reads each count with its window."""
   rng = random.Random(2)
@@ -92,7 +91,7 @@ def test_windows_set_in_python_are_kept_by_the_java_transform(
   def with_window(kv, w=beam.DoFn.WindowParam):
     return '%s %d %d' % (kv[0], int(w.start), kv[1])
 
-  with beam.Pipeline(options=_options(java_job_server, broker, app_id, tmp_path)) as p:
+  with beam.Pipeline(options=_options(sdk_image_job_server, broker, app_id, tmp_path)) as p:
     _ = (p
          | beam.Create(events)
          # A portable coder at the boundary (str), as every cross-language
@@ -146,15 +145,13 @@ def _serve(cmd, log_path, port, what):
 
 @pytest.fixture(scope='module')
 def python_expansion_service(tmp_path_factory):
-  """Python's expansion service, as a Go or Java user starts it, expanding
-  any Python transform by name, whose harnesses the job server starts as
-  processes (PROCESS: beam_kafka.boot)."""
+  """Python's expansion service as a Go or Java user starts it, expanding
+  any Python transform by name. Its transforms name Beam's Python SDK image,
+  which the job server runs as its --python-harness-command."""
   port, = free_ports(1)
-  boot = '%s -m beam_kafka.boot' % sys.executable
   process = _serve(
       [sys.executable, '-m', 'apache_beam.runners.portability.expansion_service_main',
-       '--port', str(port), '--fully_qualified_name_glob=*', '--environment_type=PROCESS',
-       '--environment_config=%s' % json.dumps({'command': boot})],
+       '--port', str(port), '--fully_qualified_name_glob=*'],
       tmp_path_factory.mktemp('python-expansion') / 'expansion-service.log', port,
       "Python's expansion service")
   yield 'localhost:%d' % port
@@ -163,7 +160,8 @@ def python_expansion_service(tmp_path_factory):
 
 
 def test_a_go_pipeline_counts_with_a_python_transform(
-    job_server, python_expansion_service, broker, tmp_path):
+    sdk_image_job_server, python_expansion_service, broker, tmp_path):
+  job_server = sdk_image_job_server
   words = _words(3, 500)
   binary = go_pipeline('pytransform')
   out = tmp_path / 'counts.txt'

@@ -82,12 +82,12 @@ def test_java_pipeline_with_shuffles_side_input_state_and_timers(
 
 
 def test_java_pipeline_on_harnesses_the_job_server_starts(
-    java_classpath, java_job_server, broker, tmp_path):
+    java_classpath, sdk_image_job_server, broker, tmp_path):
   """Beam's Java SDK image as the environment: the program's classpath is
   staged, and the job server runs Java's harness with it."""
-  log_start = len(java_job_server.log_text())
-  _run_pipeline_it(java_classpath, java_job_server, broker, tmp_path, ['--defaultEnvironmentType=DOCKER'])
-  assert 'Java harness: SDK Fn Harness started' in java_job_server.log_text(log_start)
+  log_start = len(sdk_image_job_server.log_text())
+  _run_pipeline_it(java_classpath, sdk_image_job_server, broker, tmp_path, ['--defaultEnvironmentType=DOCKER'])
+  assert 'Java harness: SDK Fn Harness started' in sdk_image_job_server.log_text(log_start)
 
 
 def test_unbounded_java_pipeline_shows_live_metrics_and_cancels(
@@ -130,18 +130,18 @@ def _wait_for(predicate, timeout, what):
 
 
 def test_a_streaming_java_job_outlives_the_program_that_submitted_it(
-    java_classpath, java_job_server, broker, tmp_path):
+    java_classpath, sdk_image_job_server, broker, tmp_path):
   run = _run_java(java_classpath, 'dev.beamkafka.examples.JavaStreamingIT', [
-      '--jobEndpoint=%s' % java_job_server.endpoint,
+      '--jobEndpoint=%s' % sdk_image_job_server.endpoint,
       '--bootstrapServers=%s' % broker,
       '--applicationId=%s' % make_app_id('java-detached'),
       '--stateDir=%s' % (tmp_path / 'state'),
       '--defaultEnvironmentType=DOCKER',
       '--detach',
   ])
-  assert run.returncode == 0, _failure(run, java_job_server)
+  assert run.returncode == 0, _failure(run, sdk_image_job_server)
   job_id = [line.split()[1] for line in run.stdout.splitlines() if line.startswith('job ')][0]
-  channel = grpc.insecure_channel(java_job_server.endpoint)
+  channel = grpc.insecure_channel(sdk_image_job_server.endpoint)
   stub = beam_job_api_pb2_grpc.JobServiceStub(channel)
   try:
     # The submitting JVM has exited: the job still counts, on and on.

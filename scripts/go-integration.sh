@@ -13,10 +13,9 @@
 #                     service); else one is started on free ports for the run
 # --bootstrap-servers the Kafka broker (default BEAM_KAFKA_TEST_BOOTSTRAP, else
 #                     localhost:19092; a local one is started when none answers)
-# --runner            the Go runner name: `beamkafka` (default) is Beam's portable
-#                     runner that gives each job a unique --application_id (see
-#                     itests/go/integration/beamkafka_runner.go.overlay); `universal`
-#                     needs a job server that derives one itself
+# --runner            the Go runner name (default `universal`, Beam's portable runner,
+#                     unmodified: the job server names each job's application
+#                     after the job and gives it its --default-bootstrap-servers)
 # --run               only tests whose names match (as go test -run)
 #
 # Tests listed in itests/go/integration-skips.txt are skipped (go test -skip),
@@ -36,7 +35,7 @@ ITESTS="$REPO_ROOT/itests/go"
 SKIPS="$ITESTS/integration-skips.txt"
 RESULTS=(python3 "$ITESTS/integration/results.py")
 
-short=0 endpoint="" expansion="" runner="beamkafka" run_filter=""
+short=0 endpoint="" expansion="" runner="universal" run_filter=""
 bootstrap="${BEAM_KAFKA_TEST_BOOTSTRAP:-localhost:19092}"
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -71,9 +70,9 @@ command -v python3 >/dev/null || die "python3 is needed (it reads go test -json)
 GO="$(go_command)"
 started_at=$(date +%s)
 
-# Beam's module, verified against go.sum by the module proxy client. Go refuses
-# overlays inside its module cache, so the suite builds from a copy of the
-# module's Go tree (a `replace` of a work module with itests/go's requirements).
+# Beam's module, verified against go.sum by the module proxy client. The suite
+# builds from a copy of the module's Go tree (a `replace` of a work module with
+# itests/go's requirements), unmodified.
 version="$(cd "$ITESTS" && "$GO" list -mod=readonly -m -f '{{.Version}}' "$MODULE")"
 moddir="$(cd "$ITESTS" && "$GO" mod download -json "$MODULE@$version" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
 [[ -d "$moddir/$SUITE" ]] || die "cannot fetch $MODULE@$version from the Go module proxy"
@@ -89,8 +88,6 @@ fi
 mkdir -p "$work/run"
 cp "$ITESTS/go.sum" "$work/run/go.sum"
 { cat "$ITESTS/go.mod"; echo; echo "replace $MODULE $version => ../beam-sdks-$version"; } > "$work/run/go.mod"
-overlay="$work/overlay.json"
-printf '{"Replace":{"%s/%s/zz_beamkafka_runner.go":"%s"}}\n' "$beam" "$SUITE" "$ITESTS/integration/beamkafka_runner.go.overlay" > "$overlay"
 
 logs="$work/logs/$(date +%Y%m%d-%H%M%S)"
 mkdir -p "$logs"
@@ -131,7 +128,8 @@ print(*[s.getsockname()[1] for s in socks])')
   java_flags=()
   if [[ -n "$test_expansion" ]]; then java_flags=(--java-harness-dir "$("$REPO_ROOT/scripts/java-harness.sh")"); fi
   "$binary" job-server --job-port "$job_port" --artifact-port "$artifact_port" --expansion-port "$expansion_port" \
-    --trust-clients --artifacts-dir "$logs/artifacts" --state-root "$logs/state" "${java_flags[@]}" > "$logs/job-server.log" 2>&1 &
+    --trust-clients --artifacts-dir "$logs/artifacts" --state-root "$logs/state" --default-bootstrap-servers "$bootstrap" \
+    "${java_flags[@]}" > "$logs/job-server.log" 2>&1 &
   server_pid=$!
   cleanup=("kill $server_pid; wait $server_pid 2>/dev/null" "${cleanup[@]}")
   endpoint="localhost:$job_port" expansion="localhost:$expansion_port"
@@ -201,7 +199,7 @@ for pkg in "${packages[@]}"; do
     fi
     out="$logs/${name//\//.}.$round.json"
     log "go test $import (round $round)"
-    (cd "$work/run" && "$GO" test -mod=readonly -overlay="$overlay" -json -count=1 -p 1 -parallel 1 \
+    (cd "$work/run" && "$GO" test -mod=readonly -json -count=1 -p 1 -parallel 1 \
         -timeout "${BEAM_KAFKA_GO_TIMEOUT:-15m}" ${select:+-run "$select"} -skip "$skip" "$import" \
         -args "${pipeline_flags[@]}") > "$out" 2> "$out.stderr" || true
     end=""

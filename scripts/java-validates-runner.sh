@@ -17,9 +17,10 @@ command -v mvn >/dev/null || die "Maven (mvn) is not installed: apt-get install 
 
 # Categories of tests skipped, each for a feature beam-kafka or this client lacks.
 excluded=(
-  # Cross-language transforms: need Beam's Java and Python expansion services, not started here.
+  # Java transforms expanded by Beam's Java test expansion service (not published; no test of
+  # the core tests jar is in this category). The Python ones (UsesPythonExpansionService,
+  # ValidateRunnerXlangTest) run against Python's test expansion service, started below.
   UsesJavaExpansionService
-  UsesPythonExpansionService
   # They check the Java SDK container's JVM (jamm agent, TLS settings, log4j); here the harness is
   # the test JVM itself.
   UsesSdkHarnessEnvironment
@@ -46,10 +47,10 @@ fi
 # The job server, on free ports chosen here (its log shows --job-port as given, 0 included).
 # Below the kernel's ephemeral range: a port bind(0) hands out may be taken by an outgoing
 # connection before the server binds it.
-read -r job_port artifact_port expansion_port < <(python3 -c '
+read -r job_port artifact_port expansion_port xlang_port < <(python3 -c '
 import random, socket
 ports = []
-while len(ports) < 3:
+while len(ports) < 4:
     p = random.randrange(20000, 29000)
     with socket.socket() as s:
         try:
@@ -63,9 +64,15 @@ endpoint="localhost:$job_port"
 log_file="$out/job-server.log"
 reports="$BEAM_KAFKA_CACHE/java/build-vr/surefire-reports"
 rm -rf "$out/state" "$out/artifacts" "$reports"
-NO_COLOR=1 "$binary" job-server --job-port "$job_port" --artifact-port "$artifact_port" \
-  --expansion-port "$expansion_port" --trust-clients --state-root "$out/state" \
-  --artifacts-dir "$out/artifacts" >"$log_file" 2>&1 &
+# Python's test expansion service (in apache-beam) for ValidateRunnerXlangTest: its transforms
+# name Beam's Python SDK image, which the job server runs as beam_kafka.boot processes.
+py="$("$REPO_ROOT/scripts/python-env.sh")"
+"$py" -m apache_beam.runners.portability.expansion_service_test -p "$xlang_port" >"$out/python-expansion.log" 2>&1 &
+xlang_pid=$!
+cleanup+=("kill $xlang_pid; wait $xlang_pid 2>/dev/null")
+NO_COLOR=1 PYTHONPATH="$REPO_ROOT/python${PYTHONPATH:+:$PYTHONPATH}" "$binary" job-server --job-port "$job_port" \
+  --artifact-port "$artifact_port" --expansion-port "$expansion_port" --trust-clients --state-root "$out/state" \
+  --artifacts-dir "$out/artifacts" --python-harness-command "$py -m beam_kafka.boot" >"$log_file" 2>&1 &
 server_pid=$!
 cleanup+=("kill $server_pid; wait $server_pid 2>/dev/null")
 for _ in $(seq 1 120); do
@@ -74,7 +81,12 @@ for _ in $(seq 1 120); do
   sleep 0.5
 done
 grep -q "job server listening" "$log_file" || die "the job server did not start within 60 s: see $log_file"
-log "job server at $endpoint, broker at $bootstrap"
+for _ in $(seq 1 120); do
+  (exec 3<>"/dev/tcp/127.0.0.1/$xlang_port") 2>/dev/null && break
+  kill -0 "$xlang_pid" 2>/dev/null || die "Python's test expansion service exited: see $out/python-expansion.log"
+  sleep 0.5
+done
+log "job server at $endpoint, broker at $bootstrap, Python's test expansion service at localhost:$xlang_port"
 
 # Seconds per test pipeline (TestPipeline's 900 is long). 240: the time-sorted input tests replay
 # 1000 TestStream steps, one at a time (~0.1 s each).
@@ -83,7 +95,7 @@ options="[\"--runner=dev.beamkafka.runner.TestBeamKafkaRunner\",\"--jobEndpoint=
 \"--bootstrapServers=$bootstrap\",\"--sdkWorkerParallelism=1\",\"--testTimeoutSeconds=$test_timeout\"]"
 categories="$(printf 'org.apache.beam.sdk.testing.%s,' "${excluded[@]}")"
 mvn_args=(-B -f "$REPO_ROOT/itests/java/pom.xml" -Pvalidates-runner -Dbeam.version="$BEAM_VERSION"
-  -Dbeamkafka.build="$BEAM_KAFKA_CACHE/java/build-vr" -Dvr.excluded="${categories%,}")
+  -Dbeamkafka.build="$BEAM_KAFKA_CACHE/java/build-vr" -Dvr.excluded="${categories%,}" -DexpansionPort="$xlang_port")
 # Fetch what is missing once (Beam's tests jar, Surefire's JUnit provider) by running no test,
 # then run offline.
 prepare=(test -Dtest=NoSuchTest -Dsurefire.failIfNoSpecifiedTests=false)

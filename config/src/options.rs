@@ -36,9 +36,10 @@ pub static OPTIONS: &[OptionSpec] = &[
         java_name: "applicationId",
         kind: OptionKind::String,
         default: None,
-        description: "Required. Identity of the pipeline on Kafka: the consumer group id, the prefix of every \
+        description: "Identity of the pipeline on Kafka: the consumer group id, the prefix of every \
                       runner-owned topic (__beam_<id>_...) and of transactional ids. Must be unique per pipeline. \
-                      Letters, digits, '.', '_' and '-' only.",
+                      Letters, digits, '.', '_' and '-' only. Without it the job server names the application \
+                      after the job, and only a run given it resumes an earlier run.",
     },
     OptionSpec {
         name: "internal_parallelism",

@@ -42,6 +42,16 @@ fn harness_args(worker_id: &str, ep: &Endpoints) -> Vec<String> {
     ]
 }
 
+/// `env` (an image's environment) as a PROCESS environment running
+/// `command`, with the same dependencies and capabilities.
+pub fn process_environment(command: &str, env: &pb::Environment) -> pb::Environment {
+    pb::Environment {
+        urn: ENV_PROCESS.to_string(),
+        payload: pb::ProcessPayload { command: command.to_string(), ..Default::default() }.encode_to_vec(),
+        ..env.clone()
+    }
+}
+
 /// Starts a harness for `env`. Errors are written for the user.
 pub async fn start(env: &pb::Environment, worker_id: &str, ep: &Endpoints) -> Result<Harness, String> {
     match env.urn.as_str() {

@@ -1,12 +1,12 @@
 //! Starts Beam's Java SDK harness as a process of this machine, for an
-//! environment naming Beam's Java SDK image (`runtime::java_sdk` decides
+//! environment naming Beam's Java SDK image (`runtime::sdk_images` decides
 //! what it is told). The harness's own jars come from a directory the
 //! operator prepared (`scripts/java-harness.sh`); the client's come from
 //! what it staged.
 use std::path::{Path, PathBuf};
 
 use beam_kafka_proto::pipeline as pb;
-use beam_kafka_runtime::java_sdk;
+use beam_kafka_runtime::sdk_images;
 use tokio::process::Command;
 
 use crate::environment::{Endpoints, Harness};
@@ -53,14 +53,14 @@ pub fn start(
     options: &prost_types::Struct,
 ) -> Result<Harness, String> {
     let json = serde_json::Value::Object(struct_json(options)).to_string();
-    let classpath = java_sdk::classpath(&setup.jars, &java_sdk::staged_jars(env));
-    let variables = java_sdk::harness_variables(worker_id, &ep.control, &ep.logging, &json);
+    let classpath = sdk_images::classpath(&setup.jars, &sdk_images::staged_jars(env));
+    let variables = sdk_images::harness_variables(worker_id, &ep.control, &ep.logging, &json);
     let child = Command::new(&setup.java)
         // Java 17 closes JDK internals the harness's libraries reach into.
         .args(["--add-opens=java.base/java.lang=ALL-UNNAMED", "--add-opens=java.base/java.nio=ALL-UNNAMED"])
         .arg("-cp")
         .arg(classpath)
-        .arg(java_sdk::HARNESS_MAIN)
+        .arg(sdk_images::HARNESS_MAIN)
         .envs(variables)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

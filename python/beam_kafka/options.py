@@ -50,11 +50,12 @@ class KafkaStreamsRunnerOptions(PipelineOptions):
         parser,
         '--application_id',
         default=None,
-        help='Required. Identifies the pipeline on Kafka: it is the consumer '
+        help='Identifies the pipeline on Kafka: it is the consumer '
         'group id and the prefix of every runner-owned topic and '
         'transactional id. Start more copies of the program with the same '
         'application id to scale out; two different pipelines must not share '
-        'one.')
+        'one. Without it the job server names the application after the job, '
+        'and only a run given it resumes an earlier run.')
     _add(
         parser,
         '--kafka_property',

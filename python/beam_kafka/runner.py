@@ -525,13 +525,3 @@ class KafkaStreamsRunner(portable_runner.PortableRunner):
     server.start()
     return server.expansion_endpoint
 
-  def run_portable_pipeline(self, pipeline, options):
-    # Checked here as well as by the job server so that a forgotten flag
-    # fails before a job server or a LOOPBACK worker is started.
-    if not options.view_as(KafkaStreamsRunnerOptions).application_id:
-      raise ValueError(
-          'KafkaStreamsRunner needs an application id: pass '
-          '--application_id=<name>. It names the pipeline on Kafka (consumer '
-          'group, runner-owned topics, transactional ids); start more '
-          'copies with the same application_id to scale out.')
-    return super().run_portable_pipeline(pipeline, options)

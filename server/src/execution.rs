@@ -37,6 +37,9 @@ pub struct Services {
     /// How this process runs Beam's Java SDK harness for an environment
     /// naming its image, if it was given one (`--java-harness-dir`).
     pub java_harness: Option<JavaHarnessSetup>,
+    /// The command that runs Beam's Python SDK harness for an environment
+    /// naming its image, if it was given one (`--python-harness-command`).
+    pub python_harness_command: Option<String>,
 }
 
 /// How long a cancelled job may take to stop before it is reported
@@ -406,16 +409,7 @@ async fn start_harnesses(
             logs: log_tx.clone(),
         };
         waiting.push(services.fn_api.expect_worker(spec));
-        let starting = match (beam_kafka_runtime::java_sdk::beam_java_image(env), &services.java_harness) {
-            (Some(_), Some(setup)) => java_harness::start(setup, env, &worker_id, &endpoints, &options),
-            (Some(image), None) => environment::start(env, &worker_id, &endpoints).await.map_err(|e| {
-                format!(
-                    "{e} (environment '{env_id}' runs Beam's Java SDK, {image}: a job server given --java-harness-dir \
-                     runs it as a Java process instead; scripts/java-harness.sh prepares that directory)"
-                )
-            }),
-            (None, _) => environment::start(env, &worker_id, &endpoints).await,
-        };
+        let starting = start_harness(services, env_id, env, &worker_id, &endpoints, &options).await;
         let harness = starting.map_err(|e| {
             services.fn_api.release_worker(&worker_id);
             format!("cannot start the SDK harness of environment '{env_id}': {e}")
@@ -435,7 +429,7 @@ async fn start_harnesses(
                 // cannot find) fails the job now, not after the timeout.
                 _ = tokio::time::sleep(Duration::from_millis(200)) => {
                     if let Some(status) = started.iter_mut().find_map(|(h, _)| h.exited()) {
-                        let what = if beam_kafka_runtime::java_sdk::beam_java_image(env).is_some() {
+                        let what = if beam_kafka_runtime::sdk_images::beam_java_image(env).is_some() {
                             "Beam's Java SDK harness runs with the jars of --java-harness-dir, then the jars the client staged"
                         } else {
                             "the PROCESS environment's command, --environment_config, must start a Beam SDK harness"
@@ -450,6 +444,43 @@ async fn start_harnesses(
         }
     }
     Ok(workers)
+}
+
+/// Starts one harness of `env`: Beam's SDK images as processes of this
+/// machine where the server was told how (`--java-harness-dir`,
+/// `--python-harness-command`), anything else as the environment says.
+async fn start_harness(
+    services: &Services,
+    env_id: &str,
+    env: &beam_kafka_proto::pipeline::Environment,
+    worker_id: &str,
+    endpoints: &Endpoints,
+    options: &prost_types::Struct,
+) -> Result<Harness, String> {
+    use beam_kafka_runtime::sdk_images::{beam_java_image, beam_python_image};
+    if let Some(image) = beam_java_image(env) {
+        return match &services.java_harness {
+            Some(setup) => java_harness::start(setup, env, worker_id, endpoints, options),
+            None => environment::start(env, worker_id, endpoints).await.map_err(|e| {
+                format!(
+                    "{e} (environment '{env_id}' runs Beam's Java SDK, {image}: a job server given --java-harness-dir \
+                     runs it as a Java process instead; scripts/java-harness.sh prepares that directory)"
+                )
+            }),
+        };
+    }
+    if let Some(image) = beam_python_image(env) {
+        return match &services.python_harness_command {
+            Some(command) => environment::start(&environment::process_environment(command, env), worker_id, endpoints).await,
+            None => environment::start(env, worker_id, endpoints).await.map_err(|e| {
+                format!(
+                    "{e} (environment '{env_id}' runs Beam's Python SDK, {image}: a job server given \
+                     --python-harness-command, e.g. \"python -m beam_kafka.boot\", runs it as that process instead)"
+                )
+            }),
+        };
+    }
+    environment::start(env, worker_id, endpoints).await
 }
 
 /// What the job log says of its harnesses: how many, and how to get more

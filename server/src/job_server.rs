@@ -46,7 +46,8 @@ pub struct JobServerArgs {
     /// machine), external (a worker pool anywhere), process (runs the
     /// client's command here), docker (runs the client's image here), java
     /// (Beam's Java SDK image, run here as a Java process with the client's
-    /// staged jars: cross-language Java transforms and Java pipelines).
+    /// staged jars: cross-language Java transforms and Java pipelines),
+    /// python (Beam's Python SDK image, run here as --python-harness-command).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "loopback")]
     allow_environments: Vec<policy::EnvKind>,
     /// A directory of the jars of Beam's Java SDK harness
@@ -54,6 +55,11 @@ pub struct JobServerArgs {
     /// SDK image run as Java processes with them, without Docker.
     #[arg(long, env = "BEAM_KAFKA_JAVA_HARNESS_DIR")]
     java_harness_dir: Option<PathBuf>,
+    /// The command that runs Beam's Python SDK harness here, e.g. "python -m
+    /// beam_kafka.boot": environments naming Beam's Python SDK image (what
+    /// Python's expansion services name by default) run as that process.
+    #[arg(long, env = "BEAM_KAFKA_PYTHON_HARNESS_COMMAND")]
+    python_harness_command: Option<String>,
     /// The Kafka servers of jobs that name none (--bootstrap_servers), so a
     /// Beam example that cannot pass runner options runs unmodified.
     #[arg(long, env = "BEAM_KAFKA_BOOTSTRAP_SERVERS")]
@@ -144,6 +150,7 @@ pub async fn serve(args: JobServerArgs) -> anyhow::Result<()> {
         artifact_url: retrieval_url,
         artifacts_dir: Some(args.artifacts_dir.clone()),
         java_harness,
+        python_harness_command: args.python_harness_command.clone(),
     };
 
     let artifacts = tls::builder(&tls)?

@@ -24,6 +24,9 @@ pub enum EnvKind {
     /// as a process with the client's staged jars (or the image, where
     /// Docker is allowed too).
     Java,
+    /// DOCKER naming Beam's Python SDK image: the server runs it as its
+    /// --python-harness-command (or the image, where Docker is allowed too).
+    Python,
 }
 
 #[derive(Clone, Debug)]
@@ -68,7 +71,8 @@ impl Policy {
         envs.sort_by_key(|(id, _)| *id);
         for (id, env) in envs {
             if let Some(kind) = kind_of(env) {
-                let allowed = self.environments.contains(&kind) || kind == EnvKind::Java && self.environments.contains(&EnvKind::Docker);
+                let image = matches!(kind, EnvKind::Java | EnvKind::Python);
+                let allowed = self.environments.contains(&kind) || image && self.environments.contains(&EnvKind::Docker);
                 if !allowed {
                     problems.push(format!(
                         "environment '{id}' is {kind:?}, which this job server does not start (it allows {}; its operator \
@@ -115,7 +119,8 @@ fn kind_of(env: &pb::Environment) -> Option<EnvKind> {
             Some(if is_local_address(&url) { EnvKind::Loopback } else { EnvKind::External })
         }
         urns::ENV_PROCESS => Some(EnvKind::Process),
-        urns::ENV_DOCKER if beam_kafka_runtime::java_sdk::beam_java_image(env).is_some() => Some(EnvKind::Java),
+        urns::ENV_DOCKER if beam_kafka_runtime::sdk_images::beam_java_image(env).is_some() => Some(EnvKind::Java),
+        urns::ENV_DOCKER if beam_kafka_runtime::sdk_images::beam_python_image(env).is_some() => Some(EnvKind::Python),
         urns::ENV_DOCKER => Some(EnvKind::Docker),
         _ => None,
     }
@@ -192,7 +197,8 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(kind_of(&docker("apache/beam_java17_sdk:2.73.0")), Some(EnvKind::Java));
-        assert_eq!(kind_of(&docker("apache/beam_python3.11_sdk:2.73.0")), Some(EnvKind::Docker));
+        assert_eq!(kind_of(&docker("apache/beam_python3.11_sdk:2.73.0")), Some(EnvKind::Python));
+        assert_eq!(kind_of(&docker("my/image:1")), Some(EnvKind::Docker));
     }
 
     #[test]

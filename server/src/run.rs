@@ -44,6 +44,11 @@ pub struct RunArgs {
     /// SDK image run as Java processes with them.
     #[arg(long, env = "BEAM_KAFKA_JAVA_HARNESS_DIR")]
     java_harness_dir: Option<PathBuf>,
+    /// The command that runs Beam's Python SDK harness here, e.g. "python -m
+    /// beam_kafka.boot": environments naming Beam's Python SDK image (what
+    /// Python's expansion services name by default) run as that process.
+    #[arg(long, env = "BEAM_KAFKA_PYTHON_HARNESS_COMMAND")]
+    python_harness_command: Option<String>,
     /// Address the Fn API and artifact servers listen on (harnesses connect).
     #[arg(long, default_value = "127.0.0.1")]
     bind: String,
@@ -93,11 +98,11 @@ pub(crate) fn parse_options(args: &[String]) -> anyhow::Result<Struct> {
 
 /// Makes every environment a PROCESS environment running `command`, but
 /// those of Beam's Java SDK (a cross-language transform's), which run with
-/// `--java_harness_dir`.
+/// `--java-harness-dir`.
 fn use_process_environments(pipeline: &mut Pipeline, command: &str) {
     let payload = pb::ProcessPayload { command: command.to_string(), ..Default::default() }.encode_to_vec();
     let envs = pipeline.components.as_mut().map(|c| c.environments.values_mut()).into_iter().flatten();
-    for env in envs.filter(|e| beam_kafka_runtime::java_sdk::beam_java_image(e).is_none()) {
+    for env in envs.filter(|e| beam_kafka_runtime::sdk_images::beam_java_image(e).is_none()) {
         env.urn = urns::ENV_PROCESS.to_string();
         env.payload = payload.clone();
     }
@@ -178,7 +183,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     let mut state = job.subscribe_state();
     let java_harness = args.java_harness_dir.as_deref().map(JavaHarnessSetup::from_dir).transpose().map_err(anyhow::Error::msg)?;
-    let services = execution::Services { fn_api, artifact_url, artifacts_dir: None, java_harness };
+    let python_harness_command = args.python_harness_command.clone();
+    let services = execution::Services { fn_api, artifact_url, artifacts_dir: None, java_harness, python_harness_command };
     let mut execution = tokio::spawn(execution::execute(job.clone(), services));
     let mut executed = false;
     let mut stop_requested = false;

@@ -1,6 +1,8 @@
-//! Beam's Java SDK as a process the runner starts itself. Java's SDK and
-//! its expansion services name a Docker image of Beam's Java SDK as their
-//! environment (`apache/beam_java17_sdk:2.73.0`); the runner runs Java's own
+//! Beam's SDK images as processes the runner starts itself, so no Docker
+//! is needed. Python's image (what Python's expansion services name) runs
+//! as the PROCESS command the operator gives (`--python-harness-command`).
+//! Java's SDK and its expansion services name a Docker image of Beam's Java
+//! SDK as their environment (`apache/beam_java17_sdk:2.73.0`); the runner runs Java's own
 //! harness (`beam-sdks-java-harness`) in a JVM instead, with the jars the
 //! client staged for that environment on its classpath, as the image's boot
 //! program would, so no Docker is needed. This module decides what that
@@ -17,13 +19,24 @@ const FILE_ARTIFACT: &str = "beam:artifact:type:file:v1";
 /// The image an environment runs when it is Beam's Java SDK image
 /// (`[registry/]apache/beam_java<N>_sdk[:tag]`).
 pub fn beam_java_image(env: &pb::Environment) -> Option<String> {
+    beam_sdk_image(env, "beam_java", |v| v.chars().all(|c| c.is_ascii_digit()))
+}
+
+/// The image an environment runs when it is Beam's Python SDK image
+/// (`[registry/]apache/beam_python3.<N>_sdk[:tag]`): what Python's
+/// expansion services name by default.
+pub fn beam_python_image(env: &pb::Environment) -> Option<String> {
+    beam_sdk_image(env, "beam_python", |v| v.chars().all(|c| c.is_ascii_digit() || c == '.'))
+}
+
+fn beam_sdk_image(env: &pb::Environment, prefix: &str, version_ok: impl Fn(&str) -> bool) -> Option<String> {
     if env.urn != crate::urns::ENV_DOCKER {
         return None;
     }
     let image = pb::DockerPayload::decode(env.payload.as_slice()).ok()?.container_image;
     let name = image.rsplit('/').next()?.split(':').next()?;
-    let java = name.strip_prefix("beam_java")?.strip_suffix("_sdk")?;
-    (!java.is_empty() && java.chars().all(|c| c.is_ascii_digit())).then_some(image)
+    let version = name.strip_prefix(prefix)?.strip_suffix("_sdk")?;
+    (!version.is_empty() && version_ok(version)).then_some(image)
 }
 
 /// The local jars staged for the environment, in its order (the client's
@@ -109,6 +122,16 @@ mod tests {
         }
         let process = pb::Environment { urn: crate::urns::ENV_PROCESS.into(), ..Default::default() };
         assert_eq!(beam_java_image(&process), None);
+    }
+
+    #[test]
+    fn beam_python_images_are_recognised() {
+        for image in ["apache/beam_python3.11_sdk:2.73.0", "apache/beam_python3.9_sdk"] {
+            assert_eq!(beam_python_image(&docker(image)).as_deref(), Some(image));
+        }
+        for image in ["apache/beam_java17_sdk:2.73.0", "apache/beam_pythonX_sdk", "python:3.11"] {
+            assert_eq!(beam_python_image(&docker(image)), None, "{image}");
+        }
     }
 
     #[test]
