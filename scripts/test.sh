@@ -56,15 +56,17 @@ grep -E '^(go-integration|FAIL) ' "$results/go-integration.log" || true
 # Beam's Java @ValidatesRunner tests, two of its classes, ParDoTest's timer and
 # OnWindowExpiration tests, its set, multimap and ordered-list range state tests (the latter
 # flush through OnWindowExpiration), CombineTest's triggered global combine (a final pane under
-# FIRE_ALWAYS), bounded-trie metrics, a metadata-preserving Reshuffle and time-sorted input
-# (scripts/java-validates-runner.sh with no arguments runs all 34, ~25 min):
+# FIRE_ALWAYS), bounded-trie metrics, a metadata-preserving Reshuffle, time-sorted input and a
+# cross-language test (Python transforms with a side input, on Python harnesses the job server
+# starts) (scripts/java-validates-runner.sh with no arguments runs all 35, ~15 min):
 # Java pipelines through TestBeamKafkaRunner.
-log "Beam's Java ValidatesRunner tests (GroupByKeyTest, SplittableDoFnTest, ParDoTest\$TimerTests, OnWindowExpiration, set and multimap state, FIRE_ALWAYS, bounded tries, metadata, time-sorted input)"
+log "Beam's Java ValidatesRunner tests (GroupByKeyTest, SplittableDoFnTest, ParDoTest\$TimerTests, OnWindowExpiration, set and multimap state, FIRE_ALWAYS, bounded tries, metadata, time-sorted input, cross-language)"
 java_tests='GroupByKeyTest*,SplittableDoFnTest*,ParDoTest$TimerTests*,ParDoTest$OnWindowExpirationTests*'
 java_tests+=',ParDoTest$TimestampTests#testOnWindowTimestampSkew,ParDoTest$StateTests#testSetState*'
 java_tests+=',ParDoTest$StateTests#testOrderedListStateRange*,CombineTest$WindowingTests#testGlobalCombineWithDefaultsAndTriggers'
 java_tests+=',ParDoTest$StateTests#testMultimapState*,MetricsTest$AttemptedMetricTests#testAttemptedBoundedTrieMetrics'
 java_tests+=',ReshuffleTest#testReshufflePreservesMetadata,ParDoTest$StateTests#testRequiresTimeSortedInput'
+java_tests+=',ValidateRunnerXlangTest$MultiInputOutputWithSideInputTest*'
 java_rc=0; run java-validates-runner "$REPO_ROOT/scripts/java-validates-runner.sh" -Dtest="$java_tests" || java_rc=$?
 grep -E '^java-validates-runner' "$results/java-validates-runner.log" || true
 
