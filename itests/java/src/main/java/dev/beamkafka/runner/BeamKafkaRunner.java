@@ -21,6 +21,7 @@ import org.apache.beam.sdk.fn.channel.ManagedChannelFactory;
 import org.apache.beam.sdk.fn.server.GrpcFnServer;
 import org.apache.beam.sdk.fn.server.ServerFactory;
 import org.apache.beam.sdk.options.PipelineOptions;
+import org.apache.beam.sdk.options.SdkHarnessOptions;
 import org.apache.beam.sdk.util.construction.Environments;
 import org.apache.beam.sdk.util.construction.PipelineOptionsTranslation;
 import org.apache.beam.sdk.util.construction.PipelineTranslation;
@@ -43,6 +44,15 @@ import org.slf4j.LoggerFactory;
  */
 public class BeamKafkaRunner extends PipelineRunner<PipelineResult> {
   private static final Logger LOG = LoggerFactory.getLogger(BeamKafkaRunner.class);
+
+  /**
+   * gRPC's report of channels collected without a shutdown. Beam's harness leaves channels to the
+   * garbage collector, so every job printed it, with a stack trace, as a job warning: off in the
+   * harness unless the user's --sdkHarnessLogLevelOverrides says otherwise.
+   */
+  private static final String ORPHAN_CHANNELS =
+      "org.apache.beam.vendor.grpc.v1p69p0.io.grpc.internal.ManagedChannelOrphanWrapper";
+
   static final String DEFAULT_JOB_ENDPOINT = "localhost:8099";
 
   private final BeamKafkaPipelineOptions options;
@@ -57,6 +67,7 @@ public class BeamKafkaRunner extends PipelineRunner<PipelineResult> {
 
   @Override
   public BeamKafkaPipelineResult run(Pipeline pipeline) {
+    quietOrphanChannels();
     AutoCloseable workerPool = startWorkerPoolIfLoopback();
     try {
       boolean staged = stagesClasspath();
@@ -138,6 +149,19 @@ public class BeamKafkaRunner extends PipelineRunner<PipelineResult> {
               + type);
     }
     return null;
+  }
+
+  private void quietOrphanChannels() {
+    SdkHarnessOptions harness = options.as(SdkHarnessOptions.class);
+    SdkHarnessOptions.SdkHarnessLogLevelOverrides overrides =
+        harness.getSdkHarnessLogLevelOverrides();
+    if (overrides == null) {
+      overrides = new SdkHarnessOptions.SdkHarnessLogLevelOverrides();
+    }
+    if (!overrides.containsKey(ORPHAN_CHANNELS)) {
+      overrides.addOverrideForName(ORPHAN_CHANNELS, SdkHarnessOptions.LogLevel.OFF);
+    }
+    harness.setSdkHarnessLogLevelOverrides(overrides);
   }
 
   private boolean stagesClasspath() {
