@@ -163,3 +163,16 @@ def test_a_streaming_java_job_outlives_the_program_that_submitted_it(
   _wait_for(lambda: subprocess.run(['pgrep', '-f', 'org.apache.beam.fn.harness.FnHarness'],
                                    capture_output=True, check=False).returncode == 1,
             30, "the job's Java harnesses to stop")
+
+
+def test_a_bad_option_is_named_as_java_spells_it(java_classpath, job_server, broker, tmp_path):
+  run = _run_java(java_classpath, 'dev.beamkafka.examples.JavaPipelineIT', [
+      '--jobEndpoint=%s' % job_server.endpoint,
+      '--bootstrapServers=%s' % broker,
+      '--internalParallelism=0',
+      '--events=a:1:1000',
+      '--output=%s' % (tmp_path / 'out' / 'result'),
+  ])
+  assert run.returncode != 0
+  assert '--internalParallelism' in run.stderr, run.stderr[-3000:]
+  assert '--internal_parallelism' not in run.stderr

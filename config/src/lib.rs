@@ -5,6 +5,7 @@ pub mod defaults;
 mod options;
 mod parse;
 pub mod secrets;
+pub mod spelling;
 mod value;
 
 pub use options::{OptionKind, OptionSpec, OPTIONS};

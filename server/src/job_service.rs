@@ -45,10 +45,15 @@ impl jm::job_service_server::JobService for JobService {
         let mut pipeline = req.pipeline.ok_or_else(|| rejection(vec!["the request carries no pipeline".into()]))?;
         let name = options::text(&opts, "job_name").filter(|n| !n.is_empty()).unwrap_or(req.job_name);
         let chosen = options::fill_defaults(&mut opts, &name, self.default_bootstrap_servers.as_deref());
-        let mut runner_options = options::check_submission(&mut pipeline, &opts).map_err(rejection)?;
+        // A Java program's options are spelled as Java spells them.
+        let in_java = options::submitted_from_java(&pipeline);
+        let reject = |problems: Vec<String>| {
+            rejection(if in_java { problems.iter().map(|p| beam_kafka_config::spelling::in_java_spelling(p)).collect() } else { problems })
+        };
+        let mut runner_options = options::check_submission(&mut pipeline, &opts).map_err(reject)?;
         let problems = self.policy.apply(&pipeline, options::text(&opts, "state_dir").as_deref(), &mut runner_options);
         if !problems.is_empty() {
-            return Err(rejection(problems));
+            return Err(reject(problems));
         }
         let preparation_id = format!("prep-{}", uuid::Uuid::new_v4());
         let transforms = pipeline.components.as_ref().map_or(0, |c| c.transforms.len());

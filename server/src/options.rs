@@ -149,6 +149,14 @@ pub fn fill_defaults(opts: &mut Struct, job_name: &str, default_bootstrap: Optio
     chosen
 }
 
+/// Whether every SDK environment of the pipeline is Java's: a Java program
+/// submitted it (a Python pipeline with Java transforms has Python's too).
+pub fn submitted_from_java(pipeline: &beam_kafka_proto::pipeline::Pipeline) -> bool {
+    let sdks: Vec<String> =
+        pipeline.components.iter().flat_map(|c| c.environments.values()).filter_map(beam_kafka_runtime::sdk_version::sdk_of).collect();
+    !sdks.is_empty() && sdks.iter().all(|s| s == "Java")
+}
+
 /// Everything Prepare checks, in one place for the Job API and `run`: the
 /// options parse, and the pipeline (combiners lifted first) can run here.
 /// Every problem is returned at once.
