@@ -169,3 +169,23 @@ def test_one_sampling_thread_per_processor_that_ends_when_bundles_do():
     assert _thread._count() == threads
   finally:
     statesampler.StateSampler = beams
+
+
+def test_a_harness_that_fails_ends_its_process_despite_threads_left_behind():
+  """A failure at start ends the process even when the SDK left a
+  non-daemon thread running (a harness that neither connects nor exits
+  would hold the runner for its whole connect timeout)."""
+  import subprocess
+  import sys
+  import time
+  script = (
+      'import sys, threading, time\n'
+      'from beam_kafka import boot\n'
+      'def failing():\n'
+      '  threading.Thread(target=time.sleep, args=(600,)).start()\n'
+      '  sys.exit(2)\n'
+      'boot._run_and_exit(failing)\n')
+  started = time.monotonic()
+  ended = subprocess.run([sys.executable, '-c', script], timeout=60, check=False)
+  assert ended.returncode == 2
+  assert time.monotonic() - started < 30

@@ -107,5 +107,25 @@ def _state_cache_options(options):
   return options
 
 
+def _run_and_exit(run):
+  """Runs the harness, then ends the process with its status. The SDK
+  leaves threads behind when it fails at start (its logging stream, for
+  one: a Go job's options once failed its parser), and a process kept alive
+  by them neither connects nor ends: the runner would wait its whole
+  connect timeout. Ending here lets the runner see the failure at once."""
+  code = 0
+  try:
+    run()
+  except SystemExit as e:
+    code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+  except BaseException:  # pylint: disable=broad-except
+    import traceback  # pylint: disable=import-outside-toplevel
+    traceback.print_exc()
+    code = 1
+  sys.stdout.flush()
+  sys.stderr.flush()
+  os._exit(code)  # pylint: disable=protected-access
+
+
 if __name__ == '__main__':
-  main()
+  _run_and_exit(main)
