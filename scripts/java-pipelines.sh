@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds itests/java (BeamKafkaRunner, TestBeamKafkaRunner and the Java test pipelines, on Beam's
-# Java SDK from Maven Central) into the cache and prints the classpath to run them with:
+# Builds itests/java (TestBeamKafkaRunner and the Java test pipelines, on Beam's Java SDK from
+# Maven Central, and java/'s runner, which it installs first: scripts/java-runner.sh) into the
+# cache and prints the classpath to run them with:
 #
 #   java -cp "$(scripts/java-pipelines.sh)" dev.beamkafka.examples.JavaPipelineIT --help
 #
@@ -12,6 +13,7 @@ command -v java >/dev/null || die "Java is not installed: apt-get install openjd
 
 out="$BEAM_KAFKA_CACHE/java"
 mkdir -p "$out"
+"$REPO_ROOT/scripts/java-runner.sh" >/dev/null
 build() {
   mvn -q -B "$@" -f "$REPO_ROOT/itests/java/pom.xml" -Dbeam.version="$BEAM_VERSION" -Dbeamkafka.build="$out/build" \
     package -DskipTests dependency:build-classpath -Dmdep.outputFile="$out/classpath.txt"

@@ -103,6 +103,7 @@ mvn_args=(-B -f "$REPO_ROOT/itests/java/pom.xml" -Pvalidates-runner -Dbeam.versi
 # Fetch what is missing once (Beam's tests jar, Surefire's JUnit provider) by running no test,
 # then run offline.
 prepare=(test -Dtest=NoSuchTest -Dsurefire.failIfNoSpecifiedTests=false)
+"$REPO_ROOT/scripts/java-runner.sh" >/dev/null
 if ! mvn -q -o "${mvn_args[@]}" "${prepare[@]}" >"$out/offline.log" 2>&1; then
   log "fetching the Maven dependencies of the ValidatesRunner tests"
   mvn -q "${mvn_args[@]}" "${prepare[@]}" >&2 || die "the Maven build failed (see above)"

@@ -7,8 +7,8 @@ import org.apache.beam.sdk.options.PipelineOptionsRegistrar;
 import org.apache.beam.sdk.runners.PipelineRunnerRegistrar;
 
 /**
- * Lets {@code --runner=BeamKafkaRunner} (or TestBeamKafkaRunner) and the runner's options be used
- * by name from the command line and from TestPipeline (listed in META-INF/services).
+ * Lets {@code --runner=BeamKafkaRunner} and the runner's options be used by name from the command
+ * line (listed in META-INF/services).
  */
 public final class BeamKafkaRegistrar {
   private BeamKafkaRegistrar() {}
@@ -16,7 +16,7 @@ public final class BeamKafkaRegistrar {
   public static final class Runner implements PipelineRunnerRegistrar {
     @Override
     public Iterable<Class<? extends PipelineRunner<?>>> getPipelineRunners() {
-      return List.of(BeamKafkaRunner.class, TestBeamKafkaRunner.class);
+      return List.of(BeamKafkaRunner.class);
     }
   }
 
