@@ -7,6 +7,9 @@ import collections
 import random
 import re
 import subprocess
+import tempfile
+import time
+from pathlib import Path
 
 import pytest
 
@@ -50,6 +53,42 @@ def test_beams_go_wordcount_example_runs_unmodified(defaulting_job_server, tmp_p
   counts = collections.Counter(m.group(0) for m in WORD.finditer(text))
   assert sorted(out.read_text().splitlines()) == sorted('%s: %d' % kv for kv in counts.items())
   assert 'no --application_id was given' in run.stderr
+
+
+def test_go_wordcount_on_harnesses_the_job_server_starts(defaulting_job_server, tmp_path):
+  """Go's default environment, Beam's Go SDK image: the job server runs the
+  program's staged worker binary as its harness (no Docker), so the job
+  does not depend on the submitting program's process."""
+  binary = go_pipeline_example('wordcount')
+  text = _text(5)
+  source = tmp_path / 'input.txt'
+  source.write_text(text)
+  out = tmp_path / 'counts.txt'
+  log_start = len(defaulting_job_server.log_text())
+  run = subprocess.run([
+      binary,
+      '--runner=universal',
+      '--endpoint=%s' % defaulting_job_server.endpoint,
+      '--environment_type=DOCKER',
+      # The program itself is the worker binary (else Go's SDK compiles one).
+      '--worker_binary=%s' % binary,
+      '--input=%s' % source,
+      '--output=%s' % out,
+  ], capture_output=True, text=True, timeout=300)
+  assert run.returncode == 0, 'the example failed:\n%s\njob server:\n%s' % (
+      run.stderr[-4000:], defaulting_job_server.log_text()[-4000:])
+  counts = collections.Counter(m.group(0) for m in WORD.finditer(text))
+  assert sorted(out.read_text().splitlines()) == sorted('%s: %d' % kv for kv in counts.items())
+  log = defaulting_job_server.log_text(log_start)
+  assert "of environment 'go'" in log or 'Go harness' in log, log[-3000:]
+  # What the harnesses were given (a copy of the binary, the options) goes
+  # with the job, once its harnesses stopped (after its final state).
+  job_id = re.search(r'Submitted job: (\S+?)"?$', run.stderr, re.M).group(1)
+  work = Path(tempfile.gettempdir(), 'beam-kafka-harnesses', job_id)
+  deadline = time.monotonic() + 30
+  while work.exists() and time.monotonic() < deadline:
+    time.sleep(0.2)
+  assert not work.exists(), sorted(work.rglob('*'))
 
 
 def go_pipeline_example(name):

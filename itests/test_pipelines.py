@@ -274,18 +274,19 @@ def test_an_sdk_release_outside_the_supported_range_fails_prepare(
   assert not collector.exists(), 'the job ran: %s' % collector.lines()
 
 
-def test_runner_class_requires_application_id(broker, collector, tmp_path):
+def test_the_runner_class_runs_without_an_application_id(broker, collector, tmp_path, caplog):
+  """KafkaStreamsRunner, like PortableRunner, leaves the id to the job
+  server, which names the application after the job and says so."""
   args = ['--runner=beam_kafka.KafkaStreamsRunner'] + kafka_args(
       broker, None, tmp_path / 'state')
-  p = beam.Pipeline(options=PipelineOptions(args))
-  _ = (
-      p
-      | 'Impulse' >> beam.Impulse()
-      | 'Record' >> beam.Map(collector.recorder()))
-  with pytest.raises(ValueError, match='application_id'):
-    p.run()
-  assert not collector.exists()
-
+  caplog.set_level(logging.INFO)
+  with beam.Pipeline(options=PipelineOptions(args)) as p:
+    _ = (
+        p
+        | 'Impulse' >> beam.Impulse()
+        | 'Record' >> beam.Map(collector.recorder()))
+  assert collector.lines() == ["b''"]
+  assert any('no --application_id was given' in r.getMessage() for r in caplog.records)
 
 
 # An unreachable broker fails the job with a message naming the address,

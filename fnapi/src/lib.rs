@@ -8,6 +8,8 @@ mod control;
 mod data;
 pub mod environment;
 mod finalize;
+pub mod go_harness;
+mod harness_process;
 pub mod java_harness;
 mod logging;
 mod provision;

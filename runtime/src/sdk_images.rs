@@ -19,14 +19,54 @@ const FILE_ARTIFACT: &str = "beam:artifact:type:file:v1";
 /// The image an environment runs when it is Beam's Java SDK image
 /// (`[registry/]apache/beam_java<N>_sdk[:tag]`).
 pub fn beam_java_image(env: &pb::Environment) -> Option<String> {
-    beam_sdk_image(env, "beam_java", |v| v.chars().all(|c| c.is_ascii_digit()))
+    beam_sdk_image(env, "beam_java", |v| !v.is_empty() && v.chars().all(|c| c.is_ascii_digit()))
 }
 
 /// The image an environment runs when it is Beam's Python SDK image
 /// (`[registry/]apache/beam_python3.<N>_sdk[:tag]`): what Python's
 /// expansion services name by default.
 pub fn beam_python_image(env: &pb::Environment) -> Option<String> {
-    beam_sdk_image(env, "beam_python", |v| v.chars().all(|c| c.is_ascii_digit() || c == '.'))
+    beam_sdk_image(env, "beam_python", |v| !v.is_empty() && v.chars().all(|c| c.is_ascii_digit() || c == '.'))
+}
+
+/// The image an environment runs when it is Beam's Go SDK image
+/// (`[registry/]apache/beam_go_sdk[:tag]`): Go's default environment.
+pub fn beam_go_image(env: &pb::Environment) -> Option<String> {
+    beam_sdk_image(env, "beam_go", |v| v.is_empty())
+}
+
+/// The staged worker binary of a Go environment: the dependency in Go's
+/// worker role, else the one staged as "worker" (what Go's SDK stages it
+/// as), else the only one.
+pub fn go_worker_binary(env: &pb::Environment) -> Option<String> {
+    const WORKER_ROLE: &str = "beam:artifact:role:go_worker_binary:v1";
+    const STAGING_TO_ROLE: &str = "beam:artifact:role:staging_to:v1";
+    let path = |a: &pb::ArtifactInformation| {
+        (a.type_urn == FILE_ARTIFACT).then(|| pb::ArtifactFilePayload::decode(a.type_payload.as_slice()).ok().map(|p| p.path)).flatten()
+    };
+    let staged_as_worker = |a: &&pb::ArtifactInformation| {
+        a.role_urn == STAGING_TO_ROLE
+            && pb::ArtifactStagingToRolePayload::decode(a.role_payload.as_slice()).is_ok_and(|p| p.staged_name == "worker")
+    };
+    let deps = &env.dependencies;
+    deps.iter()
+        .find(|a| a.role_urn == WORKER_ROLE)
+        .or_else(|| deps.iter().find(staged_as_worker))
+        .or_else(|| (deps.len() == 1).then(|| &deps[0]))
+        .and_then(path)
+}
+
+/// The arguments Beam's Go worker binary takes to run as a harness (as the
+/// Go image's boot program passes them); its options come in the file
+/// named by `PIPELINE_OPTIONS_FILE`.
+pub fn go_worker_args(worker_id: &str, control: &str, logging: &str, semi_persist_dir: &str) -> Vec<String> {
+    vec![
+        "--worker=true".into(),
+        format!("--id={worker_id}"),
+        format!("--logging_endpoint={logging}"),
+        format!("--control_endpoint={control}"),
+        format!("--semi_persist_dir={semi_persist_dir}"),
+    ]
 }
 
 fn beam_sdk_image(env: &pb::Environment, prefix: &str, version_ok: impl Fn(&str) -> bool) -> Option<String> {
@@ -36,7 +76,7 @@ fn beam_sdk_image(env: &pb::Environment, prefix: &str, version_ok: impl Fn(&str)
     let image = pb::DockerPayload::decode(env.payload.as_slice()).ok()?.container_image;
     let name = image.rsplit('/').next()?.split(':').next()?;
     let version = name.strip_prefix(prefix)?.strip_suffix("_sdk")?;
-    (!version.is_empty() && version_ok(version)).then_some(image)
+    version_ok(version).then_some(image)
 }
 
 /// The local jars staged for the environment, in its order (the client's
@@ -122,6 +162,31 @@ mod tests {
         }
         let process = pb::Environment { urn: crate::urns::ENV_PROCESS.into(), ..Default::default() };
         assert_eq!(beam_java_image(&process), None);
+    }
+
+    #[test]
+    fn go_images_and_their_worker_binary_are_recognised() {
+        assert!(beam_go_image(&docker("apache/beam_go_sdk:2.73.0")).is_some());
+        assert!(beam_go_image(&docker("apache/beam_go_sdk")).is_some());
+        assert!(beam_go_image(&docker("apache/beam_go1_sdk")).is_none());
+        assert!(beam_go_image(&docker("apache/beam_java17_sdk")).is_none());
+        let mut env = docker("apache/beam_go_sdk:2.73.0");
+        let mut worker = file("/s/worker");
+        worker.role_urn = "beam:artifact:role:go_worker_binary:v1".into();
+        env.dependencies = vec![file("/s/other"), worker];
+        assert_eq!(go_worker_binary(&env).as_deref(), Some("/s/worker"));
+        let mut staged = file("/s/w2");
+        staged.role_urn = "beam:artifact:role:staging_to:v1".into();
+        staged.role_payload = pb::ArtifactStagingToRolePayload { staged_name: "worker".into() }.encode_to_vec();
+        env.dependencies = vec![file("/s/other"), staged];
+        assert_eq!(go_worker_binary(&env).as_deref(), Some("/s/w2"));
+        env.dependencies = vec![file("/s/only")];
+        assert_eq!(go_worker_binary(&env).as_deref(), Some("/s/only"));
+        env.dependencies = vec![file("/s/a"), file("/s/b")];
+        assert_eq!(go_worker_binary(&env), None);
+        let args = go_worker_args("w", "localhost:1", "localhost:2", "/d");
+        assert_eq!(args[0], "--worker=true");
+        assert!(args.contains(&"--semi_persist_dir=/d".to_string()));
     }
 
     #[test]

@@ -107,6 +107,8 @@ pub async fn execute(job: Arc<Job>, services: Services) {
             harness.stop().await;
             services.fn_api.release_worker(&worker_id);
         }
+        // What Go harnesses were given: binaries, options, scratch space.
+        let _ = std::fs::remove_dir_all(harness_work_root(&job.id));
     };
     // The job's thread deletes a finished job's topics and closes its
     // clients and stores after the outcome: whoever waits for this
@@ -409,7 +411,8 @@ async fn start_harnesses(
             logs: log_tx.clone(),
         };
         waiting.push(services.fn_api.expect_worker(spec));
-        let starting = start_harness(services, env_id, env, &worker_id, &endpoints, &options).await;
+        let work_dir = harness_work_root(&job.id).join(beam_kafka_fnapi::public_name(&worker_id));
+        let starting = start_harness(services, env_id, env, &worker_id, &endpoints, &options, &work_dir).await;
         let harness = starting.map_err(|e| {
             services.fn_api.release_worker(&worker_id);
             format!("cannot start the SDK harness of environment '{env_id}': {e}")
@@ -447,7 +450,8 @@ async fn start_harnesses(
 }
 
 /// Starts one harness of `env`: Beam's SDK images as processes of this
-/// machine where the server was told how (`--java-harness-dir`,
+/// machine (Go's: its staged worker binary, in `work_dir`; Java's and
+/// Python's where the server was told how, `--java-harness-dir`,
 /// `--python-harness-command`), anything else as the environment says.
 async fn start_harness(
     services: &Services,
@@ -456,8 +460,12 @@ async fn start_harness(
     worker_id: &str,
     endpoints: &Endpoints,
     options: &prost_types::Struct,
+    work_dir: &std::path::Path,
 ) -> Result<Harness, String> {
-    use beam_kafka_runtime::sdk_images::{beam_java_image, beam_python_image};
+    use beam_kafka_runtime::sdk_images::{beam_go_image, beam_java_image, beam_python_image};
+    if beam_go_image(env).is_some() {
+        return beam_kafka_fnapi::go_harness::start(env, worker_id, endpoints, options, work_dir);
+    }
     if let Some(image) = beam_java_image(env) {
         return match &services.java_harness {
             Some(setup) => java_harness::start(setup, env, worker_id, endpoints, options),
@@ -481,6 +489,12 @@ async fn start_harness(
         };
     }
     environment::start(env, worker_id, endpoints).await
+}
+
+/// Where a job's harnesses started from staged code keep their files (a
+/// directory per worker), deleted when the job ends.
+fn harness_work_root(job_id: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join("beam-kafka-harnesses").join(crate::artifacts::safe_dir_name(job_id))
 }
 
 /// What the job log says of its harnesses: how many, and how to get more
@@ -560,6 +574,10 @@ async fn forward_logs(job: Arc<Job>, mut rx: mpsc::UnboundedReceiver<SdkLog>) {
         if echoes_a_job_message(&log.message, &job.id) {
             continue;
         }
+        if reports_the_harness_own_channels(&log.message) {
+            tracing::debug!(job = %job.id, "SDK harness: {}", log.message);
+            continue;
+        }
         let text = if log.trace.is_empty() { log.message } else { format!("{}\n{}", log.message, log.trace) };
         job.message(importance, text);
     }
@@ -573,9 +591,24 @@ fn echoes_a_job_message(line: &str, job_id: &str) -> bool {
     line.contains(&format!("(id={job_id}-"))
 }
 
+/// gRPC's report that Beam's Java harness left one of its own channels to
+/// the garbage collector: a leak of the SDK, nothing about the pipeline, and
+/// it came with a stack trace on every Java job.
+fn reports_the_harness_own_channels(line: &str) -> bool {
+    line.contains("was garbage collected without being shut down")
+}
+
 #[cfg(test)]
 mod echo_tests {
-    use super::{echoes_a_job_message, FailsIfUnfinished, State};
+    use super::{echoes_a_job_message, reports_the_harness_own_channels, FailsIfUnfinished, State};
+
+    #[test]
+    fn grpc_reports_of_the_harness_own_channels_are_not_job_messages() {
+        let report = "*~*~*~ Previous channel ManagedChannelImpl{logId=9, target=127.0.0.1:42709} was garbage collected \
+                      without being shut down! ~*~*~*";
+        assert!(reports_the_harness_own_channels(report));
+        assert!(!reports_the_harness_own_channels("user code failed: NullPointerException"));
+    }
 
     #[tokio::test]
     async fn an_execution_that_ends_without_an_outcome_fails_its_job() {

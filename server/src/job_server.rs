@@ -47,7 +47,8 @@ pub struct JobServerArgs {
     /// client's command here), docker (runs the client's image here), java
     /// (Beam's Java SDK image, run here as a Java process with the client's
     /// staged jars: cross-language Java transforms and Java pipelines),
-    /// python (Beam's Python SDK image, run here as --python-harness-command).
+    /// python (Beam's Python SDK image, run here as --python-harness-command),
+    /// go (Beam's Go SDK image: the client's staged worker binary, run here).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "loopback")]
     allow_environments: Vec<policy::EnvKind>,
     /// A directory of the jars of Beam's Java SDK harness

@@ -27,6 +27,9 @@ pub enum EnvKind {
     /// DOCKER naming Beam's Python SDK image: the server runs it as its
     /// --python-harness-command (or the image, where Docker is allowed too).
     Python,
+    /// DOCKER naming Beam's Go SDK image: the server runs the client's
+    /// staged worker binary.
+    Go,
 }
 
 #[derive(Clone, Debug)]
@@ -71,7 +74,7 @@ impl Policy {
         envs.sort_by_key(|(id, _)| *id);
         for (id, env) in envs {
             if let Some(kind) = kind_of(env) {
-                let image = matches!(kind, EnvKind::Java | EnvKind::Python);
+                let image = matches!(kind, EnvKind::Java | EnvKind::Python | EnvKind::Go);
                 let allowed = self.environments.contains(&kind) || image && self.environments.contains(&EnvKind::Docker);
                 if !allowed {
                     problems.push(format!(
@@ -121,6 +124,7 @@ fn kind_of(env: &pb::Environment) -> Option<EnvKind> {
         urns::ENV_PROCESS => Some(EnvKind::Process),
         urns::ENV_DOCKER if beam_kafka_runtime::sdk_images::beam_java_image(env).is_some() => Some(EnvKind::Java),
         urns::ENV_DOCKER if beam_kafka_runtime::sdk_images::beam_python_image(env).is_some() => Some(EnvKind::Python),
+        urns::ENV_DOCKER if beam_kafka_runtime::sdk_images::beam_go_image(env).is_some() => Some(EnvKind::Go),
         urns::ENV_DOCKER => Some(EnvKind::Docker),
         _ => None,
     }
@@ -198,6 +202,7 @@ mod tests {
         };
         assert_eq!(kind_of(&docker("apache/beam_java17_sdk:2.73.0")), Some(EnvKind::Java));
         assert_eq!(kind_of(&docker("apache/beam_python3.11_sdk:2.73.0")), Some(EnvKind::Python));
+        assert_eq!(kind_of(&docker("apache/beam_go_sdk:2.73.0")), Some(EnvKind::Go));
         assert_eq!(kind_of(&docker("my/image:1")), Some(EnvKind::Docker));
     }
 
