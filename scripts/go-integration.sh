@@ -174,9 +174,6 @@ fi
 
 passed=0 failed=0 skipped=0
 failures=()
-# TestDrain runs alone, drained, after the packages (below): not counted as skipped.
-drain_alone=0
-if [[ -n "${binary:-}" && ( -z "$run_filter" || "TestDrain" =~ $run_filter ) && $short == 0 ]]; then drain_alone=1; fi
 for pkg in "${packages[@]}"; do
   dir="$beam/$SUITE${pkg:+/$pkg}"
   import="$MODULE/$SUITE${pkg:+/$pkg}"
@@ -186,9 +183,7 @@ for pkg in "${packages[@]}"; do
   to_run=0
   while read -r what test rest; do
     case "$what" in
-      skip)
-        [[ $test == TestDrain && $drain_alone == 1 ]] && continue
-        skipped=$((skipped + 1)); echo "SKIP $test ($name) $rest" >> "$logs/skipped.txt" ;;
+      skip) skipped=$((skipped + 1)); echo "SKIP $test ($name) $rest" >> "$logs/skipped.txt" ;;
       run) to_run=$((to_run + 1)) ;;
     esac
   done < <("${RESULTS[@]}" plan "$dir" "$SKIPS" "$select")
@@ -231,25 +226,6 @@ for pkg in "${packages[@]}"; do
     esac
   done
 done
-
-# TestDrain's splittable DoFn never ends by itself: it is run alone, and drained as an operator
-# would (beam-kafka drain, by itests/go/integration/drain_running.py), once its job runs.
-if [[ $drain_alone == 1 ]]; then
-  log "go test TestDrain, drained once its job runs"
-  py="$("$REPO_ROOT/scripts/python-env.sh")"
-  "$py" "$ITESTS/integration/drain_running.py" "$endpoint" "$binary" "$bootstrap" 300 > "$logs/drain.log" 2>&1 &
-  drainer=$!
-  out="$logs/primitives.drain.json"
-  (cd "$work/run" && "$GO" test -mod=readonly -json -count=1 -timeout 10m -run '^TestDrain$' \
-      "$MODULE/$SUITE/primitives" -args "${pipeline_flags[@]}") > "$out" 2> "$out.stderr" || true
-  wait "$drainer" || echo "the drain request failed: see $logs/drain.log"
-  while read -r what test; do
-    case "$what" in
-      pass) passed=$((passed + 1)); echo "ok   $test (primitives)" ;;
-      fail|crash) failed=$((failed + 1)); failures+=("$test|primitives"); echo "FAIL $test (primitives)" ;;
-    esac
-  done < <("${RESULTS[@]}" parse "$out" "$logs")
-fi
 
 for f in "${failures[@]}"; do
   test="${f%%|*}" pkg="${f#*|}"
