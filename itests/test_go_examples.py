@@ -34,24 +34,31 @@ def _text(seed, lines=400):
       for _ in range(lines)) + '\n'
 
 
-def test_beams_go_wordcount_example_runs_unmodified(defaulting_job_server, tmp_path):
+def _wordcount_exact(job_server, tmp_path, seed, environment_flags):
+  """Runs Beam's Go wordcount example on a local file and checks its counts
+  against the example's own pattern; returns the finished run."""
   binary = go_pipeline_example('wordcount')
-  text = _text(4)
+  text = _text(seed)
   source = tmp_path / 'input.txt'
   source.write_text(text)
   out = tmp_path / 'counts.txt'
   run = subprocess.run([
       binary,
       '--runner=universal',
-      '--endpoint=%s' % defaulting_job_server.endpoint,
-      '--environment_type=LOOPBACK',
+      '--endpoint=%s' % job_server.endpoint,
       '--input=%s' % source,
       '--output=%s' % out,
-  ], capture_output=True, text=True, timeout=300)
+  ] + [flag.replace('{binary}', binary) for flag in environment_flags],
+      capture_output=True, text=True, timeout=300)
   assert run.returncode == 0, 'the example failed:\n%s\njob server:\n%s' % (
-      run.stderr[-4000:], defaulting_job_server.log_text()[-4000:])
+      run.stderr[-4000:], job_server.log_text()[-4000:])
   counts = collections.Counter(m.group(0) for m in WORD.finditer(text))
   assert sorted(out.read_text().splitlines()) == sorted('%s: %d' % kv for kv in counts.items())
+  return run
+
+
+def test_beams_go_wordcount_example_runs_unmodified(defaulting_job_server, tmp_path):
+  run = _wordcount_exact(defaulting_job_server, tmp_path, 4, ['--environment_type=LOOPBACK'])
   assert 'no --application_id was given' in run.stderr
 
 
@@ -59,26 +66,10 @@ def test_go_wordcount_on_harnesses_the_job_server_starts(defaulting_job_server, 
   """Go's default environment, Beam's Go SDK image: the job server runs the
   program's staged worker binary as its harness (no Docker), so the job
   does not depend on the submitting program's process."""
-  binary = go_pipeline_example('wordcount')
-  text = _text(5)
-  source = tmp_path / 'input.txt'
-  source.write_text(text)
-  out = tmp_path / 'counts.txt'
   log_start = len(defaulting_job_server.log_text())
-  run = subprocess.run([
-      binary,
-      '--runner=universal',
-      '--endpoint=%s' % defaulting_job_server.endpoint,
-      '--environment_type=DOCKER',
-      # The program itself is the worker binary (else Go's SDK compiles one).
-      '--worker_binary=%s' % binary,
-      '--input=%s' % source,
-      '--output=%s' % out,
-  ], capture_output=True, text=True, timeout=300)
-  assert run.returncode == 0, 'the example failed:\n%s\njob server:\n%s' % (
-      run.stderr[-4000:], defaulting_job_server.log_text()[-4000:])
-  counts = collections.Counter(m.group(0) for m in WORD.finditer(text))
-  assert sorted(out.read_text().splitlines()) == sorted('%s: %d' % kv for kv in counts.items())
+  # The program itself is the worker binary (else Go's SDK compiles one).
+  run = _wordcount_exact(defaulting_job_server, tmp_path, 5,
+                         ['--environment_type=DOCKER', '--worker_binary={binary}'])
   log = defaulting_job_server.log_text(log_start)
   assert "of environment 'go'" in log or 'Go harness' in log, log[-3000:]
   # What the harnesses were given (a copy of the binary, the options) goes

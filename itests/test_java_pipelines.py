@@ -93,15 +93,18 @@ def test_java_pipeline_on_harnesses_the_job_server_starts(
   assert 'Java harness: SDK Fn Harness started' in sdk_image_job_server.log_text(log_start)
 
 
-def test_unbounded_java_pipeline_shows_live_metrics_and_cancels(
-    java_classpath, job_server, broker, tmp_path):
-  run = _run_java(java_classpath, 'dev.beamkafka.examples.JavaStreamingIT', [
+def _run_streaming_it(java_classpath, job_server, broker, tmp_path, name, extra):
+  return _run_java(java_classpath, 'dev.beamkafka.examples.JavaStreamingIT', [
       '--jobEndpoint=%s' % job_server.endpoint,
       '--bootstrapServers=%s' % broker,
-      '--applicationId=%s' % make_app_id('java-streaming'),
+      '--applicationId=%s' % make_app_id(name),
       '--stateDir=%s' % (tmp_path / 'state'),
-      '--minTicks=5',
-  ])
+  ] + extra)
+
+
+def test_unbounded_java_pipeline_shows_live_metrics_and_cancels(
+    java_classpath, job_server, broker, tmp_path):
+  run = _run_streaming_it(java_classpath, job_server, broker, tmp_path, 'java-streaming', ['--minTicks=5'])
   assert run.returncode == 0, _failure(run, job_server)
   lines = run.stdout.splitlines()
   ticks = [int(line.split()[1]) for line in lines if line.startswith('ticks ')]
@@ -134,14 +137,8 @@ def _wait_for(predicate, timeout, what):
 
 def test_a_streaming_java_job_outlives_the_program_that_submitted_it(
     java_classpath, sdk_image_job_server, broker, tmp_path):
-  run = _run_java(java_classpath, 'dev.beamkafka.examples.JavaStreamingIT', [
-      '--jobEndpoint=%s' % sdk_image_job_server.endpoint,
-      '--bootstrapServers=%s' % broker,
-      '--applicationId=%s' % make_app_id('java-detached'),
-      '--stateDir=%s' % (tmp_path / 'state'),
-      '--defaultEnvironmentType=DOCKER',
-      '--detach',
-  ])
+  run = _run_streaming_it(java_classpath, sdk_image_job_server, broker, tmp_path, 'java-detached',
+                          ['--defaultEnvironmentType=DOCKER', '--detach'])
   assert run.returncode == 0, _failure(run, sdk_image_job_server)
   job_id = [line.split()[1] for line in run.stdout.splitlines() if line.startswith('job ')][0]
   channel = grpc.insecure_channel(sdk_image_job_server.endpoint)

@@ -26,6 +26,26 @@ maven_copy_jars() {
 }
 mkdir -p "$BEAM_KAFKA_CACHE"
 
+# Makes sure a broker answers at $1 (host:port): a local one is started when
+# none does, and its stop is added to the calling script's `cleanup` array
+# (commands the script runs at exit).
+ensure_broker() {
+  local servers="$1"
+  "$REPO_ROOT/scripts/kafka.sh" status "${servers##*:}" 2>/dev/null && return 0
+  case "${servers%%:*}" in localhost|127.0.0.1) ;; *) die "no Kafka broker answers at $servers" ;; esac
+  "$REPO_ROOT/scripts/kafka.sh" start "${servers##*:}"
+  cleanup+=("\"$REPO_ROOT/scripts/kafka.sh\" stop ${servers##*:}")
+}
+
+# $1 free local ports, space separated.
+free_ports() {
+  python3 -c '
+import socket, sys
+socks = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in socks: s.bind(("127.0.0.1", 0))
+print(*[s.getsockname()[1] for s in socks])' "$1"
+}
+
 # Makes sure a broker answers at $1 (host:port): starts a local one on that
 # port when none does and the host is local, and stops it when the calling
 # script exits. Sets up the machine, the build (`--release` as $2 for an

@@ -98,18 +98,14 @@ find "$work/logs" -mindepth 1 -maxdepth 1 -type d | sort | head -n -5 | xargs -r
 cleanup=()
 on_exit() { local c; for c in "${cleanup[@]}"; do eval "$c" || true; done; }
 trap on_exit EXIT
-if ! "$REPO_ROOT/scripts/kafka.sh" status "${bootstrap##*:}" 2>/dev/null; then
-  case "${bootstrap%%:*}" in localhost|127.0.0.1) ;; *) die "no Kafka broker answers at $bootstrap" ;; esac
-  "$REPO_ROOT/scripts/kafka.sh" start "${bootstrap##*:}"
-  cleanup+=("\"$REPO_ROOT/scripts/kafka.sh\" stop ${bootstrap##*:}")
-fi
+ensure_broker "$bootstrap"
 # The cross-language tests (TestXLang_*) expand their Java transforms with
 # dev.beamkafka.xlang (itests/java: Beam's own test expansion service is not
 # published), and the job server runs their Java harnesses (--java-harness-dir).
 test_expansion=""
 if [[ -z "$endpoint" && $short -eq 0 ]] && command -v java >/dev/null && command -v mvn >/dev/null; then
   java_cp="$("$REPO_ROOT/scripts/java-pipelines.sh" | tail -n 1)"
-  test_port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+  test_port="$(free_ports 1)"
   java -cp "$java_cp" org.apache.beam.sdk.expansion.service.ExpansionService "$test_port" > "$logs/test-expansion-service.log" 2>&1 &
   test_expansion_pid=$!
   cleanup=("kill $test_expansion_pid; wait $test_expansion_pid 2>/dev/null" "${cleanup[@]}")
@@ -120,11 +116,7 @@ if [[ -z "$endpoint" ]]; then
   binary="${BEAM_KAFKA_BINARY:-$REPO_ROOT/bin/beam-kafka}"
   [[ -x "$binary" ]] || binary="$("$REPO_ROOT/scripts/build.sh")"
   # Free ports picked here: with --job-port 0 the server logs the port asked for.
-  read -r job_port artifact_port expansion_port < <(python3 -c '
-import socket
-socks = [socket.socket() for _ in range(3)]
-for s in socks: s.bind(("127.0.0.1", 0))
-print(*[s.getsockname()[1] for s in socks])')
+  read -r job_port artifact_port expansion_port < <(free_ports 3)
   java_flags=()
   if [[ -n "$test_expansion" ]]; then java_flags=(--java-harness-dir "$("$REPO_ROOT/scripts/java-harness.sh")"); fi
   "$binary" job-server --job-port "$job_port" --artifact-port "$artifact_port" --expansion-port "$expansion_port" \

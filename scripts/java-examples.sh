@@ -58,21 +58,13 @@ classpath="$dir/beam-examples-java-$EXAMPLES_VERSION.jar:$runner_jar:$(cat "$dir
 cleanup=()
 on_exit() { local c; for c in "${cleanup[@]}"; do eval "$c" || true; done; }
 trap on_exit EXIT
-if ! "$REPO_ROOT/scripts/kafka.sh" status "${bootstrap##*:}" 2>/dev/null; then
-  case "${bootstrap%%:*}" in localhost|127.0.0.1) ;; *) die "no Kafka broker answers at $bootstrap" ;; esac
-  "$REPO_ROOT/scripts/kafka.sh" start "${bootstrap##*:}"
-  cleanup+=("\"$REPO_ROOT/scripts/kafka.sh\" stop ${bootstrap##*:}")
-fi
+ensure_broker "$bootstrap"
 work="$(mktemp -d)"
 cleanup+=("rm -rf '$work'")
 if [[ -z "$endpoint" ]]; then
   binary="${BEAM_KAFKA_BINARY:-$REPO_ROOT/bin/beam-kafka}"
   [[ -x "$binary" ]] || binary="$("$REPO_ROOT/scripts/build.sh")"
-  read -r job_port artifact_port expansion_port < <(python3 -c '
-import socket
-socks = [socket.socket() for _ in range(3)]
-for s in socks: s.bind(("127.0.0.1", 0))
-print(*[s.getsockname()[1] for s in socks])')
+  read -r job_port artifact_port expansion_port < <(free_ports 3)
   "$binary" job-server --job-port "$job_port" --artifact-port "$artifact_port" --expansion-port "$expansion_port" \
     --state-root "$work/state" --artifacts-dir "$work/artifacts" > "$work/job-server.log" 2>&1 &
   cleanup=("kill $! 2>/dev/null; wait $! 2>/dev/null" "${cleanup[@]}")
