@@ -391,12 +391,12 @@ async fn start_harnesses(
         state_socket: Some(services.fn_api.state_socket_url()),
     };
     let mut waiting = Vec::new();
+    let options = crate::options::redacted(&job.options, false);
     // Workers are numbered across the job's environments.
     for i in first..first + count {
         // The id is the worker's secret on the Fn API and artifact
         // retrieval: a readable name, then a random part never logged.
         let worker_id = format!("{}-worker-{i}{}{}", job.id, beam_kafka_fnapi::SECRET_SEPARATOR, uuid::Uuid::new_v4().simple());
-        let options = crate::options::redacted(&job.options, false);
         let spec = WorkerSpec {
             worker_id: worker_id.clone(),
             provision_info: fn_pb::ProvisionInfo {
@@ -432,11 +432,7 @@ async fn start_harnesses(
                 // cannot find) fails the job now, not after the timeout.
                 _ = tokio::time::sleep(Duration::from_millis(200)) => {
                     if let Some(status) = started.iter_mut().find_map(|(h, _)| h.exited()) {
-                        let what = if beam_kafka_runtime::sdk_images::beam_java_image(env).is_some() {
-                            "Beam's Java SDK harness runs with the jars of --java-harness-dir, then the jars the client staged"
-                        } else {
-                            "the PROCESS environment's command, --environment_config, must start a Beam SDK harness"
-                        };
+                        let what = harness_process_advice(env);
                         return Err(format!(
                             "the SDK harness process of environment '{env_id}' exited ({status}) before it connected to \
                              the Fn API; what it printed is in the job server's log ({what})"
@@ -489,6 +485,21 @@ async fn start_harness(
         };
     }
     environment::start(env, worker_id, endpoints).await
+}
+
+/// What a harness process that exited before connecting was given to run,
+/// for the job's error.
+fn harness_process_advice(env: &beam_kafka_proto::pipeline::Environment) -> &'static str {
+    use beam_kafka_runtime::sdk_images::{beam_go_image, beam_java_image, beam_python_image};
+    if beam_java_image(env).is_some() {
+        "Beam's Java SDK harness runs with the jars of --java-harness-dir, then the jars the client staged"
+    } else if beam_go_image(env).is_some() {
+        "a Go environment runs the program's staged worker binary, which must be a Beam Go program built for this machine"
+    } else if beam_python_image(env).is_some() {
+        "Beam's Python SDK image runs as the job server's --python-harness-command, which must start a Beam SDK harness"
+    } else {
+        "the PROCESS environment's command, --environment_config, must start a Beam SDK harness"
+    }
 }
 
 /// Where a job's harnesses started from staged code keep their files (a
