@@ -41,6 +41,23 @@ def _drain(binary, broker, app_id):
   assert b'drain requested' in out.stdout
 
 
+def _drain_job(binary, job_server, result):
+  """Drains the job through the job server (the Job API's Drain), named by
+  its name, as `beam-kafka jobs` lists it."""
+  listed = subprocess.run([binary, 'jobs', '--endpoint', job_server.endpoint],
+                          capture_output=True, text=True, timeout=60,
+                          check=False)
+  assert listed.returncode == 0, listed.stderr
+  row = [line.split() for line in listed.stdout.splitlines()
+         if line.startswith(result._job_id)]
+  assert row and row[0][1] == 'RUNNING', listed.stdout
+  out = subprocess.run(
+      [binary, 'drain', '--endpoint', job_server.endpoint, row[0][3]],
+      capture_output=True, text=True, timeout=60, check=False)
+  assert out.returncode == 0, out.stderr
+  assert out.stdout.startswith('job %s: DRAINING' % result._job_id), out.stdout
+
+
 def _hour_of_ticks(p, ticks):
   # An hour of ticks: only a drain truncates it.
   now = time.time()
@@ -52,7 +69,7 @@ def _hour_of_ticks(p, ticks):
 
 
 def _run_until_drained(job_server, binary, broker, app_id, topic, tmp_path,
-                       name, expect_seen):
+                       name, expect_seen, drain):
   seen = Collector(tmp_path / ('%s-seen.txt' % name))
   fired = Collector(tmp_path / ('%s-fired.txt' % name))
   ticks = Collector(tmp_path / ('%s-ticks.txt' % name))
@@ -79,7 +96,7 @@ def _run_until_drained(job_server, binary, broker, app_id, topic, tmp_path,
     assert result.state not in (PipelineState.FAILED, PipelineState.DONE)
     time.sleep(0.3)
   assert fired.lines() == [], 'a window fired before the drain'
-  _drain(binary, broker, app_id)
+  drain(result)
   state = result.wait_until_finish()
   assert state == PipelineState.DONE
   return seen.lines(), sorted(fired.lines()), ticks.lines()
@@ -93,16 +110,19 @@ def test_a_drained_streaming_job_fires_every_window_ends_done_and_resumes_there(
   produce(broker, topic, [(i % 2, None, b'%s:%d' % (b'ab'[i % 2:i % 2 + 1], i),
                            ahead) for i in range(40)])
   app_id = make_app_id('drain')
-  seen, fired, ticks = _run_until_drained(job_server, binary, broker, app_id,
-                                          topic, tmp_path, 'first', 40)
+  seen, fired, ticks = _run_until_drained(
+      job_server, binary, broker, app_id, topic, tmp_path, 'first', 40,
+      lambda _: _drain(binary, broker, app_id))
   assert len(seen) == 40
   assert fired == ['a=20', 'b=20']
   assert ticks, 'the PeriodicImpulse ran until the drain'
 
   # The second run starts where the drain stopped: only the new records.
+  # It is drained through the job server, by its job name.
   produce(broker, topic, [(i % 2, None, b'c:%d' % i, ahead) for i in range(6)])
-  seen, fired, _ = _run_until_drained(job_server, binary, broker, app_id,
-                                      topic, tmp_path, 'second', 6)
+  seen, fired, _ = _run_until_drained(
+      job_server, binary, broker, app_id, topic, tmp_path, 'second', 6,
+      lambda result: _drain_job(binary, job_server, result))
   assert len(seen) == 6, seen
   assert fired == ['c=6']
 

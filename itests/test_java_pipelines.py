@@ -136,7 +136,7 @@ def _wait_for(predicate, timeout, what):
 
 
 def test_a_streaming_java_job_outlives_the_program_that_submitted_it(
-    java_classpath, sdk_image_job_server, broker, tmp_path):
+    java_classpath, sdk_image_job_server, binary, broker, tmp_path):
   run = _run_streaming_it(java_classpath, sdk_image_job_server, broker, tmp_path, 'java-detached',
                           ['--defaultEnvironmentType=DOCKER', '--detach'])
   assert run.returncode == 0, _failure(run, sdk_image_job_server)
@@ -150,10 +150,13 @@ def test_a_streaming_java_job_outlives_the_program_that_submitted_it(
     _wait_for(lambda: _ticks(stub, job_id) >= seen + 20, 60, 'the detached job to count on')
     state = stub.GetState(beam_job_api_pb2.GetJobStateRequest(job_id=job_id)).state
     assert state == beam_job_api_pb2.JobState.RUNNING
-    stub.Cancel(beam_job_api_pb2.CancelJobRequest(job_id=job_id))
-    cancelled = lambda: stub.GetState(beam_job_api_pb2.GetJobStateRequest(
-        job_id=job_id)).state == beam_job_api_pb2.JobState.CANCELLED
-    _wait_for(cancelled, 60, 'the job to be CANCELLED')
+    # Cancelled by an operator, with `beam-kafka cancel`, which waits for the end.
+    out = subprocess.run([binary, 'cancel', '--endpoint', sdk_image_job_server.endpoint, job_id],
+                         capture_output=True, text=True, timeout=180, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == 'job %s: CANCELLED' % job_id
+    state = stub.GetState(beam_job_api_pb2.GetJobStateRequest(job_id=job_id)).state
+    assert state == beam_job_api_pb2.JobState.CANCELLED
   finally:
     channel.close()
   # Its harnesses went with it.

@@ -18,6 +18,10 @@
 #                     after the job and gives it its --default-bootstrap-servers)
 # --run               only tests whose names match (as go test -run)
 #
+# Beam's TestDrain runs an unbounded splittable DoFn that only a drain ends:
+# the script drains its job as an operator would (`beam-kafka drain`), a few
+# seconds after it started running.
+#
 # Tests listed in itests/go/integration-skips.txt are skipped (go test -skip),
 # each for a feature this setup lacks; a package whose tests are all skipped
 # is not built. Every package runs alone (-p 1). A test that brings its test
@@ -56,14 +60,15 @@ while [[ $# -gt 0 ]]; do
   shift
 done
 
-# The short mode: packages and, where not all, the tests to run (the event-
+# The short mode: packages and, where not all, the tests to run (TestDrain:
+# a running splittable DoFn checkpointed for the drain, then truncated; the event-
 # time timer tests among them: they fired a key's timer twice after a split
 # bundle, under load, until timers fired at a watermark held by the split's
 # deferred rest; the Flatten and CoGBK tests: a Flatten the runner does for Go's
 # harness; the TestStream ones: Go's nested element coding; the trigger ones:
 # triggers asked per element, synchronized processing time per batch).
 SHORT_PACKAGES=(primitives wordcount synthetic)
-SHORT_PRIMITIVES='^(TestParDoMultiOutput|TestParDoSideInput|TestParDoKVSideInput|TestParDoMultiMapSideInput|TestReshuffle|TestGBKShortRead|TestCheckpointing|TestValueState|TestBagState|TestCombiningState|TestMapState|TestSetState|TestOrderedListState|TestTimers_EventTime_Bounded|TestTimers_EventTime_Unbounded|TestTimers_EventTime_WithOutputTimestamp|TestTimers_ProcessingTime_Bounded|TestWindowSums_GBK|TestValidateWindowedSideInputs|TestParDoBundleFinalizer|TestPanes|TestTestStreamTimersEventTime|TestFlatten|TestFlattenDup|TestCoGBK|TestTestStreamSimple|TestTestStreamStrings|TestTestStreamTwoUserTypeSequences|TestTriggerAlways|TestTriggerRepeat|TestTriggerAfterEndOfWindow|TestTriggerAfterSynchronizedProcessingTime)$'
+SHORT_PRIMITIVES='^(TestDrain|TestParDoMultiOutput|TestParDoSideInput|TestParDoKVSideInput|TestParDoMultiMapSideInput|TestReshuffle|TestGBKShortRead|TestCheckpointing|TestValueState|TestBagState|TestCombiningState|TestMapState|TestSetState|TestOrderedListState|TestTimers_EventTime_Bounded|TestTimers_EventTime_Unbounded|TestTimers_EventTime_WithOutputTimestamp|TestTimers_ProcessingTime_Bounded|TestWindowSums_GBK|TestValidateWindowedSideInputs|TestParDoBundleFinalizer|TestPanes|TestTestStreamTimersEventTime|TestFlatten|TestFlattenDup|TestCoGBK|TestTestStreamSimple|TestTestStreamStrings|TestTestStreamTwoUserTypeSequences|TestTriggerAlways|TestTriggerRepeat|TestTriggerAfterEndOfWindow|TestTriggerAfterSynchronizedProcessingTime)$'
 
 
 command -v python3 >/dev/null || die "python3 is needed (it reads go test -json)"
@@ -112,9 +117,9 @@ if [[ -z "$endpoint" && $short -eq 0 ]] && command -v java >/dev/null && command
   test_expansion="localhost:$test_port"
   log "Java test expansion service (pid $test_expansion_pid) at $test_expansion; log $logs/test-expansion-service.log"
 fi
+binary="${BEAM_KAFKA_BINARY:-$REPO_ROOT/bin/beam-kafka}"
+[[ -x "$binary" ]] || binary="$("$REPO_ROOT/scripts/build.sh")"
 if [[ -z "$endpoint" ]]; then
-  binary="${BEAM_KAFKA_BINARY:-$REPO_ROOT/bin/beam-kafka}"
-  [[ -x "$binary" ]] || binary="$("$REPO_ROOT/scripts/build.sh")"
   # Free ports picked here: with --job-port 0 the server logs the port asked for.
   read -r job_port artifact_port expansion_port < <(free_ports 3)
   java_flags=()
@@ -142,6 +147,21 @@ if [[ -n "$test_expansion" ]]; then
     sleep 0.1
   done
 fi
+# The operator of TestDrain's job (go-testdrain-<n>): drains it once it ran 3 s.
+drain_test_jobs() {
+  while true; do
+    "$binary" jobs --endpoint "$endpoint" 2>/dev/null | awk '$2 == "RUNNING" && $4 ~ /^go-testdrain-/ { print $1 }' |
+      while read -r job; do
+        sleep 3
+        "$binary" drain --endpoint "$endpoint" "$job" >> "$logs/drainer.log" 2>&1
+      done
+    sleep 2
+  done
+}
+drain_test_jobs &
+drainer_pid=$!
+cleanup=("kill $drainer_pid; wait $drainer_pid 2>/dev/null" "${cleanup[@]}")
+
 pipeline_flags=(-runner="$runner" -endpoint="$endpoint" -environment_type=LOOPBACK -bootstrap_servers="$bootstrap")
 if [[ -n "$test_expansion" ]]; then
   pipeline_flags+=(-expansion_addr="test:$test_expansion")

@@ -36,6 +36,8 @@ use crate::user_io::{consumer_properties, resolve_sources, start_kafka_io, Kafka
 #[derive(Debug)]
 pub enum JobEvent {
     Info(String),
+    /// The job started draining (a request through its control topic), and why.
+    Draining(String),
     /// Metrics of finished bundles.
     Metrics(Vec<MonitoringInfo>),
     /// Metrics of bundles whose task has since committed its progress.
@@ -461,7 +463,7 @@ fn start_drain(io: &KafkaIo, roster: &Roster<LiveTask>, events: &mpsc::Unbounded
     for t in roster.running().values() {
         t.handle.addr.do_send(Drain);
     }
-    let _ = events.send(JobEvent::Info(
+    let _ = events.send(JobEvent::Draining(
         "draining: sources stop where they are, splittable DoFns truncate their work, and event time moves to the end \
          so every window and timer fires; the job then ends DONE"
             .into(),

@@ -10,8 +10,10 @@ use tokio::sync::oneshot;
 
 use crate::worker::{BundleError, SdkWorker};
 
-/// The part of what is left a split of restrictions keeps.
-const RESTRICTION_KEEP: f64 = 0.01;
+/// The part of what is left a second split of restrictions keeps, when
+/// the first (keeping nothing) cut none: a bounded source's tracker refuses
+/// to split exactly where it is reading.
+const RESTRICTION_SLIVER: f64 = 0.01;
 
 /// How long a split waits for the harness's answer.
 const SPLIT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -70,20 +72,47 @@ pub struct ChannelSplit {
 /// sources (their elements are restrictions of a splittable DoFn): there
 /// the first element too may be checkpointed where it got to, since a
 /// single restriction (a compressed file, an unbounded source) can run for
-/// longer than a transaction may stay open. They keep a sliver of what is
-/// left (`RESTRICTION_KEEP`): a bounded source's tracker refuses to split
-/// exactly where it is reading.
-pub fn checkpoint_request(bundle_id: &str, sources: &[(String, usize)], splittable: &[String]) -> fn_pb::ProcessBundleSplitRequest {
+/// longer than a transaction may stay open. Their restriction keeps
+/// `keep` of what is left: 0 for a checkpoint (a sliver of a huge range,
+/// as an unbounded source's, would still be endless).
+pub fn checkpoint_request(
+    bundle_id: &str,
+    sources: &[(String, usize)],
+    splittable: &[String],
+    keep: f64,
+) -> fn_pb::ProcessBundleSplitRequest {
     let desired_splits = sources
         .iter()
         .filter(|(_, n)| *n > 0)
         .map(|(t, n)| {
-            let (first, fraction_of_remainder) = if splittable.contains(t) { (0, RESTRICTION_KEEP) } else { (1, 0.0) };
+            let (first, fraction_of_remainder) = if splittable.contains(t) { (0, keep) } else { (1, 0.0) };
             let allowed_split_points = (first..=*n as i64).collect();
             (t.clone(), DesiredSplit { fraction_of_remainder, estimated_input_elements: *n as i64, allowed_split_points })
         })
         .collect();
     fn_pb::ProcessBundleSplitRequest { instruction_id: bundle_id.to_string(), desired_splits }
+}
+
+/// Whether a checkpoint that answered `result` should be asked again keeping
+/// a sliver: it was sent restrictions (`sources` with elements among
+/// `splittable`) and cut none of them.
+pub fn ask_for_sliver(result: &SplitResult, sources: &[(String, usize)], splittable: &[String]) -> bool {
+    result.residuals.is_empty() && sources.iter().any(|(t, n)| *n > 0 && splittable.contains(t))
+}
+
+/// The answers of two splits of one bundle as one: each source stops at the
+/// earlier of its two stops, and both cuts' restrictions come back.
+pub fn merge_splits(first: SplitResult, second: SplitResult) -> SplitResult {
+    let mut channels = first.channels;
+    for c in second.channels {
+        match channels.iter_mut().find(|k| k.transform_id == c.transform_id) {
+            Some(k) => k.first_residual = k.first_residual.min(c.first_residual),
+            None => channels.push(c),
+        }
+    }
+    let mut residuals = first.residuals;
+    residuals.extend(second.residuals);
+    SplitResult { channels, residuals }
 }
 
 /// Reads the harness's answer: the channel splits it made and, when it
@@ -115,12 +144,23 @@ impl SdkWorker {
         sources: &[(String, usize)],
         splittable: &[String],
     ) -> Result<SplitResult, BundleError> {
+        let first = self.ask_split(checkpoint_request(bundle_id, sources, splittable, 0.0)).await?;
+        if !ask_for_sliver(&first, sources, splittable) {
+            return Ok(first);
+        }
+        let second = self.ask_split(checkpoint_request(bundle_id, sources, splittable, RESTRICTION_SLIVER)).await?;
+        Ok(merge_splits(first, second))
+    }
+
+    async fn ask_split(&self, split: fn_pb::ProcessBundleSplitRequest) -> Result<SplitResult, BundleError> {
+        let bundle_id = split.instruction_id.clone();
         let instruction_id = self.next_instruction_id("split");
+        tracing::debug!(worker = %self.name, "splitting {bundle_id}: {:?}", split.desired_splits);
         let (tx, rx) = oneshot::channel();
         self.pending.insert(instruction_id.clone(), tx);
         let request = fn_pb::InstructionRequest {
             instruction_id: instruction_id.clone(),
-            request: Some(fn_pb::instruction_request::Request::ProcessBundleSplit(checkpoint_request(bundle_id, sources, splittable))),
+            request: Some(fn_pb::instruction_request::Request::ProcessBundleSplit(split)),
         };
         if !self.send_instruction(request) {
             self.pending.remove(&instruction_id);
@@ -139,7 +179,15 @@ impl SdkWorker {
             return Ok(SplitResult::default());
         }
         match response.response {
-            Some(fn_pb::instruction_response::Response::ProcessBundleSplit(r)) => read_split(r),
+            Some(fn_pb::instruction_response::Response::ProcessBundleSplit(r)) => {
+                tracing::debug!(
+                    worker = %self.name,
+                    "split of {bundle_id}: channels {:?}, {} residual(s)",
+                    r.channel_splits.iter().map(|c| (&c.transform_id, c.first_residual_element)).collect::<Vec<_>>(),
+                    r.residual_roots.len()
+                );
+                read_split(r)
+            }
             _ => Ok(SplitResult::default()),
         }
     }
@@ -152,7 +200,7 @@ mod tests {
 
     #[test]
     fn a_checkpoint_asks_every_source_with_elements_to_keep_nothing_more() {
-        let r = checkpoint_request("bundle-7", &[("src-a".into(), 40), ("src-b".into(), 0), ("sdf".into(), 2)], &["sdf".into()]);
+        let r = checkpoint_request("bundle-7", &[("src-a".into(), 40), ("src-b".into(), 0), ("sdf".into(), 2)], &["sdf".into()], 0.0);
         assert_eq!(r.instruction_id, "bundle-7");
         assert_eq!(r.desired_splits.len(), 2, "a source sent nothing has nothing to split");
         assert_eq!(r.desired_splits["sdf"].allowed_split_points, [0, 1, 2], "a restriction may be checkpointed inside the first");
@@ -198,5 +246,47 @@ mod tests {
             ..Default::default()
         };
         assert!(read_split(bad).is_err());
+    }
+
+    fn residual(transform_id: &str) -> Residual {
+        Residual { transform_id: transform_id.into(), input_id: "in".into(), element: vec![1], delay_ms: 0, output_watermark: None }
+    }
+
+    #[test]
+    fn a_checkpoint_that_cut_no_restriction_is_asked_again_keeping_a_sliver() {
+        let sources = [("sdf".to_string(), 1), ("plain".to_string(), 3)];
+        let splittable = ["sdf".to_string()];
+        let channel_only =
+            SplitResult { channels: vec![ChannelSplit { transform_id: "sdf".into(), first_residual: 1 }], residuals: vec![] };
+        assert!(ask_for_sliver(&channel_only, &sources, &splittable), "the running restriction was not cut");
+        let cut = SplitResult { channels: vec![], residuals: vec![residual("process")] };
+        assert!(!ask_for_sliver(&cut, &sources, &splittable));
+        assert!(!ask_for_sliver(&SplitResult::default(), &[("plain".into(), 3)], &splittable), "no restrictions: nothing to cut");
+        assert!(!ask_for_sliver(&SplitResult::default(), &[("sdf".into(), 0)], &splittable), "no restriction was sent");
+        let again = checkpoint_request("b", &sources, &splittable, RESTRICTION_SLIVER);
+        assert_eq!(again.desired_splits["sdf"].fraction_of_remainder, RESTRICTION_SLIVER);
+        assert_eq!(again.desired_splits["plain"].fraction_of_remainder, 0.0, "whole elements are still cut at once");
+    }
+
+    #[test]
+    fn two_splits_of_a_bundle_stop_each_source_at_the_earlier_stop_and_keep_both_cuts() {
+        let first = SplitResult {
+            channels: vec![
+                ChannelSplit { transform_id: "sdf".into(), first_residual: 1 },
+                ChannelSplit { transform_id: "a".into(), first_residual: 4 },
+            ],
+            residuals: vec![],
+        };
+        let second = SplitResult {
+            channels: vec![
+                ChannelSplit { transform_id: "sdf".into(), first_residual: 2 },
+                ChannelSplit { transform_id: "b".into(), first_residual: 7 },
+            ],
+            residuals: vec![residual("process")],
+        };
+        let merged = merge_splits(first, second);
+        let stops: Vec<(&str, usize)> = merged.channels.iter().map(|c| (c.transform_id.as_str(), c.first_residual)).collect();
+        assert_eq!(stops, [("sdf", 1), ("a", 4), ("b", 7)]);
+        assert_eq!(merged.residuals, vec![residual("process")]);
     }
 }

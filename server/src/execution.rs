@@ -558,6 +558,11 @@ fn forward_event(job: &Job, ev: JobEvent) {
             tracing::info!(job = %job.id, "{text}");
             job.message(Importance::JobMessageBasic, text);
         }
+        JobEvent::Draining(text) => {
+            tracing::info!(job = %job.id, "{text}");
+            job.message(Importance::JobMessageBasic, text);
+            job.set_state(State::Draining);
+        }
         JobEvent::Metrics(infos) => {
             let mut metrics = job.metrics.lock().unwrap_or_else(|e| e.into_inner());
             metrics.attempted.add(infos.clone());

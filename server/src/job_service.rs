@@ -154,8 +154,23 @@ impl jm::job_service_server::JobService for JobService {
         Ok(Response::new(jm::CancelJobResponse { state: job.state().state }))
     }
 
-    async fn drain(&self, _: Request<jm::DrainJobRequest>) -> Result<Response<jm::DrainJobResponse>, Status> {
-        Err(Status::unimplemented("drain is not supported by beam-kafka yet"))
+    /// Drains the job's application through its control topic, as
+    /// `beam-kafka drain` does: every copy drains, and the job ends DONE.
+    async fn drain(&self, request: Request<jm::DrainJobRequest>) -> Result<Response<jm::DrainJobResponse>, Status> {
+        let job = self.jobs.get(&request.into_inner().job_id).and_then(not_prepared)?;
+        let state = job.state().state;
+        if is_terminal(state) || state == State::Cancelling as i32 {
+            return Err(Status::failed_precondition(format!(
+                "job '{}' is {}: only a running job can be drained",
+                job.id,
+                State::try_from(state).map_or("in an unknown state", |s| s.as_str_name())
+            )));
+        }
+        beam_kafka_actors::control::request(&job.runner_options, beam_kafka_actors::control::DRAIN)
+            .await
+            .map_err(|e| Status::unavailable(format!("could not ask application '{}' to drain: {e}", job.runner_options.application_id)))?;
+        job.set_state(State::Draining);
+        Ok(Response::new(jm::DrainJobResponse { state: job.state().state }))
     }
 
     async fn get_state_stream(&self, request: Request<jm::GetJobStateRequest>) -> Result<Response<Self::GetStateStreamStream>, Status> {

@@ -104,9 +104,11 @@ impl Job {
         let ev = jm::JobStateEvent { state: s as i32, timestamp: Some(now()) };
         let changed = self.state.send_if_modified(|cur| {
             // A job being cancelled ends CANCELLED (or FAILED, DONE if it
-            // got there first), never RUNNING again.
+            // got there first), never RUNNING again; a draining one is
+            // never RUNNING again either.
             let cancelling = cur.state == State::Cancelling as i32 && !is_terminal(s as i32);
-            if is_terminal(cur.state) || cur.state == s as i32 || cancelling {
+            let draining = cur.state == State::Draining as i32 && s == State::Running;
+            if is_terminal(cur.state) || cur.state == s as i32 || cancelling || draining {
                 false
             } else {
                 *cur = ev;

@@ -5,6 +5,7 @@ mod describe;
 mod drain;
 mod execution;
 mod expansion_service;
+mod job_client;
 mod job_server;
 mod job_service;
 mod jobs;
@@ -66,6 +67,10 @@ enum Command {
     /// Drain a running application: its sources stop, every window fires,
     /// and it ends DONE (all its copies, through Kafka).
     Drain(drain::DrainArgs),
+    /// List a job server's jobs: id, state, application and name.
+    Jobs(job_client::JobsArgs),
+    /// Cancel a job a job server runs (by its id or name), and wait until it ended.
+    Cancel(job_client::CancelArgs),
     /// Delete what runs of an application left (its runner topics, consumer
     /// group and local task stores), so the next run under its id starts afresh.
     Reset(reset::ResetArgs),
@@ -111,6 +116,8 @@ fn run() -> anyhow::Result<()> {
         Command::JobServer(args) => runtime.block_on(job_server::serve(args)),
         Command::Run(args) => runtime.block_on(run::run(args)),
         Command::Drain(args) => runtime.block_on(drain::drain(args)),
+        Command::Jobs(args) => runtime.block_on(job_client::list(args)),
+        Command::Cancel(args) => runtime.block_on(job_client::cancel(args)),
         Command::Reset(args) => runtime.block_on(reset::reset(args)),
         Command::Describe(_) => unreachable!("handled above"),
     }
