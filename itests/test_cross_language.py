@@ -165,18 +165,21 @@ def test_a_go_pipeline_counts_with_a_python_transform(
   words = _words(3, 500)
   binary = go_pipeline('pytransform')
   out = tmp_path / 'counts.txt'
+  app_id = make_app_id('go-python')
   run = subprocess.run([
       binary,
+      '--runner=beamkafka',
       '--endpoint=%s' % job_server.endpoint,
       '--environment_type=LOOPBACK',
       '--output=%s' % out,
       '--words=%s' % ','.join(words),
       '--python_expansion_addr=%s' % python_expansion_service,
       '--bootstrap_servers=%s' % broker,
-      '--application_id=%s' % make_app_id('go-python'),
+      '--application_id=%s' % app_id,
       '--state_dir=%s' % (tmp_path / 'state'),
   ], capture_output=True, text=True, timeout=300)
   assert run.returncode == 0, 'the Go pipeline failed:\n%s\njob server:\n%s' % (
       run.stderr[-4000:], job_server.log_text()[-4000:])
   expected = sorted('%s %d' % kv for kv in collections.Counter(words).items())
   assert sorted(out.read_text().splitlines()) == expected
+  assert 'application %s' % app_id in job_server.log_text(), 'it ran elsewhere'

@@ -92,7 +92,8 @@ if [[ ! -f "$beam/.complete" ]]; then
 fi
 mkdir -p "$work/run"
 cp "$ITESTS/go.sum" "$work/run/go.sum"
-{ cat "$ITESTS/go.mod"; echo; echo "replace $MODULE $version => ../beam-sdks-$version"; } > "$work/run/go.mod"
+# (itests/go's relative replace of the product's Go package, made absolute.)
+{ sed "s|=> \.\./\.\./go\$|=> $REPO_ROOT/go|" "$ITESTS/go.mod"; echo; echo "replace $MODULE $version => ../beam-sdks-$version"; } > "$work/run/go.mod"
 
 logs="$work/logs/$(date +%Y%m%d-%H%M%S)"
 mkdir -p "$logs"

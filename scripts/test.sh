@@ -31,6 +31,10 @@ k8s_rc=0; run k8s "$REPO_ROOT/scripts/k8s-validate.sh" || k8s_rc=$?
 log "unit tests (cargo test)"
 cargo_rc=0; run cargo bash -c "cd '$REPO_ROOT' && cargo test --locked --workspace" || cargo_rc=$?
 
+# The Go package users import (go/beamkafka): formatted, vetted, its tests.
+log "the Go package (gofmt, go vet, go test)"
+gopkg_rc=0; run go-package "$REPO_ROOT/scripts/go-package.sh" || gopkg_rc=$?
+
 # The decoders' fuzz targets, briefly (scripts/fuzz.sh 600 is the long run).
 log "fuzz smoke run (10 s per target)"
 fuzz_rc=0; run fuzz env FUZZ_DIR="$BEAM_KAFKA_CACHE/fuzz-ci" "$REPO_ROOT/scripts/fuzz.sh" 10 || fuzz_rc=$?
@@ -118,8 +122,9 @@ if [[ $bench_rc -ne 0 ]]; then echo "the benchmark smoke run failed (see above)"
 if [[ $lint_rc -ne 0 ]]; then echo "cargo fmt or clippy found problems (see above)"; fi
 if [[ $package_rc -ne 0 ]]; then echo "the wheel or cargo install failed (see above)"; fi
 if [[ $go_rc -ne 0 ]]; then echo "Beam's Go integration tests failed (see above)"; fi
+if [[ $gopkg_rc -ne 0 ]]; then echo "the Go package (go/) is not gofmt-clean, or go vet or its tests failed (see above)"; fi
 if [[ $java_rc -ne 0 ]]; then echo "Beam's Java ValidatesRunner tests failed (see above)"; fi
 if [[ $k8s_rc -ne 0 ]]; then echo "a Kubernetes manifest under ops/kubernetes is invalid (see above)"; fi
 if [[ $fuzz_rc -ne 0 ]]; then echo "a fuzz target found a crash (see above; its input is under $BEAM_KAFKA_CACHE/fuzz-ci/artifacts)"; fi
-if [[ $k8s_rc -ne 0 || $fuzz_rc -ne 0 || $lint_rc -ne 0 || $package_rc -ne 0 || $go_rc -ne 0 || $java_rc -ne 0 || $cargo_rc -ne 0 || $pytest_rc -ne 0 || $suite_rc -ne 0 || $bench_rc -ne 0 ]]; then exit 1; fi
+if [[ $gopkg_rc -ne 0 || $k8s_rc -ne 0 || $fuzz_rc -ne 0 || $lint_rc -ne 0 || $package_rc -ne 0 || $go_rc -ne 0 || $java_rc -ne 0 || $cargo_rc -ne 0 || $pytest_rc -ne 0 || $suite_rc -ne 0 || $bench_rc -ne 0 ]]; then exit 1; fi
 exit 0

@@ -6,6 +6,7 @@ mod options;
 mod parse;
 pub mod secrets;
 pub mod spelling;
+mod text_list;
 mod value;
 
 pub use options::{OptionKind, OptionSpec, OPTIONS};

@@ -211,3 +211,44 @@ pub static OPTIONS: &[OptionSpec] = &[
 pub fn spec(name: &str) -> Option<&'static OptionSpec> {
     OPTIONS.iter().find(|o| o.name == name)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The Go package's and the Java module's options, as compiled in.
+    const GO_OPTIONS: &str = include_str!("../../go/beamkafka/options.go");
+    const JAVA_OPTIONS: &str = include_str!("../../java/src/main/java/dev/beamkafka/runner/BeamKafkaPipelineOptions.java");
+
+    fn camel(name: &str) -> String {
+        name.split('_').map(|w| w[..1].to_uppercase() + &w[1..]).collect()
+    }
+
+    #[test]
+    fn the_go_package_and_the_java_module_define_every_option_with_its_kind() {
+        for o in OPTIONS {
+            let go_kind = match o.kind {
+                OptionKind::String => "String",
+                OptionKind::Integer => "Integer",
+                OptionKind::Boolean => "Boolean",
+                OptionKind::Array => "List",
+            };
+            let go = format!("{{\"{}\", {go_kind}, ", o.name);
+            assert!(GO_OPTIONS.contains(&go), "go/beamkafka/options.go lacks {go}");
+            // Beam Java sends a getter's property in snake case: getMaxBundleSize → max_bundle_size.
+            // sdk_worker_parallelism is PortablePipelineOptions' own.
+            if o.name == "sdk_worker_parallelism" {
+                continue;
+            }
+            let java_type = match o.kind {
+                OptionKind::String => "String",
+                OptionKind::Integer => "Integer",
+                OptionKind::Boolean => "Boolean",
+                OptionKind::Array => "List<String>",
+            };
+            let getter = format!("{java_type} get{}();", camel(o.name));
+            assert!(JAVA_OPTIONS.contains(&getter), "BeamKafkaPipelineOptions lacks {getter}");
+        }
+        assert_eq!(GO_OPTIONS.matches("{\"").count(), OPTIONS.len(), "the Go package defines an option the job server lacks");
+    }
+}

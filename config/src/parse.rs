@@ -156,7 +156,8 @@ impl Reader<'_> {
                 }
                 out
             }
-            Some(OptionValue::String(s)) => vec![s.clone()],
+            // Go sends a repeated flag as a JSON list, one value as itself.
+            Some(OptionValue::String(s)) => crate::text_list::json_strings(s).unwrap_or_else(|| vec![s.clone()]),
             Some(v) => {
                 self.fail(name, format!("expected a list of key=value texts, got {v:?}"));
                 Vec::new()
@@ -411,6 +412,14 @@ mod tests {
         assert_eq!(errs.len(), 2);
         assert!(errs[0].message.contains("group.id"));
         assert!(errs[1].message.contains("novalue"));
+        // Go sends a repeated flag as one text, a JSON list.
+        let go = RunnerOptions::parse(&opts(&[("application_id", s("a")), ("kafka_property", s(r#"["security.protocol=SSL","b=c=d"]"#))]))
+            .unwrap();
+        assert_eq!(go.kafka_properties, vec![("security.protocol".into(), "SSL".into()), ("b".to_string(), "c=d".to_string())]);
+        let one = RunnerOptions::parse(&opts(&[("application_id", s("a")), ("kafka_property", s("security.protocol=SSL"))])).unwrap();
+        assert_eq!(one.kafka_properties, vec![("security.protocol".to_string(), "SSL".to_string())]);
+        let errs = errors_for(&[("application_id", s("a")), ("kafka_property", s(r#"["group.id=x","novalue"]"#))]);
+        assert_eq!(errs.len(), 2, "{errs:?}");
         let errs = errors_for(&[
             ("application_id", s("a")),
             (

@@ -18,16 +18,15 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/state"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners/universal"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
+
+	// The beamkafka runner, and beam-kafka's options as flags.
+	_ "beamkafka.dev/go/beamkafka"
 )
 
 var (
 	output = flag.String("output", "", "File the pipeline appends its lines to.")
 	words  = flag.String("words", "apple,pear,peach,apple,apple,pear", "Comma-separated input words.")
-	// beam-kafka's options: the Go SDK sends every flag a program defines.
-	_ = flag.String("bootstrap_servers", "", "beam-kafka: the Kafka brokers.")
-	_ = flag.String("application_id", "", "beam-kafka: the application id.")
-	_ = flag.String("state_dir", "", "beam-kafka: where task state lives.")
 )
 
 // countFn keeps, per word, a map of counters and a set of the counts seen.
@@ -108,7 +107,7 @@ func main() {
 		Seen:     state.MakeSetState[string]("seen"),
 	}, kvs)
 	beam.ParDo0(s, writeLine, lines)
-	if _, err := universal.Execute(context.Background(), p); err != nil {
+	if err := beamx.Run(context.Background(), p); err != nil {
 		log.Fatalf("pipeline failed: %v", err)
 	}
 }

@@ -17,18 +17,18 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/util/reflectx"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners/universal"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
+
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/transforms/xlang/python"
+
+	// The beamkafka runner, and beam-kafka's options as flags.
+	_ "beamkafka.dev/go/beamkafka"
 )
 
 var (
 	output    = flag.String("output", "", "File the pipeline appends its lines to.")
 	words     = flag.String("words", "a,b,a", "Comma-separated input words.")
 	expansion = flag.String("python_expansion_addr", "", "The Python expansion service (host:port).")
-	// beam-kafka's options: the Go SDK sends every flag a program defines.
-	_ = flag.String("bootstrap_servers", "", "beam-kafka: the Kafka brokers.")
-	_ = flag.String("application_id", "", "beam-kafka: the application id.")
-	_ = flag.String("state_dir", "", "beam-kafka: where task state lives.")
 )
 
 // noArgs is the (empty) argument list of the Python constructor.
@@ -70,7 +70,7 @@ func main() {
 	counted := beam.CrossLanguage(s, "beam:transforms:python:fully_qualified_named", beam.CrossLanguagePayload(count),
 		*expansion, beam.UnnamedInput(col), outT)
 	beam.ParDo0(s, writeCount, counted[beam.UnnamedOutputTag()])
-	if _, err := universal.Execute(context.Background(), p); err != nil {
+	if err := beamx.Run(context.Background(), p); err != nil {
 		log.Fatalf("pipeline failed: %v", err)
 	}
 }

@@ -76,4 +76,51 @@ public interface BeamKafkaPipelineOptions extends PortablePipelineOptions {
   String getJobServerToken();
 
   void setJobServerToken(String value);
+
+  @Description("Records a source task takes from Kafka per poll, separate from maxBundleSize.")
+  Integer getReadMaxElementsPerPoll();
+
+  void setReadMaxElementsPerPoll(Integer value);
+
+  @Description("Longest time one poll may wait for more records to fill its batch, in milliseconds.")
+  Integer getReadMaxPollTimeMs();
+
+  void setReadMaxPollTimeMs(Integer value);
+
+  @Description("A caught-up, silent KafkaIO partition moves its watermark to now minus this, in milliseconds.")
+  Integer getReadIdleTimeoutMs();
+
+  void setReadIdleTimeoutMs(Integer value);
+
+  @Description("Bundles of an unbounded source between stores of its checkpoint mark.")
+  Integer getReadCheckpointNumBundles();
+
+  void setReadCheckpointNumBundles(Integer value);
+
+  @Description("Consumer group session timeout, in milliseconds.")
+  Integer getSessionTimeoutMs();
+
+  void setSessionTimeoutMs(Integer value);
+
+  @Description("Memory the RocksDB state stores of one process share, in MiB.")
+  Integer getStateStoreMemoryMb();
+
+  void setStateStoreMemoryMb(Integer value);
+
+  @Description("Memory the GroupByKeys of a batch job hold in one process before spilling, in MiB.")
+  Integer getGroupByKeyMemoryMb();
+
+  void setGroupByKeyMemoryMb(Integer value);
+
+  @Description("Under exactly_once: how long a transaction may stay open, in milliseconds.")
+  Integer getTransactionTimeoutMs();
+
+  void setTransactionTimeoutMs(Integer value);
+
+  @Description("A task with work and no progress this long is named in the job's messages; 0: off.")
+  Integer getStallWarningMs();
+
+  void setStallWarningMs(Integer value);
+
+  // sdkWorkerParallelism comes from PortablePipelineOptions.
 }
