@@ -23,7 +23,14 @@ impl JavaHarnessSetup {
     /// The jars of `dir` (sorted, for a stable classpath) and the `java` of
     /// `JAVA_HOME`, else of the PATH.
     pub fn from_dir(dir: &Path) -> Result<JavaHarnessSetup, String> {
-        let entries = std::fs::read_dir(dir).map_err(|e| format!("cannot read the Java harness directory {}: {e}", dir.display()))?;
+        JavaHarnessSetup::from_jar_dir(dir, "beam-sdks-java-harness")
+            .map_err(|e| format!("{e} (scripts/java-harness.sh fills a Java harness directory)"))
+    }
+
+    /// The same for any directory of Beam's jars that must hold `required`
+    /// (the jar of its main class).
+    pub fn from_jar_dir(dir: &Path, required: &str) -> Result<JavaHarnessSetup, String> {
+        let entries = std::fs::read_dir(dir).map_err(|e| format!("cannot read the directory {}: {e}", dir.display()))?;
         let mut jars: Vec<String> = entries
             .filter_map(Result::ok)
             .map(|e| e.path())
@@ -31,11 +38,8 @@ impl JavaHarnessSetup {
             .map(|p| p.display().to_string())
             .collect();
         jars.sort();
-        if !jars.iter().any(|j| j.contains("beam-sdks-java-harness")) {
-            return Err(format!(
-                "the Java harness directory {} holds no beam-sdks-java-harness jar (scripts/java-harness.sh fills it)",
-                dir.display()
-            ));
+        if !jars.iter().any(|j| j.contains(required)) {
+            return Err(format!("the directory {} holds no {required} jar", dir.display()));
         }
         let java = std::env::var_os("JAVA_HOME").map(|h| PathBuf::from(h).join("bin/java")).filter(|j| j.exists());
         Ok(JavaHarnessSetup { java: java.unwrap_or_else(|| PathBuf::from("java")), jars })

@@ -9,6 +9,7 @@ pub mod deferred;
 pub mod descriptor;
 pub mod envelope;
 pub mod expansion;
+pub mod expansion_route;
 pub mod expiry;
 pub mod failure;
 pub mod fusion;

@@ -9,6 +9,7 @@ use beam_kafka_fnapi::FnApiServer;
 use beam_kafka_proto::expansion;
 use beam_kafka_proto::job_management as jm;
 
+use crate::expansion_backends::{ExpansionBackends, Launch};
 use crate::{artifacts, auth, execution, expansion_service, job_service, jobs, otel, policy, status_server, tls};
 
 #[derive(clap::Args)]
@@ -61,6 +62,25 @@ pub struct JobServerArgs {
     /// Python's expansion services name by default) run as that process.
     #[arg(long, env = "BEAM_KAFKA_PYTHON_HARNESS_COMMAND")]
     python_harness_command: Option<String>,
+    /// A directory of the jars of Beam's Java expansion service
+    /// (scripts/java-harness.sh --expansion-service fills one): Java
+    /// transforms sent to this job server's expansion service are expanded
+    /// by it, started on demand (their harnesses need --java-harness-dir).
+    #[arg(long, env = "BEAM_KAFKA_JAVA_EXPANSION_DIR")]
+    java_expansion_dir: Option<PathBuf>,
+    /// Java classes clients may name for that service to look up
+    /// (JavaExternalTransform): a file in the format of Beam's
+    /// --javaClassLookupAllowlistFile, or `*` for any class (the default
+    /// with --trust-clients; otherwise none).
+    #[arg(long)]
+    java_class_lookup_allowlist: Option<String>,
+    /// The command that runs Beam's Python expansion service here, e.g.
+    /// "python -m apache_beam.runners.portability.expansion_service_main
+    /// --fully_qualified_name_glob=*" (`--port` is added): Python
+    /// transforms sent to this job server's expansion service are expanded
+    /// by it, started on demand.
+    #[arg(long, env = "BEAM_KAFKA_PYTHON_EXPANSION_COMMAND")]
+    python_expansion_command: Option<String>,
     /// The Kafka servers of jobs that name none (--bootstrap_servers), so a
     /// Beam example that cannot pass runner options runs unmodified.
     #[arg(long, env = "BEAM_KAFKA_BOOTSTRAP_SERVERS")]
@@ -84,6 +104,20 @@ pub struct JobServerArgs {
     otel: otel::OtelArgs,
     #[command(flatten)]
     ui: status_server::UiArgs,
+}
+
+/// The Java and Python expansion services this job server may start.
+fn expansion_backends(args: &JobServerArgs) -> anyhow::Result<ExpansionBackends> {
+    let allowlist = args.java_class_lookup_allowlist.clone().or_else(|| args.trust_clients.then(|| "*".to_string()));
+    let java = args.java_expansion_dir.as_deref().map(|d| Launch::java(d, allowlist.as_deref())).transpose().map_err(anyhow::Error::msg)?;
+    let python = args.python_expansion_command.as_deref().map(Launch::python).transpose().map_err(anyhow::Error::msg)?;
+    if java.is_some() {
+        tracing::info!("Java transforms are expanded by Beam's Java expansion service, started on demand");
+    }
+    if python.is_some() {
+        tracing::info!("Python transforms are expanded by Beam's Python expansion service, started on demand");
+    }
+    Ok(ExpansionBackends::new(java, python))
 }
 
 async fn bind(host: &str, port: u16, what: &str) -> anyhow::Result<tokio::net::TcpListener> {
@@ -178,11 +212,19 @@ pub async fn serve(args: JobServerArgs) -> anyhow::Result<()> {
         )
         .serve_with_incoming(beam_kafka_fnapi::incoming(job_listener));
     let expansion_addr = expansion_listener.local_addr()?;
+    let backends = std::sync::Arc::new(expansion_backends(&args)?);
     let expansion = tls::builder(&tls)?
         .add_service(
-            expansion::expansion_service_server::ExpansionServiceServer::new(expansion_service::KafkaExpansion { auth })
-                .max_decoding_message_size(256 << 20)
-                .max_encoding_message_size(256 << 20),
+            expansion::expansion_service_server::ExpansionServiceServer::new(expansion_service::Expansion {
+                auth,
+                backends: backends.clone(),
+            })
+            .max_decoding_message_size(256 << 20)
+            .max_encoding_message_size(256 << 20),
+        )
+        .add_service(
+            jm::artifact_retrieval_service_server::ArtifactRetrievalServiceServer::new(expansion_service::ExpansionArtifacts { backends })
+                .max_encoding_message_size(64 << 20),
         )
         .serve_with_incoming(beam_kafka_fnapi::incoming(expansion_listener));
     // Finished and abandoned jobs are forgotten after --job-ttl-secs, and

@@ -4,6 +4,7 @@ mod auth;
 mod describe;
 mod drain;
 mod execution;
+mod expansion_backends;
 mod expansion_service;
 mod job_client;
 mod job_server;
@@ -57,7 +58,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve the Beam Job API; pipelines submitted to it run on Kafka.
-    JobServer(job_server::JobServerArgs),
+    JobServer(Box<job_server::JobServerArgs>),
     /// Print the Kafka topology a saved pipeline would run as (text, Graphviz
     /// DOT, or an SVG or HTML picture).
     Describe(describe::DescribeArgs),
@@ -113,7 +114,7 @@ fn run() -> anyhow::Result<()> {
     }
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     match cli.command {
-        Command::JobServer(args) => runtime.block_on(job_server::serve(args)),
+        Command::JobServer(args) => runtime.block_on(job_server::serve(*args)),
         Command::Run(args) => runtime.block_on(run::run(args)),
         Command::Drain(args) => runtime.block_on(drain::drain(args)),
         Command::Jobs(args) => runtime.block_on(job_client::list(args)),
