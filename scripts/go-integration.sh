@@ -120,6 +120,15 @@ if [[ -z "$endpoint" && $short -eq 0 ]] && command -v java >/dev/null && command
 fi
 binary="${BEAM_KAFKA_BINARY:-$REPO_ROOT/bin/beam-kafka}"
 [[ -x "$binary" ]] || binary="$("$REPO_ROOT/scripts/build.sh")"
+# Python's transforms (TestDataframe, under the label python_transform) are
+# expanded by the job server's forwarding to Python's expansion service
+# (--python-expansion-command), their harnesses run as --python-harness-command.
+python_flags=()
+if [[ -z "$endpoint" && $short -eq 0 ]]; then
+  py="$("$REPO_ROOT/scripts/python-env.sh")"
+  python_flags=(--python-harness-command "$py -m beam_kafka.boot"
+                --python-expansion-command "$py -m apache_beam.runners.portability.expansion_service_main --fully_qualified_name_glob=*")
+fi
 if [[ -z "$endpoint" ]]; then
   # Free ports picked here: with --job-port 0 the server logs the port asked for.
   read -r job_port artifact_port expansion_port < <(free_ports 3)
@@ -127,7 +136,7 @@ if [[ -z "$endpoint" ]]; then
   if [[ -n "$test_expansion" ]]; then java_flags=(--java-harness-dir "$("$REPO_ROOT/scripts/java-harness.sh")"); fi
   "$binary" job-server --job-port "$job_port" --artifact-port "$artifact_port" --expansion-port "$expansion_port" \
     --trust-clients --artifacts-dir "$logs/artifacts" --state-root "$logs/state" --default-bootstrap-servers "$bootstrap" \
-    "${java_flags[@]}" > "$logs/job-server.log" 2>&1 &
+    "${java_flags[@]}" "${python_flags[@]}" > "$logs/job-server.log" 2>&1 &
   server_pid=$!
   cleanup=("kill $server_pid; wait $server_pid 2>/dev/null" "${cleanup[@]}")
   endpoint="localhost:$job_port" expansion="localhost:$expansion_port"
@@ -169,6 +178,19 @@ if [[ -n "$test_expansion" ]]; then
 else
   { cat "$SKIPS"; echo "TestXLang_.* # needs Java and Maven: the Java test expansion service (dev.beamkafka.xlang) and Java harnesses"; } > "$logs/skips-java.txt"
   SKIPS="$logs/skips-java.txt"
+fi
+if [[ ${#python_flags[@]} -gt 0 ]]; then
+  pipeline_flags+=(-expansion_addr="python_transform:$expansion")
+  # TestSklearnInference's model, where the test looks for it (Beam's own
+  # build trains the same: an SVC predicting 0 for [0, 0] and 1 for [1, 1]).
+  mkdir -p /tmp/staged
+  "$py" -c "import pickle; from sklearn import svm; m = svm.SVC(); m.fit([[0, 0], [1, 1]], [0, 1]); pickle.dump(m, open('/tmp/staged/sklearn_model', 'wb'))"
+else
+  { cat "$SKIPS"
+    echo "TestDataframe # needs Python's expansion service: the job server this script starts forwards to it (not with --short or --endpoint)"
+    echo "TestSklearnInference # needs Python's expansion service: the job server this script starts forwards to it (not with --short or --endpoint)"
+  } > "$logs/skips-python.txt"
+  SKIPS="$logs/skips-python.txt"
 fi
 # Beam's Kafka IO test expands ReadFromKafka/WriteToKafka at the "io" service: ours.
 if [[ -n "$expansion" ]]; then
