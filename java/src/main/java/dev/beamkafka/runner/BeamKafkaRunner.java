@@ -53,6 +53,14 @@ public class BeamKafkaRunner extends PipelineRunner<PipelineResult> {
   private static final String ORPHAN_CHANNELS =
       "org.apache.beam.vendor.grpc.v1p69p0.io.grpc.internal.ManagedChannelOrphanWrapper";
 
+  /**
+   * The same report in this JVM (LOOPBACK harnesses run here, and a channel may be collected
+   * before a harness set its levels or after it reset them): held, since java.util.logging keeps
+   * loggers weakly and a collected one would forget its filter.
+   */
+  private static final java.util.logging.Logger ORPHAN_LOGGER =
+      java.util.logging.Logger.getLogger(ORPHAN_CHANNELS);
+
   static final String DEFAULT_JOB_ENDPOINT = "localhost:8099";
 
   private final BeamKafkaPipelineOptions options;
@@ -160,6 +168,8 @@ public class BeamKafkaRunner extends PipelineRunner<PipelineResult> {
     }
     if (!overrides.containsKey(ORPHAN_CHANNELS)) {
       overrides.addOverrideForName(ORPHAN_CHANNELS, SdkHarnessOptions.LogLevel.OFF);
+      // A filter, not a level: a harness's logging set-up resets levels, and keeps filters.
+      ORPHAN_LOGGER.setFilter(record -> false);
     }
     harness.setSdkHarnessLogLevelOverrides(overrides);
   }
