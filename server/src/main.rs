@@ -7,6 +7,7 @@ mod execution;
 mod expansion_backends;
 mod expansion_service;
 mod job_client;
+mod job_events;
 mod job_server;
 mod job_service;
 mod jobs;
