@@ -16,7 +16,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 use crate::jobs::Jobs;
 
-const FILE_TYPE: &str = "beam:artifact:type:file:v1";
+pub(crate) const FILE_TYPE: &str = "beam:artifact:type:file:v1";
 const STAGING_TO_ROLE: &str = "beam:artifact:role:staging_to:v1";
 
 /// A name safe to use as one file name inside a directory we own.
@@ -203,7 +203,16 @@ pub struct Retrieval {
     pub staged_only: Option<PathBuf>,
 }
 
-type Chunks = Pin<Box<dyn Stream<Item = Result<jm::GetArtifactResponse, Status>> + Send>>;
+pub(crate) type Chunks = Pin<Box<dyn Stream<Item = Result<jm::GetArtifactResponse, Status>> + Send>>;
+
+/// A local file as `GetArtifact` answers it, in chunks of 1 MiB; `shown` is
+/// how an error names it.
+pub(crate) async fn file_chunks(path: &std::path::Path, shown: &str) -> Result<Chunks, Status> {
+    let data = tokio::fs::read(path).await.map_err(|e| Status::not_found(format!("artifact {shown}: {e}")))?;
+    let chunks: Vec<Result<jm::GetArtifactResponse, Status>> =
+        data.chunks(1 << 20).map(|c| Ok(jm::GetArtifactResponse { data: c.to_vec() })).collect();
+    Ok(Box::pin(futures::stream::iter(chunks)))
+}
 
 impl Retrieval {
     fn dependencies<T>(&self, request: &Request<T>) -> Result<Vec<pb::ArtifactInformation>, Status> {
@@ -244,10 +253,7 @@ impl jm::artifact_retrieval_service_server::ArtifactRetrievalService for Retriev
             }
             None => PathBuf::from(&p.path),
         };
-        let data = tokio::fs::read(&path).await.map_err(|e| Status::not_found(format!("artifact {}: {e}", p.path)))?;
-        let chunks: Vec<Result<jm::GetArtifactResponse, Status>> =
-            data.chunks(1 << 20).map(|c| Ok(jm::GetArtifactResponse { data: c.to_vec() })).collect();
-        Ok(Response::new(Box::pin(futures::stream::iter(chunks))))
+        Ok(Response::new(file_chunks(&path, &p.path).await?))
     }
 }
 

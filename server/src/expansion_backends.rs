@@ -20,13 +20,16 @@ use tonic::transport::Channel;
 /// Beam's jars, a Python interpreter importing Beam: seconds).
 const START_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// How to start one expansion service: a program and its arguments, and
-/// how it is told its port.
+/// How to start one expansion service: a program, its arguments up to its
+/// port, how the port is given, and the arguments after it.
 #[derive(Clone, Debug)]
 pub struct Launch {
     program: PathBuf,
-    args: Vec<String>,
-    port_args: fn(u16) -> Vec<String>,
+    before_port: Vec<String>,
+    /// The flag the port follows (Python's `--port`); none: the port is an
+    /// argument of its own (Java's, after the main class).
+    port_flag: Option<&'static str>,
+    after_port: Vec<String>,
     /// What to tell a user whose job needs it when it cannot start.
     what: &'static str,
 }
@@ -37,12 +40,13 @@ impl Launch {
     /// `--javaClassLookupAllowlistFile`, or `*`: any class).
     pub fn java(dir: &std::path::Path, allowlist: Option<&str>) -> Result<Launch, String> {
         let setup = beam_kafka_fnapi::java_harness::JavaHarnessSetup::from_jar_dir(dir, "beam-sdks-java-expansion-service")?;
-        let mut args = vec!["-cp".to_string(), setup.jars.join(":"), "org.apache.beam.sdk.expansion.service.ExpansionService".into()];
-        // The port comes right after the main class.
-        let allow: Vec<String> = allowlist.map(|a| format!("--javaClassLookupAllowlistFile={a}")).into_iter().collect();
-        args.push(String::new());
-        args.extend(allow);
-        Ok(Launch { program: setup.java, args, port_args: |_| Vec::new(), what: "Java expansion service" })
+        Ok(Launch {
+            program: setup.java,
+            before_port: vec!["-cp".into(), setup.jars.join(":"), "org.apache.beam.sdk.expansion.service.ExpansionService".into()],
+            port_flag: None,
+            after_port: allowlist.map(|a| format!("--javaClassLookupAllowlistFile={a}")).into_iter().collect(),
+            what: "Java expansion service",
+        })
     }
 
     /// Python's expansion service, as `command` runs it (e.g. `python -m
@@ -53,18 +57,16 @@ impl Launch {
         let program = words.next().ok_or("--python-expansion-command is empty")?;
         Ok(Launch {
             program: program.into(),
-            args: words.collect(),
-            port_args: |port| vec!["--port".into(), port.to_string()],
+            before_port: words.collect(),
+            port_flag: Some("--port"),
+            after_port: Vec::new(),
             what: "Python expansion service",
         })
     }
 
     fn command(&self, port: u16) -> Command {
         let mut c = Command::new(&self.program);
-        // Java's service takes its port as the argument after its main class
-        // (the empty placeholder); Python's as --port.
-        c.args(self.args.iter().map(|a| if a.is_empty() { port.to_string() } else { a.clone() }));
-        c.args((self.port_args)(port));
+        c.args(&self.before_port).args(self.port_flag).arg(port.to_string()).args(&self.after_port);
         c
     }
 }
@@ -225,8 +227,9 @@ mod tests {
         assert!(Launch::python("  ").is_err());
         let java = Launch {
             program: "java".into(),
-            args: vec!["-cp".into(), "a.jar".into(), "Main".into(), String::new(), "--javaClassLookupAllowlistFile=*".into()],
-            port_args: |_| Vec::new(),
+            before_port: vec!["-cp".into(), "a.jar".into(), "Main".into()],
+            port_flag: None,
+            after_port: vec!["--javaClassLookupAllowlistFile=*".into()],
             what: "Java expansion service",
         };
         assert_eq!(args(&java.command(4200)), ["-cp", "a.jar", "Main", "4200", "--javaClassLookupAllowlistFile=*"]);
@@ -245,7 +248,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_service_that_ends_as_it_starts_is_reported() {
-        let launch = Launch { program: "false".into(), args: vec![], port_args: |_| Vec::new(), what: "Java expansion service" };
+        let launch =
+            Launch { program: "false".into(), before_port: vec![], port_flag: None, after_port: vec![], what: "Java expansion service" };
         let backends = ExpansionBackends::new(Some(launch), None);
         let error = backends.client(Backend::Java).await.unwrap_err();
         assert!(error.contains("ended as it started"), "{error}");

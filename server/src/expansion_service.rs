@@ -6,16 +6,15 @@
 //! says which). The same port serves the files those services named as
 //! their environments' dependencies: the client fetches them from here to
 //! stage them with its job.
-use std::pin::Pin;
 use std::sync::Arc;
 
 use beam_kafka_proto::{expansion, job_management as jm, pipeline as pb};
 use beam_kafka_runtime::expansion::expand;
 use beam_kafka_runtime::expansion_route::{backend_of, deferred_dependencies, file_dependencies, files_of, Backend};
-use futures::Stream;
 use prost::Message;
 use tonic::{Request, Response, Status};
 
+use crate::artifacts::{file_chunks, Chunks, FILE_TYPE};
 use crate::expansion_backends::{not_configured, ExpansionBackends};
 
 pub struct Expansion {
@@ -99,10 +98,6 @@ pub struct ExpansionArtifacts {
     pub backends: Arc<ExpansionBackends>,
 }
 
-type Chunks = Pin<Box<dyn Stream<Item = Result<jm::GetArtifactResponse, Status>> + Send>>;
-
-const FILE_TYPE: &str = "beam:artifact:type:file:v1";
-
 #[tonic::async_trait]
 impl jm::artifact_retrieval_service_server::ArtifactRetrievalService for ExpansionArtifacts {
     type GetArtifactStream = Chunks;
@@ -132,9 +127,6 @@ impl jm::artifact_retrieval_service_server::ArtifactRetrievalService for Expansi
         if !self.backends.may_serve(&p.path) {
             return Err(Status::permission_denied("only the dependencies of an expansion made here are served"));
         }
-        let data = tokio::fs::read(&p.path).await.map_err(|e| Status::not_found(format!("artifact {}: {e}", p.path)))?;
-        let chunks: Vec<Result<jm::GetArtifactResponse, Status>> =
-            data.chunks(1 << 20).map(|c| Ok(jm::GetArtifactResponse { data: c.to_vec() })).collect();
-        Ok(Response::new(Box::pin(futures::stream::iter(chunks))))
+        Ok(Response::new(file_chunks(std::path::Path::new(&p.path), &p.path).await?))
     }
 }
