@@ -31,9 +31,10 @@ SESSION_TIMEOUT = ['--session_timeout_ms=6000', '--streaming']
 
 class Copy:
   """One `beam-kafka run` process; its output is kept for assertions."""
-  def __init__(self, binary, pipeline, broker, app_id, state_dir, extra=()):
+  def __init__(self, binary, pipeline, broker, app_id, state_dir, extra=(),
+               run_flags=()):
     self.proc = _run_command(binary, pipeline, broker, app_id, state_dir,
-                             *SESSION_TIMEOUT, *extra)
+                             *SESSION_TIMEOUT, *extra, run_flags=run_flags)
     self.lines = []
     self._reader = threading.Thread(target=self._read, daemon=True)
     self._reader.start()

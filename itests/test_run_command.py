@@ -64,14 +64,15 @@ def _save_word_count(job_server, broker, source, sink, path, window_secs=None,
 
 
 def _run_command(binary, pipeline, broker, app_id, state_dir, *extra,
-                 stdout=subprocess.PIPE):
+                 stdout=subprocess.PIPE, run_flags=()):
   env = dict(os.environ)
   # The harness unpickles this module's functions.
   env['PYTHONPATH'] = os.pathsep.join(
       [str(Path(__file__).parent), env.get('PYTHONPATH', '')])
   return subprocess.Popen(
       [binary, 'run', '--pipeline', str(pipeline),
-       '--sdk-worker-command', '%s -m beam_kafka.boot' % sys.executable, '--',
+       '--sdk-worker-command', '%s -m beam_kafka.boot' % sys.executable,
+       *run_flags, '--',
        '--bootstrap_servers=%s' % broker, '--application_id=%s' % app_id,
        '--state_dir=%s' % state_dir] + list(extra),
       env=env, stdout=stdout, stderr=subprocess.STDOUT)

@@ -17,6 +17,7 @@ pub(crate) async fn cleanup(admin: &Admin, input: &JobInput, events: &mpsc::Unbo
     let mut names: Vec<String> = input.plan.runner_topics().map(|t| t.name.clone()).collect();
     names.extend(input.plan.sub_topologies.iter().map(|s| changelog_topic(&input.options.application_id, s.id)));
     names.push(control::control_topic(&input.options.application_id));
+    names.push(crate::copies::copies_topic(&input.options.application_id));
     names.push(crate::identity::plan_topic(&input.options.application_id));
     // A drained job ended where its sources stopped: a restart reads on from
     // there, so their positions outlive the group.

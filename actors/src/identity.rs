@@ -51,9 +51,10 @@ pub async fn earlier_run(opts: &RunnerOptions) -> Result<Earlier, String> {
                 return Ok(Earlier::Plan(identity::decode(&m)));
             }
         }
-        // A control topic alone is a drain asked before any run.
-        let control = crate::control::control_topic(app);
-        left.retain(|t| *t != control && *t != plan);
+        // A control topic alone is a drain asked before any run; a copies
+        // topic alone, the reports of a run that never recorded a plan.
+        let (control, copies) = (crate::control::control_topic(app), crate::copies::copies_topic(app));
+        left.retain(|t| *t != control && *t != plan && *t != copies);
         Ok(if left.is_empty() { Earlier::Nothing } else { Earlier::Unrecorded(left) })
     })
     .await
@@ -62,7 +63,7 @@ pub async fn earlier_run(opts: &RunnerOptions) -> Result<Earlier, String> {
 
 /// The plan topic's spec: created with the job's other topics.
 pub(crate) fn topic_spec(application_id: &str) -> TopicSpec {
-    TopicSpec { name: plan_topic(application_id), partitions: 1, compacted: true, keep_forever: true }
+    TopicSpec { name: plan_topic(application_id), partitions: 1, compacted: true, keep_forever: true, segment_ms: None }
 }
 
 /// Records this run's plan (a first run; its topics exist by now) with the

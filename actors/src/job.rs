@@ -489,14 +489,22 @@ async fn create_topics(admin: &Admin, input: &JobInput) -> Result<(), String> {
     let specs: Vec<TopicSpec> = input
         .plan
         .runner_topics()
-        .map(|t| TopicSpec { name: t.name.clone(), partitions: t.partitions, compacted: false, keep_forever: t.kind == TopicKind::Side })
+        .map(|t| TopicSpec {
+            name: t.name.clone(),
+            partitions: t.partitions,
+            compacted: false,
+            keep_forever: t.kind == TopicKind::Side,
+            segment_ms: None,
+        })
         .chain(input.plan.sub_topologies.iter().map(|s| TopicSpec {
             name: changelog_topic(&opts.application_id, s.id),
             partitions: s.partitions,
             compacted: true,
             keep_forever: false,
+            segment_ms: None,
         }))
         .chain(std::iter::once(control::topic_spec(&opts.application_id)))
+        .chain(std::iter::once(crate::copies::topic_spec(&opts.application_id)))
         .chain(input.plan_record.as_ref().map(|_| crate::identity::topic_spec(&opts.application_id)))
         .collect();
     admin.ensure_topics(&specs, opts.topic_replication_factor, config::batch_max_bytes(opts)).await.map(|_| ())

@@ -8,6 +8,7 @@
 mod bundle_state;
 mod cleanup;
 pub mod control;
+pub mod copies;
 mod copy_transaction;
 mod group_by_key;
 pub mod harnesses;

@@ -5,6 +5,7 @@ pub mod bounded_trie;
 pub mod chunks;
 pub mod coder;
 pub mod coders;
+pub mod copies;
 pub mod deferred;
 pub mod descriptor;
 pub mod envelope;

@@ -34,6 +34,9 @@ pub struct Job {
     /// of its topology (for the status page).
     pub board: std::sync::OnceLock<Arc<beam_kafka_actors::status_board::StatusBoard>>,
     pub topology_svg: std::sync::OnceLock<String>,
+    /// Once planned: this copy's reports to the application's copies topic,
+    /// and the other copies' it read.
+    pub copies: std::sync::OnceLock<Arc<beam_kafka_actors::copies::Reporting>>,
 }
 
 fn now() -> prost_types::Timestamp {
@@ -72,6 +75,7 @@ impl Job {
             staging_started: false.into(),
             board: Default::default(),
             topology_svg: Default::default(),
+            copies: Default::default(),
         }
     }
 

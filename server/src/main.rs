@@ -1,6 +1,7 @@
 //! `beam-kafka`: the job server of the beam-kafka runner.
 mod artifacts;
 mod auth;
+mod copy_view;
 mod describe;
 mod drain;
 mod execution;
@@ -20,6 +21,7 @@ mod prometheus;
 mod reset;
 mod run;
 mod status_api;
+mod status_cli;
 mod status_server;
 mod tls;
 mod user_metrics;
@@ -76,6 +78,9 @@ enum Command {
     /// Delete what runs of an application left (its runner topics, consumer
     /// group and local task stores), so the next run under its id starts afresh.
     Reset(reset::ResetArgs),
+    /// Show every copy of a running application and the tasks each runs
+    /// (from the application's copies topic).
+    Status(status_cli::StatusArgs),
 }
 
 fn main() {
@@ -121,6 +126,7 @@ fn run() -> anyhow::Result<()> {
         Command::Jobs(args) => runtime.block_on(job_client::list(args)),
         Command::Cancel(args) => runtime.block_on(job_client::cancel(args)),
         Command::Reset(args) => runtime.block_on(reset::reset(args)),
+        Command::Status(args) => runtime.block_on(status_cli::status(args)),
         Command::Describe(_) => unreachable!("handled above"),
     }
 }

@@ -13,6 +13,7 @@ use jm::job_state::Enum as State;
 use serde_json::{json, Value};
 use std::sync::atomic::Ordering;
 
+use crate::copy_view;
 use crate::jobs::{Job, Jobs};
 
 /// Events shown per job, newest kept.
@@ -40,10 +41,21 @@ fn summary(job: &Job) -> Value {
     })
 }
 
+/// One job: this copy's tasks and those the application's other copies
+/// report (each row names its copy), the copies, events and user metrics.
 pub fn job(job: &Job) -> Value {
     let mut out = summary(job);
-    let tasks: Vec<Value> = job.board.get().map(|b| b.tasks().iter().map(|(t, e)| task(b, *t, e)).collect()).unwrap_or_default();
+    let own: Vec<Value> = job.board.get().map(|b| b.tasks().iter().map(|(t, e)| task(b, *t, e)).collect()).unwrap_or_default();
+    let (copies, tasks) = match job.board.get() {
+        Some(board) => {
+            let summary = copy_view::own_summary(job, board, own.len());
+            let view = copy_view::view(&copy_view::reports(job), &board.copy, Some((summary, own)), now_ms());
+            (view.copies, view.tasks)
+        }
+        None => (Vec::new(), own),
+    };
     out["tasks"] = Value::Array(tasks);
+    out["copies"] = Value::Array(copies);
     out["events"] = Value::Array(events(job));
     let (attempted, committed) = {
         let metrics = job.metrics.lock().unwrap_or_else(|e| e.into_inner());
@@ -71,7 +83,7 @@ fn watermark_ms(w: Watermark) -> Value {
     }
 }
 
-fn task(board: &StatusBoard, id: TaskId, e: &TaskEntry) -> Value {
+pub fn task(board: &StatusBoard, id: TaskId, e: &TaskEntry) -> Value {
     let s = &e.status;
     let m = &e.meters;
     let lag = board.task_lag(s);

@@ -43,6 +43,7 @@ pub async fn start(args: &UiArgs, jobs: Arc<Jobs>, auth: Auth) -> anyhow::Result
         .await
         .with_context(|| format!("cannot listen on {}:{port} for the status page", args.ui_bind))?;
     let addr = listener.local_addr()?;
+    let _ = ADDRESS.set(reachable(addr));
     let app = Router::new()
         .route("/", get(page))
         .route("/favicon.ico", get(|| async { StatusCode::NO_CONTENT }))
@@ -59,6 +60,25 @@ pub async fn start(args: &UiArgs, jobs: Arc<Jobs>, auth: Auth) -> anyhow::Result
     });
     tracing::info!("status page on http://{addr}/");
     Ok(Some(addr))
+}
+
+static ADDRESS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Where this process's status page answers (`host:port`), if it serves one:
+/// what the other copies' pages link to.
+pub fn address() -> Option<String> {
+    ADDRESS.get().cloned()
+}
+
+/// An address bound to every interface is reached by the host's name.
+fn reachable(addr: std::net::SocketAddr) -> String {
+    if addr.ip().is_unspecified() {
+        let host = beam_kafka_actors::status_board::this_copy();
+        let host = host.rsplit_once(':').map_or(host.as_str(), |(h, _)| h);
+        format!("{host}:{}", addr.port())
+    } else {
+        addr.to_string()
+    }
 }
 
 /// The token a request presents: the Authorization header or the cookie.

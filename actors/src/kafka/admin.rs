@@ -110,6 +110,9 @@ pub struct TopicSpec {
     pub compacted: bool,
     /// Kept forever (a side input is read whole by every task that starts).
     pub keep_forever: bool,
+    /// Segments roll this often (a compacted topic whose keys are rewritten
+    /// all the time: compaction leaves the active segment alone).
+    pub segment_ms: Option<u64>,
 }
 
 impl Admin {
@@ -228,12 +231,18 @@ impl Admin {
             return Ok(Vec::new());
         }
         let max_message_bytes = max_message_bytes.to_string();
+        let segment_ms: Vec<Option<String>> = missing.iter().map(|t| t.segment_ms.map(|ms| ms.to_string())).collect();
         let new: Vec<NewTopic> = missing
             .iter()
-            .map(|t| {
+            .zip(&segment_ms)
+            .map(|(t, segment_ms)| {
                 let topic = NewTopic::new(&t.name, t.partitions as i32, TopicReplication::Fixed(replication as i32))
                     .set("max.message.bytes", &max_message_bytes);
                 let topic = if t.compacted { topic.set("cleanup.policy", "compact") } else { topic };
+                let topic = match segment_ms {
+                    Some(ms) => topic.set("segment.ms", ms),
+                    None => topic,
+                };
                 if t.keep_forever {
                     topic.set("retention.ms", "-1")
                 } else {
