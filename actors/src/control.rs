@@ -51,7 +51,7 @@ pub fn control_topic(application_id: &str) -> String {
 }
 
 pub fn topic_spec(application_id: &str) -> TopicSpec {
-    TopicSpec { name: control_topic(application_id), partitions: 1, compacted: false, keep_forever: false, segment_ms: None }
+    TopicSpec { name: control_topic(application_id), partitions: 1, compacted: false, keep_forever: false, segment_ms: None, grows: false }
 }
 
 /// Writes a request (`DRAIN`), creating the topic if needed.

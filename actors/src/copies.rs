@@ -30,7 +30,14 @@ pub fn copies_topic(application_id: &str) -> String {
 /// active segment, so segments roll every minute: the topic then holds
 /// about one report per copy, not every report ever written.
 pub fn topic_spec(application_id: &str) -> TopicSpec {
-    TopicSpec { name: copies_topic(application_id), partitions: 1, compacted: true, keep_forever: false, segment_ms: Some(60_000) }
+    TopicSpec {
+        name: copies_topic(application_id),
+        partitions: 1,
+        compacted: true,
+        keep_forever: false,
+        segment_ms: Some(60_000),
+        grows: false,
+    }
 }
 
 /// The last report read of one copy.
@@ -66,7 +73,7 @@ impl Reader {
         if self.assigned {
             return Ok(true);
         }
-        if !crate::kafka::partition_count(&self.consumer, &self.topic, READ_TIMEOUT)?.is_some_and(|n| n > 0) {
+        if crate::kafka::partition_count(&self.consumer, &self.topic, READ_TIMEOUT)?.unwrap_or(0) == 0 {
             return Ok(false);
         }
         let mut tpl = TopicPartitionList::new();

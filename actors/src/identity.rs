@@ -63,7 +63,7 @@ pub async fn earlier_run(opts: &RunnerOptions) -> Result<Earlier, String> {
 
 /// The plan topic's spec: created with the job's other topics.
 pub(crate) fn topic_spec(application_id: &str) -> TopicSpec {
-    TopicSpec { name: plan_topic(application_id), partitions: 1, compacted: true, keep_forever: true, segment_ms: None }
+    TopicSpec { name: plan_topic(application_id), partitions: 1, compacted: true, keep_forever: true, segment_ms: None, grows: false }
 }
 
 /// Records this run's plan (a first run; its topics exist by now) with the

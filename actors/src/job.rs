@@ -1,6 +1,6 @@
 //! Running one job: topics, bootstrap records, the actor topology, and the
 //! end of a bounded job (every terminal task at +∞).
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,6 +10,7 @@ use beam_kafka_config::{ProcessingGuarantee, RunnerOptions};
 use beam_kafka_proto::pipeline::MonitoringInfo;
 use beam_kafka_runtime::failure::{self, Verdict};
 use beam_kafka_runtime::kafka_io::same_cluster;
+use beam_kafka_runtime::source_growth;
 use beam_kafka_runtime::task::roster::Roster;
 use beam_kafka_runtime::task::stall::StallWatch;
 use beam_kafka_runtime::topology::{changelog_topic, TaskId, TopicKind};
@@ -68,8 +69,26 @@ pub fn run_job(
     let (_watch, mut panics) = crate::supervision::watch_this_thread();
     // A panic in the job's own code (not an actor's: the hook reports those)
     // fails the job with what it said, where it said it.
-    let ran =
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| system.block_on(drive(input, events, cancel, &mut decided, &mut panics))));
+    let mut input = input;
+    let first_run = input.plan_record.is_some();
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        system.block_on(async {
+            let mut next = Some(events);
+            let mut first = first_run;
+            // Each pass runs one plan; a source that gained partitions ends
+            // it, and the next pass plans with their new counts.
+            loop {
+                let events = next.take().expect("the job's events go on to each plan");
+                match drive(&mut input, events, cancel.clone(), &mut decided, &mut panics, first).await {
+                    Driven::Over(outcome) => break outcome,
+                    Driven::Again(events) => {
+                        next = Some(events);
+                        first = false;
+                    }
+                }
+            }
+        })
+    }));
     let outcome = ran.unwrap_or_else(|payload| {
         let what = panics
             .try_recv()
@@ -86,24 +105,28 @@ pub fn run_job(
     outcome
 }
 
+/// Runs the job under its current plan: to its outcome, or until a source
+/// gained partitions and the job must plan again (`first_run`: the
+/// application's first run, `runtime::source_growth`).
 async fn drive(
-    mut input: JobInput,
+    input: &mut JobInput,
     events: mpsc::UnboundedSender<JobEvent>,
     mut cancel: watch::Receiver<bool>,
     decided: &mut Option<tokio::sync::oneshot::Sender<JobOutcome>>,
     panics: &mut mpsc::UnboundedReceiver<String>,
-) -> JobOutcome {
+    first_run: bool,
+) -> Driven {
     if *cancel.borrow_and_update() {
-        return JobOutcome::Cancelled;
+        return Driven::Over(JobOutcome::Cancelled);
     }
     let began = std::time::Instant::now();
     let began_at = std::time::SystemTime::now();
     let mut start_traced = false;
     // The admin first: an unreachable cluster or refused credentials are
     // reported as such before any transform's client tries.
-    let admin = match consumer_properties(&input).and_then(|props| Admin::connect_with(&input.options, &props)) {
+    let admin = match consumer_properties(input).and_then(|props| Admin::connect_with(&input.options, &props)) {
         Ok(a) => a,
-        Err(e) => return JobOutcome::Failed(e),
+        Err(e) => return Driven::Over(JobOutcome::Failed(e)),
     };
     // Whether a drain was asked before this run: known before a task starts.
     let drain_check = actix_rt::spawn(control::drain_requested(input.options.clone()));
@@ -112,21 +135,21 @@ async fn drive(
     // by the time the plan record is written.
     let mut producer: Arc<KafkaProducer> = match kafka_producer::create(&config::producer(&input.options)) {
         Ok(p) => Arc::new(p),
-        Err(e) => return JobOutcome::Failed(format!("cannot create the Kafka producer: {e}")),
+        Err(e) => return Driven::Over(JobOutcome::Failed(format!("cannot create the Kafka producer: {e}"))),
     };
     // The brokers' request limit bounds the records of the runner's topics
     // (a GroupByKey key, a state entry): learned before they are created.
-    let (request_max, resolved) = tokio::join!(admin.socket_request_max_bytes(), resolve_sources(&admin, &mut input));
+    let (request_max, resolved) = tokio::join!(admin.socket_request_max_bytes(), resolve_sources(&admin, input, first_run));
     let start_offsets = match resolved {
         Ok(s) => s,
-        Err(e) => return JobOutcome::Failed(e),
+        Err(e) => return Driven::Over(JobOutcome::Failed(e)),
     };
     if let Some(request_max) = request_max {
         input.options.record_max_bytes = Some(config::record_max_for_requests(request_max));
     }
-    let io = match start_kafka_io(&input) {
+    let io = match start_kafka_io(input) {
         Ok(io) => KafkaIo { start_offsets, ..io },
-        Err(e) => return JobOutcome::Failed(e),
+        Err(e) => return Driven::Over(JobOutcome::Failed(e)),
     };
     let opts = &input.options;
     if opts.processing_guarantee == ProcessingGuarantee::ExactlyOnce {
@@ -154,7 +177,7 @@ async fn drive(
     let consumer: Arc<JobConsumer> =
         match consumer_config.create_with_context(JobContext::new(membership_tx, generation.clone(), input.board.clone(), opts)) {
             Ok(c) => Arc::new(c),
-            Err(e) => return JobOutcome::Failed(format!("cannot create the Kafka consumer: {e}")),
+            Err(e) => return Driven::Over(JobOutcome::Failed(format!("cannot create the Kafka consumer: {e}"))),
         };
     // One transaction per sub-topology carries the writes and offsets of
     // all its tasks in this copy (exactly_once).
@@ -163,9 +186,9 @@ async fn drive(
     // The impulse's transaction is set up (~0.1 s) while the topics are
     // created; its records are written while the group join runs, and the
     // tasks start without waiting for them.
-    let begun = match tokio::join!(create_topics(&admin, &input), impulse::begin(&admin, &input)) {
+    let begun = match tokio::join!(create_topics(&admin, input), impulse::begin(&admin, input)) {
         (Ok(()), Ok(begun)) => begun,
-        (Err(e), _) | (_, Err(e)) => return JobOutcome::Failed(e),
+        (Err(e), _) | (_, Err(e)) => return Driven::Over(JobOutcome::Failed(e)),
     };
     let mut impulses = actix_rt::spawn(impulse::write(begun));
     let mut impulses_written = false;
@@ -175,10 +198,10 @@ async fn drive(
         tokio::select! {
             said = ready => match said {
                 Ok(Ok(())) => {}
-                Ok(Err(e)) => return JobOutcome::Failed(e),
-                Err(_) => return JobOutcome::Failed("the job's SDK harnesses were never started".into()),
+                Ok(Err(e)) => return Driven::Over(JobOutcome::Failed(e)),
+                Err(_) => return Driven::Over(JobOutcome::Failed("the job's SDK harnesses were never started".into())),
             },
-            _ = cancel.changed() => return JobOutcome::Cancelled,
+            _ = cancel.changed() => return Driven::Over(JobOutcome::Cancelled),
         }
         tracing::debug!("start-up: harnesses connected after {:?}", began.elapsed());
     }
@@ -186,7 +209,7 @@ async fn drive(
     // Side topics are read whole by each task, not through the group.
     let topic_names: Vec<&str> = input.plan.topics.iter().filter(|t| t.kind != TopicKind::Side).map(|t| t.name.as_str()).collect();
     if let Err(e) = consumer.subscribe(&topic_names) {
-        return JobOutcome::Failed(format!("cannot subscribe to {}: {e}", topic_names.join(", ")));
+        return Driven::Over(JobOutcome::Failed(format!("cannot subscribe to {}: {e}", topic_names.join(", "))));
     }
     let mut subscribed = Some(std::time::Instant::now());
     // The plan record is written while the group join runs; no task starts
@@ -200,8 +223,8 @@ async fn drive(
         }
     });
     let (task_tx, mut task_rx) = mpsc::unbounded_channel();
-    if let Err(e) = crate::test_stream::start(&admin, &input, task_tx.clone()).await {
-        return JobOutcome::Failed(e);
+    if let Err(e) = crate::test_stream::start(&admin, input, task_tx.clone()).await {
+        return Driven::Over(JobOutcome::Failed(e));
     }
     let routes = Arc::new(Routes::default());
     let settings =
@@ -216,7 +239,7 @@ async fn drive(
     let watch_stop = Arc::new(AtomicBool::new(false));
     let mut control_rx = control::watch(opts, watch_stop.clone());
     // Tasks come and go with the partitions the group gives this process.
-    let mut roster = crate::task_start::roster(&input);
+    let mut roster = crate::task_start::roster(input);
     let mut draining = drain_check.await.unwrap_or(false);
     if draining {
         start_drain(&io, &roster, &events);
@@ -234,8 +257,8 @@ async fn drive(
             let to_start = roster.startable(clock.now_ms(), |p| held.contains(p));
             if !to_start.is_empty() {
                 let started = tokio::select! {
-                    s = start_assigned(&input, &io, to_start.clone(), &consumer, &producer, copy_txns.as_ref(), &task_tx, &generation, &watch_stop) => s,
-                    _ = cancel.changed() => break JobOutcome::Cancelled,
+                    s = start_assigned(input, &io, to_start.clone(), &consumer, &producer, copy_txns.as_ref(), &task_tx, &generation, &watch_stop) => s,
+                    _ = cancel.changed() => break Ended::Outcome(JobOutcome::Cancelled),
                 };
                 match started {
                     Ok(started) => {
@@ -261,7 +284,7 @@ async fn drive(
                             tracing::warn!("{text}");
                             let _ = events.send(JobEvent::Info(text));
                         }
-                        Verdict::Fatal { .. } => break JobOutcome::Failed(failure::explain(&e)),
+                        Verdict::Fatal { .. } => break Ended::Outcome(JobOutcome::Failed(failure::explain(&e))),
                     },
                 }
             }
@@ -269,16 +292,19 @@ async fn drive(
     }
     tokio::select! {
         written = &mut plan_write => if let Err(e) = joined(written, "recording the plan") {
-            return JobOutcome::Failed(e);
+            return Driven::Over(JobOutcome::Failed(e));
         },
-        _ = cancel.changed() => return JobOutcome::Cancelled,
+        _ = cancel.changed() => return Driven::Over(JobOutcome::Cancelled),
     }
     tracing::debug!("start-up: plan recorded after {:?}", began.elapsed());
-    let outcome = loop {
+    // A source that gains partitions makes the job plan again.
+    let (growth_tx, mut growth_rx) = mpsc::unbounded_channel();
+    let growth = actix_rt::spawn(watch_growth(consumer.clone(), source_partitions(input), growth_tx));
+    let ended = loop {
         let next_restart = roster.next_due().map(|ms| clock.at(ms));
         tokio::select! {
             // A bug of ours: the job fails with what it said, never hangs.
-            Some(panic) = panics.recv() => break JobOutcome::Failed(format!("internal error of the runner (please report it): {panic}")),
+            Some(panic) = panics.recv() => break Ended::Outcome(JobOutcome::Failed(format!("internal error of the runner (please report it): {panic}"))),
             m = membership_rx.recv() => match m {
                 Some(Membership::Revoked(parts)) => {
                     if revoke(&parts, &mut roster, &routes, &input.board) {
@@ -300,7 +326,7 @@ async fn drive(
                     input.board.set_owned(roster.owned());
                     start_startable!();
                 }
-                None => break JobOutcome::Failed("the consumer stopped reporting its group membership".into()),
+                None => break Ended::Outcome(JobOutcome::Failed("the consumer stopped reporting its group membership".into())),
             },
             ev = task_rx.recv() => match ev {
                 Some(TaskEvent::Finished(task)) => {
@@ -315,10 +341,10 @@ async fn drive(
                     }
                     if waiting.is_empty() {
                         tracing::debug!("every terminal task finished after {:?}", began.elapsed());
-                        break JobOutcome::Done;
+                        break Ended::Outcome(JobOutcome::Done);
                     }
                 }
-                Some(TaskEvent::Failed(error)) => break JobOutcome::Failed(error),
+                Some(TaskEvent::Failed(error)) => break Ended::Outcome(JobOutcome::Failed(error)),
                 Some(TaskEvent::Stopped { task, incarnation, reason }) => {
                     // An incarnation already replaced or revoked is old news.
                     let Some((gone, wait)) = roster.stopped(task, incarnation, clock.now_ms(), jitter()) else { continue };
@@ -337,7 +363,7 @@ async fn drive(
                 Some(TaskEvent::Metrics(m)) => { let _ = events.send(JobEvent::Metrics(m)); }
                 Some(TaskEvent::CommittedMetrics(m)) => { let _ = events.send(JobEvent::CommittedMetrics(m)); }
                 Some(TaskEvent::Info(text)) => { let _ = events.send(JobEvent::Info(text)); }
-                None => break JobOutcome::Failed("every task stopped before the job finished".into()),
+                None => break Ended::Outcome(JobOutcome::Failed("every task stopped before the job finished".into())),
             },
             _ = tokio::time::sleep_until(next_restart.unwrap_or_else(|| clock.at(0))), if next_restart.is_some() => {
                 // An idempotent producer the broker reset (a fatal error)
@@ -346,7 +372,7 @@ async fn drive(
                     tracing::warn!("replacing the shared producer after its fatal error {code:?}: {reason}");
                     match kafka_producer::create(&config::producer(opts)) {
                         Ok(p) => producer = Arc::new(p),
-                        Err(e) => break JobOutcome::Failed(format!("cannot create the Kafka producer: {e}")),
+                        Err(e) => break Ended::Outcome(JobOutcome::Failed(format!("cannot create the Kafka producer: {e}"))),
                     }
                 }
                 // Pending membership events decide first (the reconcile
@@ -390,7 +416,7 @@ async fn drive(
                 Control::Finished(task) => {
                     if waiting.remove(&task) && waiting.is_empty() {
                         tracing::debug!("every terminal task finished (the last in another copy) after {:?}", began.elapsed());
-                        break JobOutcome::Done;
+                        break Ended::Outcome(JobOutcome::Done);
                     }
                 }
             },
@@ -398,13 +424,15 @@ async fn drive(
                 impulses_written = true;
                 match written {
                     Ok(Ok(())) => tracing::debug!("start-up: impulses written after {:?}", began.elapsed()),
-                    Ok(Err(e)) => break JobOutcome::Failed(e),
-                    Err(e) => break JobOutcome::Failed(format!("writing the impulse failed: {e}")),
+                    Ok(Err(e)) => break Ended::Outcome(JobOutcome::Failed(e)),
+                    Err(e) => break Ended::Outcome(JobOutcome::Failed(format!("writing the impulse failed: {e}"))),
                 }
             }
-            _ = cancel.changed() => break JobOutcome::Cancelled,
+            Some(grown) = growth_rx.recv() => break Ended::Replan(source_growth::describe(&grown)),
+            _ = cancel.changed() => break Ended::Outcome(JobOutcome::Cancelled),
         }
     };
+    growth.abort();
     if !impulses_written {
         impulses.abort();
     }
@@ -415,6 +443,14 @@ async fn drive(
     }
     consumer.unsubscribe();
     drop(consumer);
+    let outcome = match ended {
+        Ended::Outcome(outcome) => outcome,
+        Ended::Replan(why) => {
+            tracing::info!("{why}");
+            let _ = events.send(JobEvent::Info(why));
+            return Driven::Again(events);
+        }
+    };
     // A finished job's outcome is final before its topics are deleted: no
     // client needs to wait for that (a new run of the application in this
     // process waits for it instead: see the job server's execution). A
@@ -433,7 +469,7 @@ async fn drive(
                 "keep_runner_topics does not apply to a drained job: its topics and state are deleted, its sources' positions kept".into(),
             ));
         }
-        crate::cleanup::cleanup(&admin, &input, &events, draining).await;
+        crate::cleanup::cleanup(&admin, input, &events, draining).await;
     } else if outcome == JobOutcome::Done {
         // A later run would find every input consumed: it is refused instead.
         if let Err(e) = crate::identity::record_finished(opts).await {
@@ -446,7 +482,54 @@ async fn drive(
     if let Some(tx) = decided.take() {
         let _ = tx.send(outcome.clone());
     }
-    outcome
+    Driven::Over(outcome)
+}
+
+/// How the job's loop under one plan ended.
+enum Ended {
+    Outcome(JobOutcome),
+    /// A source gained partitions (what to tell the user).
+    Replan(String),
+}
+
+/// What [`drive`] hands back: the job's outcome, or a job to drive again
+/// under a new plan, with the sender its events go on through.
+enum Driven {
+    Over(JobOutcome),
+    Again(mpsc::UnboundedSender<JobEvent>),
+}
+
+/// How often a running job asks whether its sources gained partitions.
+const GROWTH_CHECK_EVERY: Duration = Duration::from_secs(10);
+
+/// Each source topic's partition count in the plan.
+fn source_partitions(input: &JobInput) -> BTreeMap<String, u32> {
+    input.plan.topics.iter().filter(|t| t.kind == TopicKind::Source).map(|t| (t.name.clone(), t.partitions)).collect()
+}
+
+/// Says once which source topics have more partitions than `planned` (a
+/// topic whose metadata cannot be read now is asked again next time).
+async fn watch_growth(consumer: Arc<JobConsumer>, planned: BTreeMap<String, u32>, grown: mpsc::UnboundedSender<Vec<(String, u32, u32)>>) {
+    if planned.is_empty() {
+        return;
+    }
+    loop {
+        tokio::time::sleep(GROWTH_CHECK_EVERY).await;
+        let (asking, topics) = (consumer.clone(), planned.keys().cloned().collect::<Vec<_>>());
+        let counts = tokio::task::spawn_blocking(move || {
+            topics
+                .into_iter()
+                .filter_map(|t| Some((t.clone(), crate::kafka::partition_count(&*asking, &t, Duration::from_secs(10)).ok()??)))
+                .collect::<BTreeMap<String, u32>>()
+        })
+        .await
+        .unwrap_or_default();
+        let now = source_growth::grown(&planned, &counts);
+        if !now.is_empty() {
+            let _ = grown.send(now);
+            return;
+        }
+    }
 }
 
 /// A spawned start-up step's result, its panic an error about `what`.
@@ -495,6 +578,7 @@ async fn create_topics(admin: &Admin, input: &JobInput) -> Result<(), String> {
             compacted: false,
             keep_forever: t.kind == TopicKind::Side,
             segment_ms: None,
+            grows: false,
         })
         .chain(input.plan.sub_topologies.iter().map(|s| TopicSpec {
             name: changelog_topic(&opts.application_id, s.id),
@@ -502,6 +586,8 @@ async fn create_topics(admin: &Admin, input: &JobInput) -> Result<(), String> {
             compacted: true,
             keep_forever: false,
             segment_ms: None,
+            // A source's sub-topology has a task per source partition.
+            grows: true,
         }))
         .chain(std::iter::once(control::topic_spec(&opts.application_id)))
         .chain(std::iter::once(crate::copies::topic_spec(&opts.application_id)))

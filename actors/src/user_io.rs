@@ -16,6 +16,7 @@ use crate::kafka::admin::{Admin, StartAt};
 use crate::kafka::config;
 use crate::output::KafkaSink;
 use crate::source::SourceShared;
+use beam_kafka_runtime::source_growth::{unseeded_start, Unseeded};
 
 /// Consumer properties the runner manages itself; a ReadFromKafka's values
 /// for them are read as intentions (where to start, which group to mirror
@@ -60,7 +61,9 @@ pub struct KafkaIo {
 /// Learns the partition counts of source topics (a missing topic is an
 /// error), sizes the tasks by them, and seeds first-run offsets. Returns
 /// where each source partition starts.
-pub async fn resolve_sources(admin: &Admin, input: &mut JobInput) -> Result<HashMap<(String, i32), i64>, String> {
+/// `first_run`: the application's first run (only it starts partitions
+/// without a commit where the user asked; `runtime::source_growth`).
+pub async fn resolve_sources(admin: &Admin, input: &mut JobInput, first_run: bool) -> Result<HashMap<(String, i32), i64>, String> {
     let mut counts: HashMap<String, u32> = HashMap::new();
     let mut starts: Vec<(String, StartAt)> = Vec::new();
     for sub in &input.sub_topologies {
@@ -79,6 +82,8 @@ pub async fn resolve_sources(admin: &Admin, input: &mut JobInput) -> Result<Hash
             counts.insert(i.topic.clone(), n);
             let spec = src.spec();
             let start = match (spec.start_read_time_millis, spec.consumer_config.get("auto.offset.reset").map(String::as_str)) {
+                // A partition added since the first run: all of it is new.
+                _ if unseeded_start(first_run) == Unseeded::FromStart => StartAt::Earliest,
                 (Some(t), _) => StartAt::Time(t),
                 (None, Some("earliest" | "smallest")) => StartAt::Earliest,
                 // Kafka's default, as for Beam's Java reader.

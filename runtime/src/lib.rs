@@ -42,6 +42,7 @@ pub mod sdf;
 pub mod sdk_images;
 pub mod sdk_version;
 pub mod side_input;
+pub mod source_growth;
 pub mod spec;
 pub mod state_api;
 pub mod structure;

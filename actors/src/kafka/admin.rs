@@ -3,7 +3,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use beam_kafka_config::RunnerOptions;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
+use rdkafka::admin::{AdminClient, AdminOptions, NewPartitions, NewTopic, ResourceSpecifier, TopicReplication};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::{Offset, TopicPartitionList};
@@ -113,6 +113,9 @@ pub struct TopicSpec {
     /// Segments roll this often (a compacted topic whose keys are rewritten
     /// all the time: compaction leaves the active segment alone).
     pub segment_ms: Option<u64>,
+    /// Grown when it exists with fewer partitions than planned (the
+    /// changelog of a sub-topology whose source gained partitions).
+    pub grows: bool,
 }
 
 impl Admin {
@@ -189,6 +192,28 @@ impl Admin {
         described.iter().filter_map(|r| r.as_ref().ok()?.get("socket.request.max.bytes")?.value.as_deref()?.parse().ok()).min()
     }
 
+    /// Adds partitions to topics that have fewer than planned. Another
+    /// copy may be growing them at the same time: what counts is that they
+    /// have enough once this returns.
+    async fn grow(&self, topics: &[(&TopicSpec, u32)]) -> Result<(), String> {
+        let new: Vec<NewPartitions> = topics.iter().map(|(t, _)| NewPartitions::new(&t.name, t.partitions as usize)).collect();
+        let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+        let results = self.client.create_partitions(&new, &opts).await.map_err(|e| format!("cannot add partitions: {e}"))?;
+        for r in results {
+            if let Err((name, code)) = r {
+                let planned = topics.iter().find(|(t, _)| t.name == name).map_or(0, |(t, _)| t.partitions);
+                let now = self.partitions(&name)?.unwrap_or(0);
+                if now < planned {
+                    return Err(format!("cannot grow topic {name} to {planned} partitions (it has {now}): {code}"));
+                }
+            }
+        }
+        for (t, was) in topics {
+            tracing::info!("topic {} grew from {was} to {} partitions with its source", t.name, t.partitions);
+        }
+        self.await_leaders(&topics.iter().map(|(t, _)| *t).collect::<Vec<_>>()).await
+    }
+
     /// Partition count of an existing topic, `None` if it does not exist.
     /// Asked through the probe: on the admin's connection the question
     /// would wait behind a topic creation under way (~30 ms).
@@ -215,9 +240,11 @@ impl Admin {
         let found = at_once(topics, |t| self.partitions(&t.name));
         let checked_after = t0.elapsed();
         let mut missing = Vec::new();
+        let mut growing = Vec::new();
         for (t, found) in topics.iter().zip(found) {
             match found.unwrap_or_else(|| Err("reading topic metadata panicked".into()))? {
                 Some(n) if n == t.partitions => {}
+                Some(n) if n < t.partitions && t.grows => growing.push((t, n)),
                 Some(n) => {
                     return Err(format!(
                         "topic {} exists with {n} partition(s) but the plan needs {}; delete it or use another --application_id",
@@ -226,6 +253,9 @@ impl Admin {
                 }
                 None => missing.push(t),
             }
+        }
+        if !growing.is_empty() {
+            self.grow(&growing).await?;
         }
         if missing.is_empty() {
             return Ok(Vec::new());
