@@ -26,15 +26,16 @@ from test_run_command import _run_command
 from test_run_command import _save_word_count
 
 WORDS = [b'red', b'green', b'blue']
-SESSION_TIMEOUT = ['--session_timeout_ms=6000', '--streaming']
+SESSION_TIMEOUT_MS = 6000
 
 
 class Copy:
   """One `beam-kafka run` process; its output is kept for assertions."""
   def __init__(self, binary, pipeline, broker, app_id, state_dir, extra=(),
-               run_flags=()):
+               run_flags=(), session_timeout_ms=SESSION_TIMEOUT_MS):
     self.proc = _run_command(binary, pipeline, broker, app_id, state_dir,
-                             *SESSION_TIMEOUT, *extra, run_flags=run_flags)
+                             '--session_timeout_ms=%d' % session_timeout_ms,
+                             '--streaming', *extra, run_flags=run_flags)
     self.lines = []
     self._reader = threading.Thread(target=self._read, daemon=True)
     self._reader.start()

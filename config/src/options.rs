@@ -113,6 +113,17 @@ pub static OPTIONS: &[OptionSpec] = &[
                       instance has gone. A broker refuses values below its group.min.session.timeout.ms.",
     },
     OptionSpec {
+        name: "group_instance_id",
+        java_name: "groupInstanceId",
+        kind: OptionKind::String,
+        default: None,
+        description: "This copy's static membership of the application's consumer group (Kafka's group.instance.id; \
+                      one name per copy, e.g. a Kubernetes pod's). A copy restarted under the same name within \
+                      session_timeout_ms gets its partitions back without a rebalance, so the other copies' tasks \
+                      never stop (a rolling restart); a copy stopped for good hands its partitions over only once \
+                      its session times out.",
+    },
+    OptionSpec {
         name: "state_dir",
         java_name: "stateDir",
         kind: OptionKind::String,

@@ -27,6 +27,8 @@ pub struct RunnerOptions {
     pub read_idle_timeout_ms: u64,
     pub read_checkpoint_num_bundles: u64,
     pub session_timeout_ms: u64,
+    /// This copy's static group membership (`group.instance.id`), if any.
+    pub group_instance_id: Option<String>,
     pub state_dir: PathBuf,
     pub state_store_memory_mb: u64,
     pub group_by_key_memory_mb: u64,
@@ -73,6 +75,7 @@ const RUNNER_OWNED_PROPERTIES: &[(&str, &str)] = &[
     ("isolation.level", "it follows --processing_guarantee"),
     ("enable.idempotence", "it follows --processing_guarantee"),
     ("session.timeout.ms", "use --session_timeout_ms"),
+    ("group.instance.id", "use --group_instance_id (it names the job's group member; the runner's other clients must not share it)"),
     (
         "auto.offset.reset",
         "runner topics are always read from their start; for a source, set auto.offset.reset in ReadFromKafka's consumer_config",
@@ -200,6 +203,15 @@ fn check_application_id(r: &mut Reader, id: Option<&str>) {
     }
 }
 
+/// Kafka's limits on a group member's name: what a broker would refuse
+/// (or a copy would collide on) fails the submission instead.
+fn check_group_instance_id(r: &mut Reader, id: Option<&str>) {
+    let Some(id) = id else { return };
+    if id.is_empty() || id.len() > 249 || !id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')) {
+        r.fail("group_instance_id", format!("'{id}' must be 1 to 249 letters, digits, '.', '_' or '-'"));
+    }
+}
+
 fn parse_properties(r: &mut Reader, entries: Vec<String>) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for entry in entries {
@@ -237,6 +249,8 @@ impl RunnerOptions {
         let read_idle_timeout_ms = r.int("read_idle_timeout_ms", 1, 3_600_000);
         let read_checkpoint_num_bundles = r.int("read_checkpoint_num_bundles", 1, 1_000_000);
         let session_timeout_ms = r.int("session_timeout_ms", 1_000, 3_600_000);
+        let group_instance_id = r.text("group_instance_id");
+        check_group_instance_id(&mut r, group_instance_id.as_deref());
         let commit_interval_ms = r.int("commit_interval_ms", 1, 3_600_000);
         let stall_warning_ms = r.int("stall_warning_ms", 0, 86_400_000);
         let transaction_timeout_ms = r.int("transaction_timeout_ms", 1_000, 3_600_000);
@@ -278,6 +292,7 @@ impl RunnerOptions {
             read_idle_timeout_ms,
             read_checkpoint_num_bundles,
             session_timeout_ms,
+            group_instance_id,
             state_dir,
             state_store_memory_mb,
             group_by_key_memory_mb,
@@ -376,6 +391,18 @@ mod tests {
         assert_eq!(errs[0].option, "application_id");
         assert!(errs[0].message.contains("my app/1"));
         assert!(RunnerOptions::parse(&opts(&[("application_id", s("a.b_c-1"))])).is_ok());
+    }
+
+    #[test]
+    fn a_group_instance_id_is_a_kafka_member_name_and_not_a_client_property() {
+        let ok = RunnerOptions::parse(&opts(&[("application_id", s("a")), ("group_instance_id", s("copy-0.beam_1"))])).unwrap();
+        assert_eq!(ok.group_instance_id.as_deref(), Some("copy-0.beam_1"));
+        for bad in ["", "pod 1", "a/b"] {
+            let errs = errors_for(&[("application_id", s("a")), ("group_instance_id", s(bad))]);
+            assert_eq!(errs[0].option, "group_instance_id", "{bad}");
+        }
+        let errs = errors_for(&[("application_id", s("a")), ("kafka_property", OptionValue::List(vec![s("group.instance.id=x")]))]);
+        assert!(errs[0].message.contains("--group_instance_id"), "{}", errs[0].message);
     }
 
     #[test]

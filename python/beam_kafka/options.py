@@ -143,6 +143,14 @@ class KafkaStreamsRunnerOptions(PipelineOptions):
         '(default: 45000).')
     _add(
         parser,
+        '--group_instance_id',
+        default=None,
+        help="This copy's static membership of the application's consumer "
+        'group (Kafka group.instance.id; one name per copy): a copy '
+        'restarted under the same name within session_timeout_ms gets its '
+        'partitions back without a rebalance.')
+    _add(
+        parser,
         '--processing_guarantee',
         default='exactly_once',
         choices=PROCESSING_GUARANTEES,

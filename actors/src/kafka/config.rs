@@ -19,6 +19,11 @@ fn default(c: &mut ClientConfig, opts: &RunnerOptions, key: &str, value: impl In
 pub fn job_consumer(opts: &RunnerOptions) -> ClientConfig {
     let mut c = consumer(opts);
     default(&mut c, opts, "statistics.interval.ms", "5000");
+    // Static membership: only the group's member carries the name (the
+    // admin's consumer of the same group must not, or it would fence it).
+    if let Some(id) = &opts.group_instance_id {
+        c.set("group.instance.id", id);
+    }
     c
 }
 

@@ -102,6 +102,13 @@ public interface BeamKafkaPipelineOptions extends PortablePipelineOptions {
 
   void setSessionTimeoutMs(Integer value);
 
+  @Description(
+      "This copy's static membership of the consumer group (group.instance.id): a copy restarted under the "
+          + "same name within the session timeout keeps its partitions without a rebalance.")
+  String getGroupInstanceId();
+
+  void setGroupInstanceId(String value);
+
   @Description("Memory the RocksDB state stores of one process share, in MiB.")
   Integer getStateStoreMemoryMb();
 
