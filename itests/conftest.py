@@ -482,13 +482,15 @@ def collector(tmp_path):
   return Collector(tmp_path / 'collected.txt')
 
 
-def read_from_start(job_server: JobServer, broker: str, topic: str, **kwargs):
-  """Beam's ReadFromKafka of `topic` from its first offset, expanded by the
-  session's job server; `kwargs` go to ReadFromKafka."""
+def read_from_start(job_server: JobServer, broker: str, topic: str,
+                    offset_reset: str = 'earliest', **kwargs):
+  """Beam's ReadFromKafka of `topic` from its first offset (or where
+  `offset_reset` says), expanded by the session's job server; `kwargs` go
+  to ReadFromKafka."""
   from apache_beam.io.kafka import ReadFromKafka
   return ReadFromKafka(
       consumer_config={
-          'bootstrap.servers': broker, 'auto.offset.reset': 'earliest'
+          'bootstrap.servers': broker, 'auto.offset.reset': offset_reset
       },
       topics=[topic],
       expansion_service='localhost:%d' % job_server.expansion_port,

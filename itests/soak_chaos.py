@@ -6,7 +6,10 @@ user state and a GroupByKey runs as 3 `beam-kafka run` copies under a steady
 stream of input, while
   - a random copy is SIGKILLed and started again every ~20 s, and
   - the broker is SIGKILLed, left down 5-30 s and restarted on its data,
-    at least 3 times.
+    at least 3 times, and
+  - the application scales out and back in every ~BEAM_KAFKA_CHAOS_SCALE_EVERY
+    s (90 by default): a fourth copy starts, and is later stopped with
+    SIGTERM (each is a scale event).
 Then a verifier reads both outputs read_committed: every word's running
 count must be 1..n exactly once (user state), and the windowed counts must
 sum to what was produced with no pane written twice (GroupByKey). The
@@ -45,6 +48,7 @@ from test_run_command import _to_pair
 SECS = float(os.environ.get('BEAM_KAFKA_CHAOS_SECS', '600'))
 COPY_KILL_EVERY = float(os.environ.get('BEAM_KAFKA_CHAOS_KILL_EVERY', '20'))
 BROKER_RESTARTS = int(os.environ.get('BEAM_KAFKA_CHAOS_BROKER_RESTARTS', '3'))
+SCALE_EVERY = float(os.environ.get('BEAM_KAFKA_CHAOS_SCALE_EVERY', '90'))
 
 
 def _save(job_server, broker, source, counts, panes, path):
@@ -117,13 +121,20 @@ def _plan(rng):
   while t < SECS * 0.9:
     events.append((t, ('copy', rng.randrange(3))))
     t += rng.uniform(0.6, 1.4) * COPY_KILL_EVERY
+  # Scale out, then back in, alternately (the last one in, before the end).
+  t, out = SCALE_EVERY / 3, True
+  while t < SECS * 0.9 or not out:
+    events.append((t, ('scale', 'out' if out else 'in')))
+    out = not out
+    t += rng.uniform(0.6, 1.4) * SCALE_EVERY
   return sorted(events)
 
 
 def test_chaos_soak(job_server, binary, tmp_path):
   rng = random.Random(int(os.environ.get('BEAM_KAFKA_CHAOS_SEED', time.time())))
   report = {'seconds': SECS, 'copy_kills': 0, 'broker_restarts': 0,
-            'broker_down_secs': [], 'copies_exited_by_themselves': 0}
+            'broker_down_secs': [], 'copies_exited_by_themselves': 0,
+            'scale_events': 0}
   with own_broker(39092) as port:
     broker = 'localhost:%d' % port
     source = unique_topic('soak-in')
@@ -157,13 +168,21 @@ def test_chaos_soak(job_server, binary, tmp_path):
               print('copy exited with %s:\n%s' % (c.proc.returncode, c.log()))
               copies[i] = start_copy(i)
               everyone.append(copies[i])
-        if kind == 'broker':
+        if kind == 'scale':
+          if arg == 'out':
+            copies.append(start_copy(len(copies)))
+            everyone.append(copies[-1])
+          elif len(copies) > 3:
+            copies.pop().stop()
+          report['scale_events'] += 1
+        elif kind == 'broker':
           kafka('kill', str(port))
           time.sleep(arg)
           kafka('resume', str(port))
           report['broker_restarts'] += 1
           report['broker_down_secs'].append(round(arg, 1))
         else:
+          arg %= len(copies)
           copies[arg].stop(signal.SIGKILL)
           copies[arg] = start_copy(arg)
           everyone.append(copies[arg])

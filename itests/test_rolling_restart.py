@@ -4,18 +4,14 @@ started again under its name within the session timeout gets its own tasks
 back without a rebalance, so the other copy's tasks never stop, and the
 records written while it was away are processed exactly once."""
 
-import collections
 import re
 
-from conftest import make_app_id
-from kafka_topics import create_topic
 from kafka_topics import produce
 from kafka_topics import read_committed
-from kafka_topics import unique_topic
 from test_copies import Copy
 from test_copies import _wait
-from test_source_growth import WORDS
-from test_source_growth import _save
+from test_copies import assert_each_word_counted_once
+from test_copies import running_count_job
 from test_source_growth import _words
 
 # Long enough for a copy's restart (its harness starts before it rejoins).
@@ -26,25 +22,9 @@ def _running_lines(copy):
   return [l for l in copy.lines if re.search(r'running \d+ task\(s\)', l)]
 
 
-def _check(broker, sink, total):
-  out = read_committed(broker, sink, expected=total, timeout=120, settle=3)
-  seen = collections.defaultdict(list)
-  for _, key, value in out:
-    seen[key].append(int(value))
-  want = collections.Counter(WORDS[i % 3] for i in range(total))
-  for word, n in want.items():
-    assert sorted(seen[word]) == list(range(1, n + 1)), (word, sorted(seen[word]))
-  assert len(out) == total
-
-
 def test_a_copy_restarted_under_its_name_leaves_the_other_copys_tasks_running(
     job_server, binary, broker, tmp_path):
-  source, sink = unique_topic('roll-in'), unique_topic('roll-out')
-  create_topic(broker, source, 4)
-  create_topic(broker, sink, 1)
-  pipeline = tmp_path / 'roll.pb'
-  _save(job_server, broker, source, sink, pipeline)
-  app_id = make_app_id('roll')
+  source, sink, pipeline, app_id = running_count_job(job_server, broker, tmp_path, 'roll')
 
   def start(name):
     return Copy(binary, pipeline, broker, app_id, tmp_path / name,
@@ -69,7 +49,9 @@ def test_a_copy_restarted_under_its_name_leaves_the_other_copys_tasks_running(
     _wait(lambda: sorted(b2.tasks()) == sorted(b_tasks), 90,
           'the restarted copy running its own tasks again', [a, b2])
     produce(broker, source, _words([0, 1, 2, 3], 60, 30))
-    _check(broker, sink, 90)
+    out = read_committed(broker, sink, expected=90, timeout=120, settle=3)
+    assert_each_word_counted_once(out, 90, app_id)
+    assert len(out) == 90
 
     # Copy a never stopped a task: no rebalance reached it.
     assert a.tasks() == a_tasks
