@@ -89,12 +89,8 @@ struct Reader {
 
 impl Reader {
     fn new(opts: &RunnerOptions) -> Result<Reader, String> {
-        let mut c = config::base(opts, "control");
-        c.set("group.id", format!("{}-control", opts.application_id))
-            .set("enable.auto.commit", "false")
-            // Asked before the job creates it: never created by a metadata request.
-            .set("allow.auto.create.topics", "false");
-        let consumer: BaseConsumer = c.create().map_err(|e| format!("cannot create the control topic's consumer: {e}"))?;
+        let consumer: BaseConsumer =
+            config::topic_reader(opts, "control").create().map_err(|e| format!("cannot create the control topic's consumer: {e}"))?;
         Ok(Reader { consumer, topic: control_topic(&opts.application_id), next: 0 })
     }
 

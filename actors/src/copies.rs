@@ -60,11 +60,8 @@ struct Reader {
 
 impl Reader {
     fn new(opts: &RunnerOptions) -> Result<Reader, String> {
-        let mut c = config::base(opts, "copies");
-        c.set("group.id", format!("{}-copies", opts.application_id))
-            .set("enable.auto.commit", "false")
-            .set("allow.auto.create.topics", "false");
-        let consumer: BaseConsumer = c.create().map_err(|e| format!("cannot create the copies topic's consumer: {e}"))?;
+        let consumer: BaseConsumer =
+            config::topic_reader(opts, "copies").create().map_err(|e| format!("cannot create the copies topic's consumer: {e}"))?;
         Ok(Reader { consumer, topic: copies_topic(&opts.application_id), assigned: false })
     }
 

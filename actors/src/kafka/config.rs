@@ -65,6 +65,18 @@ fn receive_max_bytes(opts: &RunnerOptions) -> u64 {
     (fetch + batch_max_bytes(opts) as u64 + REQUEST_FRAMING_BYTES).clamp(RECEIVE_MAX_BYTES, i32::MAX as u64)
 }
 
+/// A reader of one of the application's own one-partition topics (control,
+/// copies), assigned rather than subscribed: `role` names its client and
+/// its group (`<application id>-<role>`), which never commits. Asked before
+/// the job creates the topic, so a metadata request never creates it.
+pub fn topic_reader(opts: &RunnerOptions, role: &str) -> ClientConfig {
+    let mut c = base(opts, role);
+    c.set("group.id", format!("{}-{role}", opts.application_id))
+        .set("enable.auto.commit", "false")
+        .set("allow.auto.create.topics", "false");
+    c
+}
+
 /// The consumer of a job's input topics; offsets are committed by the tasks.
 pub fn consumer(opts: &RunnerOptions) -> ClientConfig {
     let mut c = base(opts, "consumer");
