@@ -128,3 +128,12 @@ def test_the_status_command_names_an_application_that_is_not_running(
     binary, broker):
   text = _status(binary, broker, make_app_id('never-ran'))
   assert 'is not running' in text, text
+
+
+def test_the_status_command_names_brokers_that_do_not_answer(binary):
+  out = subprocess.run(
+      [binary, 'status', '--application_id=any',
+       '--bootstrap_servers=localhost:1'],
+      capture_output=True, text=True, timeout=60)
+  assert out.returncode != 0
+  assert 'cannot reach Kafka at localhost:1' in out.stderr, out.stderr

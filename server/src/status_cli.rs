@@ -31,7 +31,13 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
     let opts = beam_kafka_config::RunnerOptions::parse(&values)
         .map_err(|errors| anyhow!("{}", errors.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; ")))?;
     let app = opts.application_id.clone();
-    let read = tokio::task::spawn_blocking(move || beam_kafka_actors::copies::read_all(&opts)).await?.map_err(anyhow::Error::msg)?;
+    let read = tokio::task::spawn_blocking(move || {
+        // Brokers that do not answer (or refuse) are named as such first.
+        beam_kafka_actors::kafka::admin::Admin::connect(&opts)?;
+        beam_kafka_actors::copies::read_all(&opts)
+    })
+    .await?
+    .map_err(anyhow::Error::msg)?;
     let Some(reports) = read else {
         if args.json {
             println!("{}", json!({ "application_id": app, "copies": [], "tasks": [] }));
