@@ -1,26 +1,26 @@
 //! Running one job: topics, bootstrap records, the actor topology, and the
 //! end of a bounded job (every terminal task at +∞).
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
-use beam_kafka_config::{ProcessingGuarantee, RunnerOptions};
+use beam_kafka_config::ProcessingGuarantee;
 use beam_kafka_proto::pipeline::MonitoringInfo;
 use beam_kafka_runtime::failure::{self, Verdict};
 use beam_kafka_runtime::kafka_io::same_cluster;
 use beam_kafka_runtime::source_growth;
 use beam_kafka_runtime::task::roster::Roster;
 use beam_kafka_runtime::task::stall::StallWatch;
-use beam_kafka_runtime::topology::{changelog_topic, TaskId, TopicKind};
+use beam_kafka_runtime::topology::{TaskId, TopicKind};
 use rdkafka::consumer::Consumer;
 use rdkafka::producer::Producer;
 use tokio::sync::{mpsc, watch};
 
 use crate::control::{self, Control};
 use crate::impulse;
-use crate::kafka::admin::{Admin, TopicSpec};
+use crate::kafka::admin::Admin;
 use crate::kafka::config;
 use crate::kafka::producer::{self as kafka_producer, KafkaProducer};
 use crate::kafka::rebalance::{JobConsumer, JobContext, Membership};
@@ -29,6 +29,9 @@ use crate::poller::{poll_loop, PollSettings, Routes};
 use crate::status_board::{now_ms, StatusBoard};
 
 pub use crate::job_input::JobInput;
+use crate::job_messages::{running_message, slow_join_hint};
+use crate::job_topics::create_topics;
+use crate::source_watch::{source_partitions, watch_growth};
 use crate::task::TaskEvent;
 use crate::task_start::{start_assigned, LiveTask};
 use crate::user_io::{consumer_properties, resolve_sources, start_kafka_io, KafkaIo};
@@ -499,39 +502,6 @@ enum Driven {
     Again(mpsc::UnboundedSender<JobEvent>),
 }
 
-/// How often a running job asks whether its sources gained partitions.
-const GROWTH_CHECK_EVERY: Duration = Duration::from_secs(10);
-
-/// Each source topic's partition count in the plan.
-fn source_partitions(input: &JobInput) -> BTreeMap<String, u32> {
-    input.plan.topics.iter().filter(|t| t.kind == TopicKind::Source).map(|t| (t.name.clone(), t.partitions)).collect()
-}
-
-/// Says once which source topics have more partitions than `planned` (a
-/// topic whose metadata cannot be read now is asked again next time).
-async fn watch_growth(consumer: Arc<JobConsumer>, planned: BTreeMap<String, u32>, grown: mpsc::UnboundedSender<Vec<(String, u32, u32)>>) {
-    if planned.is_empty() {
-        return;
-    }
-    loop {
-        tokio::time::sleep(GROWTH_CHECK_EVERY).await;
-        let (asking, topics) = (consumer.clone(), planned.keys().cloned().collect::<Vec<_>>());
-        let counts = tokio::task::spawn_blocking(move || {
-            topics
-                .into_iter()
-                .filter_map(|t| Some((t.clone(), crate::kafka::partition_count(&*asking, &t, Duration::from_secs(10)).ok()??)))
-                .collect::<BTreeMap<String, u32>>()
-        })
-        .await
-        .unwrap_or_default();
-        let now = source_growth::grown(&planned, &counts);
-        if !now.is_empty() {
-            let _ = grown.send(now);
-            return;
-        }
-    }
-}
-
 /// A spawned start-up step's result, its panic an error about `what`.
 fn joined(result: Result<Result<(), String>, tokio::task::JoinError>, what: &str) -> Result<(), String> {
     result.unwrap_or_else(|e| Err(format!("{what} failed: {e}")))
@@ -551,49 +521,6 @@ fn start_drain(io: &KafkaIo, roster: &Roster<LiveTask>, events: &mpsc::Unbounded
          so every window and timer fires; the job then ends DONE"
             .into(),
     ));
-}
-
-/// Why a copy's first assignment took long, when it did: on a new group
-/// that is the brokers' initial rebalance delay, which a user can set.
-fn slow_join_hint(waited: Duration) -> Option<String> {
-    (waited >= Duration::from_secs(1)).then(|| {
-        format!(
-            "this copy's first partitions came {:.1} s after it joined the consumer group: Kafka brokers hold a new group's \
-             first rebalance for group.initial.rebalance.delay.ms (3 s unless set; Kafka's sample configs set 0). Set it to 0 \
-             on the brokers for jobs to start at once; a group that already had members rebalances without it",
-            waited.as_secs_f64()
-        )
-    })
-}
-
-/// Creates the runner-owned topics (those that exist are kept).
-async fn create_topics(admin: &Admin, input: &JobInput) -> Result<(), String> {
-    let opts = &input.options;
-    let specs: Vec<TopicSpec> = input
-        .plan
-        .runner_topics()
-        .map(|t| TopicSpec {
-            name: t.name.clone(),
-            partitions: t.partitions,
-            compacted: false,
-            keep_forever: t.kind == TopicKind::Side,
-            segment_ms: None,
-            grows: false,
-        })
-        .chain(input.plan.sub_topologies.iter().map(|s| TopicSpec {
-            name: changelog_topic(&opts.application_id, s.id),
-            partitions: s.partitions,
-            compacted: true,
-            keep_forever: false,
-            segment_ms: None,
-            // A source's sub-topology has a task per source partition.
-            grows: true,
-        }))
-        .chain(std::iter::once(control::topic_spec(&opts.application_id)))
-        .chain(std::iter::once(crate::copies::topic_spec(&opts.application_id)))
-        .chain(input.plan_record.as_ref().map(|_| crate::identity::topic_spec(&opts.application_id)))
-        .collect();
-    admin.ensure_topics(&specs, opts.topic_replication_factor, config::batch_max_bytes(opts)).await.map(|_| ())
 }
 
 /// How often the job compares its view of the assignment with librdkafka's.
@@ -670,23 +597,5 @@ impl Clock {
 
     fn at(&self, ms: u64) -> tokio::time::Instant {
         self.0 + Duration::from_millis(ms)
-    }
-}
-
-/// Which tasks this process runs now, for the job's messages.
-fn running_message(opts: &RunnerOptions, roster: &Roster<LiveTask>) -> String {
-    let ids: Vec<String> = roster.running().keys().map(|t| t.to_string()).collect();
-    format!("running {} task(s) of application {} on {}: {}", ids.len(), opts.application_id, opts.bootstrap_servers, ids.join(" "))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_a_slow_first_assignment_names_the_brokers_initial_rebalance_delay() {
-        assert_eq!(slow_join_hint(Duration::from_millis(40)), None);
-        let said = slow_join_hint(Duration::from_millis(3100)).expect("a 3 s join is explained");
-        assert!(said.contains("3.1 s") && said.contains("group.initial.rebalance.delay.ms"), "{said}");
     }
 }
