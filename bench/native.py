@@ -55,7 +55,7 @@ from portable_job import PortableJob
 
 REPO = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get('BEAM_KAFKA_CACHE', Path.home() / '.cache' / 'beam-kafka'))
-KAFKA_LIBS = CACHE / 'kafka-4.1.1' / 'libs'
+KAFKA_LIBS = CACHE / 'kafka-4.3.2' / 'libs'  # scripts/common.sh's KAFKA_VERSION
 STREAMS_DIR = CACHE / 'kafka-streams-4.1.1'
 STREAMS_JARS = ['org.apache.kafka:kafka-streams:4.1.1', 'org.rocksdb:rocksdbjni:9.7.3']
 STRING = 'org.apache.kafka.common.serialization.StringDeserializer'

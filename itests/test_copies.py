@@ -33,9 +33,12 @@ class Copy:
   """One `beam-kafka run` process; its output is kept for assertions."""
   def __init__(self, binary, pipeline, broker, app_id, state_dir, extra=(),
                run_flags=(), session_timeout_ms=SESSION_TIMEOUT_MS):
+    # None: the group's session timeout (--group_protocol=consumer).
+    session = () if session_timeout_ms is None else (
+        '--session_timeout_ms=%d' % session_timeout_ms,)
     self.proc = _run_command(binary, pipeline, broker, app_id, state_dir,
-                             '--session_timeout_ms=%d' % session_timeout_ms,
-                             '--streaming', *extra, run_flags=run_flags)
+                             *session, '--streaming', *extra,
+                             run_flags=run_flags)
     self.lines = []
     self._reader = threading.Thread(target=self._read, daemon=True)
     self._reader.start()

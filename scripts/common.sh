@@ -10,7 +10,7 @@ BEAM_VERSION="2.73.0"
 # ends (runtime/src/sdk_version.rs refuses others at Prepare; keep in step).
 BEAM_PYTHON_SDK_OLDEST="$BEAM_VERSION"
 BEAM_PYTHON_SDK_NEWEST="2.77.0"
-KAFKA_VERSION="4.1.1"
+KAFKA_VERSION="4.3.2"
 KAFKA_SCALA="2.13"
 log() { printf '[beam-kafka %s +%ds] %s\n' "$(date +%H:%M:%S)" "$SECONDS" "$*" >&2; }
 die() { printf '[beam-kafka] error: %s\n' "$*" >&2; exit 1; }

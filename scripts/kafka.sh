@@ -115,6 +115,14 @@ group.initial.rebalance.delay.ms=0
 # (Kafka's default is 100 MiB; the runner learns the limit from the brokers).
 socket.request.max.bytes=314572800
 group.min.session.timeout.ms=1000
+# KIP-848 groups (--group_protocol=consumer): a member learns of a new
+# assignment at its next heartbeat (5 s by default) and a dead one is
+# dropped after the session (45 s); tests of copies coming and going use
+# what an operator tuning for fast hand-overs would.
+group.consumer.min.heartbeat.interval.ms=100
+group.consumer.heartbeat.interval.ms=250
+group.consumer.min.session.timeout.ms=1000
+group.consumer.session.timeout.ms=6000
 # Transactions open past their timeout are aborted within a second (Kafka
 # checks every 10 s by default), so a test of the timeout sees it happen.
 transaction.abort.timed.out.transaction.cleanup.interval.ms=1000

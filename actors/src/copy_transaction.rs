@@ -27,8 +27,9 @@ use rdkafka::producer::Producer;
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::oneshot;
 
-use crate::kafka::producer::KafkaProducer;
-use crate::kafka::rebalance::JobConsumer;
+use crate::kafka::producer::{KafkaProducer, ProducerSlot};
+use crate::kafka::rebalance::{Assignment, JobConsumer};
+use beam_kafka_runtime::task::roster::Partition;
 use crate::kafka::transaction::{self, TxnError};
 use crate::status_board::now_ms;
 
@@ -61,7 +62,7 @@ pub enum TxnNotice {
 #[derive(Clone)]
 pub struct TxnHandle {
     pub addr: Addr<CopyTransaction>,
-    pub producer: Arc<KafkaProducer>,
+    pub producer: Arc<ProducerSlot>,
     pub generation: u64,
 }
 
@@ -71,9 +72,13 @@ pub struct TxnHandle {
 #[rtype(result = "Result<TxnHandle, String>")]
 pub struct Prepare {
     pub tasks: Vec<TaskId>,
+    /// The input partitions of each of `tasks`.
+    pub partitions: HashMap<TaskId, Vec<Partition>>,
     pub owned: BTreeSet<TaskId>,
-    /// The copy's assignment generation the tasks start under.
-    pub generation: u64,
+    /// When the copy's partitions changed hands, and the tick the tasks
+    /// start under.
+    pub assignment: Arc<Assignment>,
+    pub seen: u64,
 }
 
 /// A started task joins before it writes (answered once no commit or abort
@@ -100,6 +105,8 @@ pub struct WantRound {
 pub struct Ready {
     pub member: MemberId,
     pub offsets: Offsets,
+    /// Its last cycle: the task hands over to another copy after the commit.
+    pub last: bool,
 }
 
 #[derive(Message)]
@@ -117,8 +124,8 @@ pub struct CopyTransaction {
     consumer: Weak<JobConsumer>,
     core: SharedTransaction,
     /// The producer, the task whose id it carries, and its generation.
-    producer: Option<(Arc<KafkaProducer>, TaskId)>,
-    /// The assignment generation the producer's id was initialised under.
+    producer: Option<(Arc<ProducerSlot>, TaskId)>,
+    /// The assignment tick the producer's id was initialised under.
     producer_since: u64,
     generation: u64,
     notices: HashMap<TaskId, Recipient<TxnNotice>>,
@@ -127,6 +134,10 @@ pub struct CopyTransaction {
     joins: Vec<(Join, oneshot::Sender<Result<(), String>>)>,
     /// Starts that wait for a doomed transaction's members to leave.
     prepares: Vec<(Prepare, oneshot::Sender<Result<TxnHandle, String>>)>,
+    /// Members whose cycle in the round under way is their last here.
+    leaving: BTreeSet<TaskId>,
+    /// When the copy's partitions changed hands (from the first start).
+    assignment: Option<Arc<Assignment>>,
 }
 
 impl CopyTransaction {
@@ -141,6 +152,8 @@ impl CopyTransaction {
             waiting: HashMap::new(),
             joins: Vec::new(),
             prepares: Vec::new(),
+            leaving: BTreeSet::new(),
+            assignment: None,
             opts,
         }
     }
@@ -183,7 +196,7 @@ impl CopyTransaction {
     }
 
     fn commit(&mut self, offsets: Offsets, members: Vec<MemberId>, attempt: u32, ctx: &mut Context<Self>) {
-        let Some((producer, _)) = self.producer.clone() else {
+        let Some(producer) = self.producer.as_ref().map(|(slot, _)| slot.current()) else {
             return self.commit_ended(members, Err(TxnError::Fatal("the copy's transactional producer is gone".into())), ctx);
         };
         let mut tpl = TopicPartitionList::new();
@@ -198,6 +211,9 @@ impl CopyTransaction {
         ctx.spawn(commit.into_actor(self).map(move |result, act, ctx| match result {
             Ok(()) => {
                 tracing::debug!("the copy's transaction committed {} task(s)' cycles in {:?}", members.len(), began.elapsed());
+                if let Some(to) = act.rehome_to() {
+                    return act.rehome(to, members, ctx);
+                }
                 act.commit_ended(members, Ok(()), ctx);
                 tracing::debug!(
                     "the round took {} ms; the next starts {} ms after it began",
@@ -213,7 +229,48 @@ impl CopyTransaction {
         }));
     }
 
+    /// The task whose id the producer should carry after this round
+    /// (`runtime::task::txn_ids::rehome`).
+    fn rehome_to(&self) -> Option<TaskId> {
+        let (_, id_task) = self.producer.as_ref()?;
+        let staying: BTreeSet<TaskId> = self.core.members().iter().map(|(t, _)| *t).filter(|t| !self.leaving.contains(t)).collect();
+        txn_ids::rehome(*id_task, &self.leaving, &staying)
+    }
+
+    /// Between the commit and the members' next writes: a new producer
+    /// carrying `to`'s id takes the place of the one whose task moves, so
+    /// the members write on without being fenced by that task's next owner.
+    /// If it cannot be made, they go on with the old one (and restart when
+    /// it is fenced).
+    fn rehome(&mut self, to: TaskId, members: Vec<MemberId>, ctx: &mut Context<Self>) {
+        let opts = self.opts.clone();
+        let began = std::time::Instant::now();
+        let work = tokio::task::spawn_blocking(move || transaction::start(&opts, to));
+        ctx.spawn(work.into_actor(self).map(move |made, act, ctx| {
+            match made.map_err(|e| e.to_string()).and_then(|r| r) {
+                Ok(new) => {
+                    if let Some((slot, id_task)) = act.producer.as_mut() {
+                        let old = slot.replace(new);
+                        tracing::info!(
+                            "task {id_task} handed over: the copy's transactional producer now carries task {to}'s id ({:?})",
+                            began.elapsed()
+                        );
+                        *id_task = to;
+                        act.producer_since = act.assignment.as_ref().map_or(0, |a| a.now());
+                        // Its transaction, just begun, holds nothing.
+                        std::thread::spawn(move || {
+                            let _ = old.abort_transaction(ABORT_TIMEOUT);
+                        });
+                    }
+                }
+                Err(e) => tracing::warn!("cannot give the copy's producer task {to}'s id ({e}); its tasks restart once the old one is fenced"),
+            }
+            act.commit_ended(members, Ok(()), ctx);
+        }));
+    }
+
     fn commit_ended(&mut self, members: Vec<MemberId>, result: Result<(), TxnError>, ctx: &mut Context<Self>) {
+        self.leaving.clear();
         for m in members {
             if let Some(w) = self.waiting.remove(&m) {
                 let _ = w.send(member_outcome(&result));
@@ -227,7 +284,8 @@ impl CopyTransaction {
     /// Aborts the doomed transaction and opens the next; a producer that
     /// cannot (fenced, fatal) is dropped, and the next start creates one.
     fn abort(&mut self, ctx: &mut Context<Self>) {
-        let Some((producer, _)) = self.producer.clone() else {
+        self.leaving.clear();
+        let Some(producer) = self.producer.as_ref().map(|(slot, _)| slot.current()) else {
             self.core.aborted();
             return self.admit_joins(ctx);
         };
@@ -255,7 +313,7 @@ impl CopyTransaction {
 
     fn drop_producer(&mut self) {
         if let Some((p, _)) = self.producer.take() {
-            crate::kafka::close_in_background(p);
+            crate::kafka::close_in_background(p.current());
         }
         self.generation += 1;
     }
@@ -276,13 +334,14 @@ impl CopyTransaction {
     /// starting again here after a rebalance (`runtime::task::txn_ids`), is
     /// replaced, but only once its members left: they are told to stop.
     fn prepare(&mut self, msg: Prepare, reply: oneshot::Sender<Result<TxnHandle, String>>, ctx: &mut Context<Self>) {
+        self.assignment.get_or_insert_with(|| msg.assignment.clone());
         let current = self.producer.as_ref().map(|(p, id_task)| Current {
             id_task: *id_task,
-            usable: !transaction::producer_fatal(p),
-            since: self.producer_since,
+            usable: !transaction::producer_fatal(&p.current()),
+            moved: msg.partitions.get(id_task).is_some_and(|parts| msg.assignment.any_changed_since(parts, self.producer_since)),
         });
-        let IdPlan { replace, new_id, fence: to_fence } = txn_ids::plan(current, &msg.tasks, &msg.owned, msg.generation);
-        let generation = msg.generation;
+        let IdPlan { replace, new_id, fence: to_fence } = txn_ids::plan(current, &msg.tasks, &msg.owned);
+        let since = msg.seen;
         if replace && (!self.core.is_empty() || self.core.phase() != Phase::Open) {
             let actions = self.core.doom();
             self.prepares.push((msg, reply));
@@ -304,10 +363,10 @@ impl CopyTransaction {
             let result = (|| {
                 let created = result.map_err(|e| format!("preparing the copy's transaction panicked: {e}"))??;
                 if let Some(new) = created {
-                    if let Some((old, _)) = act.producer.replace(new) {
-                        crate::kafka::close_in_background(old);
+                    if let Some((old, _)) = act.producer.replace((ProducerSlot::new(new.0), new.1)) {
+                        crate::kafka::close_in_background(old.current());
                     }
-                    act.producer_since = generation;
+                    act.producer_since = since;
                     act.generation += 1;
                 }
                 let (producer, _) = act.producer.clone().ok_or("the copy has no transactional producer")?;
@@ -345,6 +404,7 @@ impl Actor for CopyTransaction {
     fn stopped(&mut self, _: &mut Context<Self>) {
         // Whatever is open never commits: readers need not wait for its timeout.
         if let Some((p, _)) = self.producer.take() {
+            let p = p.current();
             std::thread::spawn(move || {
                 let _ = p.abort_transaction(ABORT_TIMEOUT);
             });
@@ -389,6 +449,9 @@ impl Handler<Ready> for CopyTransaction {
         let (task, incarnation) = msg.member;
         match self.core.ready(task, incarnation, msg.offsets, now_ms()) {
             Ok(actions) => {
+                if msg.last {
+                    self.leaving.insert(task);
+                }
                 self.waiting.insert(msg.member, tx);
                 self.carry_out(actions, ctx);
             }

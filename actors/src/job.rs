@@ -1,7 +1,7 @@
 //! Running one job: topics, bootstrap records, the actor topology, and the
 //! end of a bounded job (every terminal task at +∞).
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,7 +23,7 @@ use crate::impulse;
 use crate::kafka::admin::Admin;
 use crate::kafka::config;
 use crate::kafka::producer::{self as kafka_producer, KafkaProducer};
-use crate::kafka::rebalance::{JobConsumer, JobContext, Membership};
+use crate::kafka::rebalance::{Assignment, JobConsumer, JobContext, Membership};
 use crate::messages::{Drain, Shutdown};
 use crate::poller::{poll_loop, PollSettings, Routes};
 use crate::status_board::{now_ms, StatusBoard};
@@ -176,9 +176,9 @@ async fn drive(
         consumer_config.set(k, v);
     }
     let (membership_tx, mut membership_rx) = mpsc::unbounded_channel();
-    let generation = Arc::new(AtomicU64::new(0));
+    let assignment = Arc::new(Assignment::default());
     let consumer: Arc<JobConsumer> =
-        match consumer_config.create_with_context(JobContext::new(membership_tx, generation.clone(), input.board.clone(), opts)) {
+        match consumer_config.create_with_context(JobContext::new(membership_tx, assignment.clone(), input.board.clone(), opts)) {
             Ok(c) => Arc::new(c),
             Err(e) => return Driven::Over(JobOutcome::Failed(format!("cannot create the Kafka consumer: {e}"))),
         };
@@ -232,10 +232,10 @@ async fn drive(
     let routes = Arc::new(Routes::default());
     let settings =
         PollSettings { max_records: opts.read_max_elements_per_poll as usize, max_wait: Duration::from_millis(opts.read_max_poll_time_ms) };
-    let (poll_consumer, poll_routes, poll_events, poll_generation) =
-        (consumer.clone(), routes.clone(), task_tx.clone(), generation.clone());
+    let (poll_consumer, poll_routes, poll_events, poll_assignment) =
+        (consumer.clone(), routes.clone(), task_tx.clone(), assignment.clone());
     let poller = actix_rt::spawn(async move {
-        let reason = poll_loop(poll_consumer, poll_routes, settings, poll_generation).await;
+        let reason = poll_loop(poll_consumer, poll_routes, settings, poll_assignment).await;
         let _ = poll_events.send(TaskEvent::Failed(reason));
     });
     // A drain asked on the control topic (before the start, or while it runs).
@@ -260,7 +260,7 @@ async fn drive(
             let to_start = roster.startable(clock.now_ms(), |p| held.contains(p));
             if !to_start.is_empty() {
                 let started = tokio::select! {
-                    s = start_assigned(input, &io, to_start.clone(), &consumer, &producer, copy_txns.as_ref(), &task_tx, &generation, &watch_stop) => s,
+                    s = start_assigned(input, &io, to_start.clone(), &consumer, &producer, copy_txns.as_ref(), &task_tx, &assignment, &watch_stop) => s,
                     _ = cancel.changed() => break Ended::Outcome(JobOutcome::Cancelled),
                 };
                 match started {
@@ -311,6 +311,14 @@ async fn drive(
             m = membership_rx.recv() => match m {
                 Some(Membership::Revoked(parts)) => {
                     if revoke(&parts, &mut roster, &routes, &input.board) {
+                        let _ = events.send(JobEvent::Info(running_message(opts, &roster)));
+                    }
+                }
+                Some(Membership::Revoking(revocation)) => {
+                    let moving = take_moving(&revocation.partitions, &mut roster, &routes, &input.board);
+                    let any = !moving.is_empty();
+                    crate::job_revocation::hand_over(revocation, moving, consumer.clone(), assignment.clone(), opts);
+                    if any {
                         let _ = events.send(JobEvent::Info(running_message(opts, &roster)));
                     }
                 }
@@ -535,17 +543,26 @@ fn real_assignment(consumer: &JobConsumer) -> Option<BTreeSet<(String, i32)>> {
 /// Forgets `parts` and stops the tasks running here that own any of them;
 /// whether any stopped.
 fn revoke(parts: &[(String, i32)], roster: &mut Roster<LiveTask>, routes: &Routes, board: &StatusBoard) -> bool {
+    let moving = take_moving(parts, roster, routes, board);
+    for gone in &moving {
+        gone.addr.do_send(Shutdown);
+    }
+    !moving.is_empty()
+}
+
+/// Forgets `parts` and takes the tasks running here that own any of them
+/// out of the roster and the routes (to be stopped or handed over).
+fn take_moving(parts: &[(String, i32)], roster: &mut Roster<LiveTask>, routes: &Routes, board: &StatusBoard) -> Vec<LiveTask> {
     let moving = roster.revoke(parts);
     board.set_owned(roster.owned());
     for (_, gone) in &moving {
         for p in &gone.partitions {
             routes.remove(p);
         }
-        gone.addr.do_send(Shutdown);
     }
     // Also tasks whose start was under way or failed: none is running here.
     board.keep_only(|t| roster.running().contains_key(t));
-    !moving.is_empty()
+    moving.into_iter().map(|(_, t)| t).collect()
 }
 
 /// Routes the started tasks' partitions to them and adds them to the

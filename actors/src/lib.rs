@@ -17,6 +17,7 @@ mod impulse;
 pub mod job;
 mod job_input;
 mod job_messages;
+mod job_revocation;
 mod job_topics;
 pub mod kafka;
 mod messages;

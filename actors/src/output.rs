@@ -10,7 +10,7 @@ use beam_kafka_runtime::packed::{Packer, PACK_BYTES};
 use beam_kafka_runtime::partition::partition_for;
 use beam_kafka_runtime::windowed;
 
-use crate::kafka::producer::{self, KafkaProducer, Writes};
+use crate::kafka::producer::{self, KafkaProducer, ProducerSlot, Writes};
 use beam_kafka_runtime::envelope;
 pub use beam_kafka_runtime::spec::OutputSink;
 
@@ -21,7 +21,7 @@ pub struct KafkaSink {
     /// The WriteToKafka transform's user-visible name.
     pub name: String,
     pub codec: SinkCodec,
-    pub producer: Arc<KafkaProducer>,
+    pub producer: Arc<ProducerSlot>,
 }
 
 /// Records queued on producers, not yet acknowledged: the stage runs its
@@ -133,6 +133,7 @@ pub async fn queue_kafka_sinks(queued: &mut Queued, sinks: &[KafkaSink], outputs
     for sink in sinks {
         let Some(data) = outputs.remove(&sink.sink_transform) else { continue };
         let writes = Writes::new();
+        let producer = sink.producer.current();
         let default_topic = sink.codec.spec.topic.as_str();
         let mut at = 0;
         while at < data.len() {
@@ -141,7 +142,7 @@ pub async fn queue_kafka_sinks(queued: &mut Queued, sinks: &[KafkaSink], outputs
             let topic = rec.topic.as_deref().unwrap_or(default_topic);
             let headers = (!rec.headers.is_empty()).then(|| producer::headers(&rec.headers));
             writes
-                .send_record(&sink.producer, topic, rec.key.as_deref(), rec.value.as_deref(), |mut r| {
+                .send_record(&producer, topic, rec.key.as_deref(), rec.value.as_deref(), |mut r| {
                     if let Some(h) = &headers {
                         r = r.headers(h.clone());
                     }

@@ -9,7 +9,7 @@ use actix::Recipient;
 use dashmap::DashMap;
 use futures::FutureExt;
 
-use crate::kafka::rebalance::JobConsumer;
+use crate::kafka::rebalance::{Assignment, JobConsumer};
 use beam_kafka_runtime::failure;
 use rdkafka::message::{Headers, Message};
 
@@ -133,7 +133,7 @@ pub struct PollSettings {
 
 /// Routes until the consumer fails fatally; transient errors are logged and
 /// retried by librdkafka itself.
-pub async fn poll_loop(consumer: Arc<JobConsumer>, routes: Arc<Routes>, settings: PollSettings, generation: Arc<AtomicU64>) -> String {
+pub async fn poll_loop(consumer: Arc<JobConsumer>, routes: Arc<Routes>, settings: PollSettings, assignment: Arc<Assignment>) -> String {
     loop {
         // A bounded wait, then a fresh recv: a StreamConsumer can miss a
         // wake-up (rust-rdkafka #665, #848), and that must not stall a job.
@@ -153,8 +153,8 @@ pub async fn poll_loop(consumer: Arc<JobConsumer>, routes: Arc<Routes>, settings
             }
         };
         // A record returned after an assignment change is current: the
-        // change purged what librdkafka had queued for the old assignment.
-        let mut seen = generation.load(Ordering::Acquire);
+        // change purged what librdkafka had queued for the partitions it moved.
+        let mut seen = assignment.now();
         let mut batch = vec![first];
         let deadline = tokio::time::Instant::now() + settings.max_wait;
         while batch.len() < settings.max_records {
@@ -170,15 +170,10 @@ pub async fn poll_loop(consumer: Arc<JobConsumer>, routes: Arc<Routes>, settings
             };
             match next {
                 Ok(m) => {
-                    // The assignment changed while this batch was collected
-                    // (eager rebalancing revokes every partition): what came
-                    // before is stale, what came with or after it is current.
-                    let now = generation.load(Ordering::Acquire);
-                    if now != seen {
-                        tracing::debug!("dropping {} record(s) taken before an assignment change", batch.len());
-                        batch.clear();
-                        seen = now;
-                    }
+                    // The assignment changed while this batch was collected:
+                    // what came before of the partitions that changed hands
+                    // is stale, what came with or after it is current.
+                    seen = drop_stale(&mut batch, &assignment, seen);
                     batch.push((routes.now(), input_record(&m)))
                 }
                 Err(e) => {
@@ -187,8 +182,10 @@ pub async fn poll_loop(consumer: Arc<JobConsumer>, routes: Arc<Routes>, settings
                 }
             }
         }
-        if generation.load(Ordering::Acquire) != seen {
-            // Changed during the last wait: nothing taken so far is current.
+        // Changed during the last wait: nothing taken so far of the
+        // partitions that moved is current.
+        drop_stale(&mut batch, &assignment, seen);
+        if batch.is_empty() {
             continue;
         }
         tracing::debug!("polled {} record(s)", batch.len());
@@ -218,6 +215,20 @@ pub async fn poll_loop(consumer: Arc<JobConsumer>, routes: Arc<Routes>, settings
             }
         }
     }
+}
+
+/// Drops the records of `batch` whose partition changed hands since tick
+/// `seen`; returns the tick now.
+fn drop_stale(batch: &mut Vec<(u64, InputRecord)>, assignment: &Assignment, seen: u64) -> u64 {
+    let now = assignment.now();
+    if now != seen {
+        let before = batch.len();
+        batch.retain(|(_, r)| !assignment.changed_since(&(r.topic.clone(), r.partition), seen));
+        if batch.len() < before {
+            tracing::debug!("dropping {} record(s) taken before their partition changed hands", before - batch.len());
+        }
+    }
+    now
 }
 
 /// Copies a record out of librdkafka's buffer (once).

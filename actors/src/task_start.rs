@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::kafka::producer::KafkaProducer;
+use crate::kafka::producer::{KafkaProducer, ProducerSlot};
 use actix::prelude::*;
 use beam_kafka_config::ProcessingGuarantee;
 use beam_kafka_runtime::gbk::GroupByKey;
@@ -23,7 +23,7 @@ use crate::bundle_state::BundleState;
 use crate::copy_transaction::{CopyTransactions, Prepare, TxnHandle};
 use crate::group_by_key::GbkStoreView;
 use crate::job_input::JobInput;
-use crate::kafka::rebalance::JobConsumer;
+use crate::kafka::rebalance::{Assignment, JobConsumer};
 use crate::output::KafkaSink;
 use crate::side_inputs::{read_side_topic, SideInputs};
 use crate::source::SourceRoute;
@@ -111,7 +111,8 @@ async fn prepare_transactions(
     txns: Option<&CopyTransactions>,
     tasks: &[TaskId],
     consumer: &JobConsumer,
-    generation: u64,
+    assignment: &Arc<Assignment>,
+    seen: u64,
 ) -> Result<HashMap<u32, TxnHandle>, String> {
     let Some(txns) = txns.filter(|_| input.options.processing_guarantee == ProcessingGuarantee::ExactlyOnce) else {
         return Ok(HashMap::new());
@@ -124,10 +125,13 @@ async fn prepare_transactions(
         input.plan.tasks().into_iter().filter(|t| task_partitions(input, *t).iter().all(|p| assigned.contains(p))).collect();
     let subs: BTreeSet<u32> = tasks.iter().map(|t| t.sub_topology).collect();
     let prepares = subs.into_iter().map(|sub| {
+        let starting: Vec<TaskId> = tasks.iter().copied().filter(|t| t.sub_topology == sub).collect();
         let prepare = Prepare {
-            tasks: tasks.iter().copied().filter(|t| t.sub_topology == sub).collect(),
+            partitions: starting.iter().map(|t| (*t, task_partitions(input, *t))).collect(),
+            tasks: starting,
             owned: owned.iter().copied().filter(|t| t.sub_topology == sub).collect(),
-            generation,
+            assignment: assignment.clone(),
+            seen,
         };
         let txn = txns.get(&sub).cloned();
         async move {
@@ -160,7 +164,7 @@ fn start_tasks(
     consumer: Arc<JobConsumer>,
     producer: Arc<KafkaProducer>,
     events: mpsc::UnboundedSender<TaskEvent>,
-    assignment: AssignmentSeen,
+    (assignment, seen): (Arc<Assignment>, u64),
     tasks: &mut Vec<LiveTask>,
 ) -> Result<(), String> {
     let opts = &input.options;
@@ -218,7 +222,7 @@ fn start_tasks(
             }
         }
         let txn = txns.get(&task.sub_topology);
-        let task_producer = txn.map(|t| t.producer.clone()).unwrap_or_else(|| producer.clone());
+        let task_producer = txn.map(|t| t.producer.clone()).unwrap_or_else(|| ProducerSlot::new(producer.clone()));
         let transactional = txn.is_some();
         // A sink on the runner's cluster writes inside the task's transaction;
         // one on another cluster cannot (at-least-once, said at start).
@@ -334,7 +338,7 @@ fn start_tasks(
                 .transpose()?,
             user_state: user_state.clone(),
             timer_specs: sub.timers.clone(),
-            assignment: assignment.clone(),
+            assignment: AssignmentSeen { assignment: assignment.clone(), seen, partitions: task_partitions(input, task) },
             progress_board: input.test_stream.as_ref().map(|t| t.board.clone()),
             board: input.board.clone(),
             meters: input.board.register(task, incarnation),
@@ -382,12 +386,12 @@ fn start_tasks(
 /// fenced earlier owners, so the commit read is final (read_committed asks
 /// the coordinator for stable offsets). A partition without a commit starts
 /// at `fallback` (a source's first-run offset) or at its beginning.
-/// `None`: the group's assignment changed (`generation` moved) meanwhile.
+/// `None`: one of the partitions changed hands meanwhile.
 async fn seek_to_commits(
     consumer: &Arc<JobConsumer>,
     partitions: &[(String, i32)],
     fallback: &HashMap<(String, i32), i64>,
-    generation: Arc<AtomicU64>,
+    assignment: Arc<Assignment>,
     seen: u64,
     stop: Arc<AtomicBool>,
 ) -> Result<Option<HashMap<(String, i32), rdkafka::Offset>>, String> {
@@ -403,7 +407,8 @@ async fn seek_to_commits(
     consumer.pause(&tpl).map_err(|e| format!("cannot pause {partitions:?}: {e}"))?;
     let consumer = consumer.clone();
     let fallback: HashMap<(String, i32), i64> = partitions.iter().filter_map(|k| fallback.get(k).map(|o| (k.clone(), *o))).collect();
-    let moved = move || generation.load(Ordering::Acquire) != seen || stop.load(Ordering::Acquire);
+    let watched = partitions.to_vec();
+    let moved = move || assignment.any_changed_since(&watched, seen) || stop.load(Ordering::Acquire);
     tokio::task::spawn_blocking(move || {
         let committed =
             consumer.committed_offsets(tpl, Duration::from_secs(30)).map_err(|e| format!("cannot read committed offsets: {e}"))?;
@@ -492,8 +497,8 @@ pub(crate) fn roster(input: &JobInput) -> Roster<LiveTask> {
 
 /// Restores, initialises and starts `to_start` (tasks whose partitions are
 /// all assigned here); their partitions are resumed, at their last commit,
-/// once they run. If the group's assignment changed meanwhile (`generation`
-/// moved), nothing starts: the change's own events decide what runs here.
+/// once they run. If any of their partitions changed hands meanwhile,
+/// nothing starts: the change's own events decide what runs here.
 /// On an error nothing started runs.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn start_assigned(
@@ -504,16 +509,16 @@ pub(crate) async fn start_assigned(
     producer: &Arc<KafkaProducer>,
     copy_txns: Option<&CopyTransactions>,
     events: &mpsc::UnboundedSender<TaskEvent>,
-    generation: &Arc<AtomicU64>,
+    assignment: &Arc<Assignment>,
     stop: &Arc<AtomicBool>,
 ) -> Result<Vec<LiveTask>, String> {
-    let seen = generation.load(Ordering::Acquire);
+    let seen = assignment.now();
     if to_start.is_empty() {
         return Ok(Vec::new());
     }
     let began = Instant::now();
     let opening = open_stores(input, &to_start);
-    let txns = prepare_transactions(input, copy_txns, &to_start, consumer, seen).await;
+    let txns = prepare_transactions(input, copy_txns, &to_start, consumer, assignment, seen).await;
     let opened = opening.await.map_err(|e| format!("opening the state stores failed: {e}"));
     let (txns, opened) = match (txns, opened) {
         (Ok(txns), Ok(Ok(opened))) => (txns, opened),
@@ -536,7 +541,7 @@ pub(crate) async fn start_assigned(
     let mut restored = restore_states(input, opened, consumer).await?;
     tracing::debug!("tasks {to_start:?}: state restored after {:?}", began.elapsed());
     let partitions: Vec<(String, i32)> = to_start.iter().flat_map(|t| task_partitions(input, *t)).collect();
-    let starts = match seek_to_commits(consumer, &partitions, &io.start_offsets, generation.clone(), seen, stop.clone()).await {
+    let starts = match seek_to_commits(consumer, &partitions, &io.start_offsets, assignment.clone(), seen, stop.clone()).await {
         Ok(s) => s,
         Err(e) => {
             // Restored stores stay trusted for the next try.
@@ -548,7 +553,7 @@ pub(crate) async fn start_assigned(
             return Err(e);
         }
     };
-    let Some(starts) = starts.filter(|_| generation.load(Ordering::Acquire) == seen) else {
+    let Some(starts) = starts.filter(|_| !assignment.any_changed_since(&partitions, seen)) else {
         // Resuming now could resume partitions a newer assignment paused.
         tracing::debug!("the assignment changed while tasks {to_start:?} were being prepared; not starting them");
         for (task, r) in restored {
@@ -562,7 +567,6 @@ pub(crate) async fn start_assigned(
     let first_offsets: HashMap<(String, i32), i64> =
         starts.iter().map(|(k, o)| (k.clone(), if let rdkafka::Offset::Offset(n) = o { *n } else { 0 })).collect();
     let mut started = Vec::new();
-    let assignment = AssignmentSeen { generation: generation.clone(), seen };
     let all = start_tasks(
         input,
         io,
@@ -573,7 +577,7 @@ pub(crate) async fn start_assigned(
         consumer.clone(),
         producer.clone(),
         events.clone(),
-        assignment,
+        (assignment.clone(), seen),
         &mut started,
     );
     if let Err(e) = all {

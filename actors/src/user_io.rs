@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::kafka::producer::{self, KafkaProducer};
+use crate::kafka::producer::{self, KafkaProducer, ProducerSlot};
 use rdkafka::consumer::BaseConsumer;
 
 use beam_kafka_runtime::kafka_io::same_cluster;
@@ -36,9 +36,11 @@ const MANAGED_CONSUMER_KEYS: &[&str] = &[
     "key.deserializer",
     "value.deserializer",
     "session.timeout.ms",
-    // The runner's group rebalances eagerly (see `kafka::config::consumer`).
+    // The runner's group keeps a task's partitions together (see
+    // `kafka::config::consumer`); its protocol is --group_protocol.
     "partition.assignment.strategy",
     "group.protocol",
+    "group.remote.assignor",
 ];
 
 /// Java client settings that name Java classes; librdkafka has no use for them.
@@ -191,7 +193,7 @@ pub fn start_kafka_io(input: &JobInput) -> Result<KafkaIo, String> {
                 sink_transform: k.sink_transform.clone(),
                 name: k.name.clone(),
                 codec: k.codec.clone(),
-                producer: Arc::new(producer),
+                producer: ProducerSlot::new(Arc::new(producer)),
             });
         }
         io.sinks.insert(sub.id, sinks);

@@ -10,5 +10,5 @@ mod text_list;
 mod value;
 
 pub use options::{OptionKind, OptionSpec, OPTIONS};
-pub use parse::{OptionError, ProcessingGuarantee, RunnerOptions};
+pub use parse::{GroupProtocol, OptionError, ProcessingGuarantee, RunnerOptions};
 pub use value::OptionValue;

@@ -113,6 +113,17 @@ pub static OPTIONS: &[OptionSpec] = &[
                       instance has gone. A broker refuses values below its group.min.session.timeout.ms.",
     },
     OptionSpec {
+        name: "group_protocol",
+        java_name: "groupProtocol",
+        kind: OptionKind::String,
+        default: Some("classic"),
+        description: "How the application's consumer group moves partitions between copies. classic: Kafka's classic \
+                      protocol, eagerly (any copy joining or leaving stops every task of every copy for the \
+                      rebalance). consumer: KIP-848 (brokers 4.0 or later) with the brokers' sticky range assignor: \
+                      only the tasks whose partitions move stop, handing over after committing; the session \
+                      timeout and heartbeat interval are then the brokers' group.consumer.* settings.",
+    },
+    OptionSpec {
         name: "group_instance_id",
         java_name: "groupInstanceId",
         kind: OptionKind::String,

@@ -13,6 +13,17 @@ pub enum ProcessingGuarantee {
     AtLeastOnce,
 }
 
+/// How the application's consumer group hands partitions between copies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GroupProtocol {
+    /// Kafka's classic protocol, eagerly: every change of membership stops
+    /// every task of every copy (range assignment).
+    Classic,
+    /// KIP-848 (brokers 4.0 and later), with the brokers' sticky range
+    /// assignor: only the tasks whose partitions move stop.
+    Consumer,
+}
+
 /// The validated options of one job.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunnerOptions {
@@ -27,6 +38,7 @@ pub struct RunnerOptions {
     pub read_idle_timeout_ms: u64,
     pub read_checkpoint_num_bundles: u64,
     pub session_timeout_ms: u64,
+    pub group_protocol: GroupProtocol,
     /// This copy's static group membership (`group.instance.id`), if any.
     pub group_instance_id: Option<String>,
     pub state_dir: PathBuf,
@@ -66,8 +78,9 @@ impl fmt::Display for OptionError {
 /// user value would break the runner's guarantees, so it is refused rather
 /// than silently overridden.
 const RUNNER_OWNED_PROPERTIES: &[(&str, &str)] = &[
-    ("partition.assignment.strategy", EAGER_ONLY),
-    ("group.protocol", EAGER_ONLY),
+    ("partition.assignment.strategy", ASSIGNORS),
+    ("group.remote.assignor", ASSIGNORS),
+    ("group.protocol", "use --group_protocol"),
     ("bootstrap.servers", "use --bootstrap_servers"),
     ("group.id", "the group is the application id (--application_id)"),
     ("transactional.id", "each task has its own, derived from the application id"),
@@ -82,9 +95,10 @@ const RUNNER_OWNED_PROPERTIES: &[(&str, &str)] = &[
     ),
 ];
 
-/// Why the group's rebalance protocol is the runner's.
-const EAGER_ONLY: &str = "the runner's group rebalances eagerly: every task of a copy restarts from its last commit whenever \
-                          the assignment changes, which incremental (cooperative) rebalancing would break";
+/// Why the group's assignor is the runner's.
+const ASSIGNORS: &str = "a task reads partition p of each of its topics, so the group must assign them together: the runner \
+                         uses range assignment (the brokers' sticky range assignor under --group_protocol=consumer); \
+                         cooperative-sticky and uniform split a task's partitions between copies";
 
 struct Reader<'a> {
     values: &'a BTreeMap<String, OptionValue>,
@@ -249,6 +263,22 @@ impl RunnerOptions {
         let read_idle_timeout_ms = r.int("read_idle_timeout_ms", 1, 3_600_000);
         let read_checkpoint_num_bundles = r.int("read_checkpoint_num_bundles", 1, 1_000_000);
         let session_timeout_ms = r.int("session_timeout_ms", 1_000, 3_600_000);
+        let group_protocol = match r.text("group_protocol").as_deref() {
+            Some("classic") | None => GroupProtocol::Classic,
+            Some("consumer") => GroupProtocol::Consumer,
+            Some(other) => {
+                r.fail("group_protocol", format!("'{other}' is not one of classic, consumer"));
+                GroupProtocol::Classic
+            }
+        };
+        // (SDKs send the default along, so only another value is the user's.)
+        if group_protocol == GroupProtocol::Consumer && session_timeout_ms != 45_000 {
+            r.fail(
+                "session_timeout_ms",
+                "under --group_protocol=consumer the session timeout is the group's, not a client's: set the brokers' \
+                 group.consumer.session.timeout.ms (or the group's consumer.session.timeout.ms) instead",
+            );
+        }
         let group_instance_id = r.text("group_instance_id");
         check_group_instance_id(&mut r, group_instance_id.as_deref());
         let commit_interval_ms = r.int("commit_interval_ms", 1, 3_600_000);
@@ -292,6 +322,7 @@ impl RunnerOptions {
             read_idle_timeout_ms,
             read_checkpoint_num_bundles,
             session_timeout_ms,
+            group_protocol,
             group_instance_id,
             state_dir,
             state_store_memory_mb,
@@ -454,8 +485,22 @@ mod tests {
                 OptionValue::List(vec![s("partition.assignment.strategy=cooperative-sticky"), s("group.protocol=consumer")]),
             ),
         ]);
-        assert_eq!(errs.len(), 2, "incremental rebalancing would keep tasks running across a move");
-        assert!(errs.iter().all(|e| e.message.contains("rebalances eagerly")), "{errs:?}");
+        assert_eq!(errs.len(), 2, "the protocol is an option, and the assignor keeps a task's partitions together");
+        assert!(errs[0].message.contains("range assignment"), "{errs:?}");
+        assert!(errs[1].message.contains("--group_protocol"), "{errs:?}");
+    }
+
+    #[test]
+    fn the_group_protocol_is_classic_unless_asked_and_its_session_is_the_groups() {
+        let classic = RunnerOptions::parse(&opts(&[("application_id", s("a"))])).unwrap();
+        assert_eq!(classic.group_protocol, GroupProtocol::Classic);
+        let kip848 = RunnerOptions::parse(&opts(&[("application_id", s("a")), ("group_protocol", s("consumer"))])).unwrap();
+        assert_eq!(kip848.group_protocol, GroupProtocol::Consumer);
+        let errs = errors_for(&[("application_id", s("a")), ("group_protocol", s("cooperative"))]);
+        assert!(errs[0].option == "group_protocol" && errs[0].message.contains("classic, consumer"), "{errs:?}");
+        let errs =
+            errors_for(&[("application_id", s("a")), ("group_protocol", s("consumer")), ("session_timeout_ms", OptionValue::Number(10_000.0))]);
+        assert!(errs[0].option == "session_timeout_ms" && errs[0].message.contains("group.consumer.session.timeout.ms"), "{errs:?}");
     }
 
     #[test]

@@ -143,6 +143,15 @@ class KafkaStreamsRunnerOptions(PipelineOptions):
         '(default: 45000).')
     _add(
         parser,
+        '--group_protocol',
+        default='classic',
+        choices=('classic', 'consumer'),
+        help='classic (any copy joining or leaving stops every task for the '
+        'rebalance) or consumer (KIP-848, brokers 4.0+: only the tasks whose '
+        'partitions move stop; the session timeout is the brokers\' '
+        'group.consumer.session.timeout.ms).')
+    _add(
+        parser,
         '--group_instance_id',
         default=None,
         help="This copy's static membership of the application's consumer "

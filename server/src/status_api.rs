@@ -108,6 +108,8 @@ pub fn task(board: &StatusBoard, id: TaskId, e: &TaskEntry) -> Value {
         "task": id.to_string(),
         "sub_topology": id.sub_topology,
         "partition": id.partition,
+        // Which start of the task in this copy: a restart counts up.
+        "incarnation": e.incarnation,
         "copy": board.copy,
         "state": format!("{:?}", s.state),
         "inputs": inputs,

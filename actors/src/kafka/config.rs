@@ -3,7 +3,7 @@
 //! settings (TLS, SASL, timeouts) reach all of them. The runner's own
 //! defaults give way to the user's; only the properties it owns (refused at
 //! option parsing: `group.id`, `isolation.level`, …) are always its own.
-use beam_kafka_config::{ProcessingGuarantee, RunnerOptions};
+use beam_kafka_config::{GroupProtocol, ProcessingGuarantee, RunnerOptions};
 use rdkafka::ClientConfig;
 
 /// Sets `key` unless the user's properties did.
@@ -23,6 +23,16 @@ pub fn job_consumer(opts: &RunnerOptions) -> ClientConfig {
     // admin's consumer of the same group must not, or it would fence it).
     if let Some(id) = &opts.group_instance_id {
         c.set("group.instance.id", id);
+    }
+    if opts.group_protocol == GroupProtocol::Consumer {
+        // KIP-848: the brokers assign (their range assignor is sticky and
+        // gives a copy partition p of every topic of equal size, a task's
+        // inputs), and the session is the group's, so librdkafka refuses
+        // the classic protocol's membership settings.
+        for key in ["session.timeout.ms", "heartbeat.interval.ms", "partition.assignment.strategy"] {
+            c.remove(key);
+        }
+        c.set("group.protocol", "consumer").set("group.remote.assignor", "range");
     }
     c
 }
@@ -87,10 +97,9 @@ pub fn consumer(opts: &RunnerOptions) -> ClientConfig {
         // their offsets were seeded or committed.
         .set("auto.offset.reset", "earliest")
         .set("session.timeout.ms", opts.session_timeout_ms.to_string())
-        // Eager rebalancing: a change revokes every partition, so every task
-        // restarts from its commit, and the poll loop may drop what it took
-        // before the change (incremental protocols would keep tasks running
-        // across it, and those records would be skipped).
+        // Eager rebalancing with range assignment, unless the job's consumer
+        // uses KIP-848 (`job_consumer`): every task reads partition p of
+        // each of its topics, and range keeps those on one copy.
         .set("group.protocol", "classic")
         .set("partition.assignment.strategy", "range,roundrobin")
         .set(
@@ -290,5 +299,21 @@ mod tests {
             let errors = RunnerOptions::parse(&values).unwrap_err();
             assert!(errors.iter().any(|e| e.to_string().contains(hint)), "{p}: {errors:?}");
         }
+    }
+
+    #[test]
+    fn the_consumer_protocol_leaves_membership_settings_to_the_group() {
+        let mut opts = options(&[]);
+        let classic = job_consumer(&opts);
+        assert_eq!(classic.get("group.protocol"), Some("classic"));
+        assert!(classic.get("session.timeout.ms").is_some() && classic.get("heartbeat.interval.ms").is_some());
+        opts.group_protocol = GroupProtocol::Consumer;
+        let kip848 = job_consumer(&opts);
+        assert_eq!((kip848.get("group.protocol"), kip848.get("group.remote.assignor")), (Some("consumer"), Some("range")));
+        for key in ["session.timeout.ms", "heartbeat.interval.ms", "partition.assignment.strategy"] {
+            assert_eq!(kip848.get(key), None, "{key}: librdkafka refuses it under KIP-848");
+        }
+        // Other clients of the group never join it: they stay classic.
+        assert_eq!(consumer(&opts).get("group.protocol"), Some("classic"));
     }
 }

@@ -202,3 +202,28 @@ pub fn headers(pairs: &[(String, Option<Vec<u8>>)]) -> OwnedHeaders {
     }
     headers
 }
+
+/// The producer a task and its stage write through, looked up at each
+/// write: the copy's transaction may give it a new transactional producer
+/// between two of its commits (when the task whose id the old one carried
+/// moves to another copy, whose start would fence it), and its members
+/// write on with the new one without stopping.
+pub struct ProducerSlot(std::sync::RwLock<Arc<KafkaProducer>>);
+
+impl ProducerSlot {
+    pub fn new(producer: Arc<KafkaProducer>) -> Arc<ProducerSlot> {
+        Arc::new(ProducerSlot(std::sync::RwLock::new(producer)))
+    }
+
+    /// The producer to write with now. Take it only once writing is
+    /// allowed (under exactly_once, after the commit before): a swap
+    /// happens between a commit and the members' next writes.
+    pub fn current(&self) -> Arc<KafkaProducer> {
+        self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Puts `producer` in; returns the one it replaces.
+    pub fn replace(&self, producer: Arc<KafkaProducer>) -> Arc<KafkaProducer> {
+        std::mem::replace(&mut *self.0.write().unwrap_or_else(|p| p.into_inner()), producer)
+    }
+}

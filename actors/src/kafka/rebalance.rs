@@ -3,32 +3,101 @@
 //!
 //! librdkafka calls these hooks inside a poll, on the actor thread, so they
 //! only pause and report: newly assigned partitions stay paused until the
-//! job has restored their tasks' state and started them.
+//! job has restored their tasks' state and started them. Under incremental
+//! rebalancing (`--group_protocol=consumer`) a revocation is only reported:
+//! the job hands the moving tasks over (each commits a last cycle) and then
+//! gives the partitions up itself (`Revocation::complete`), which is when
+//! the group moves them.
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::status_board::StatusBoard;
 use beam_kafka_config::{ProcessingGuarantee, RunnerOptions};
+use beam_kafka_runtime::task::epochs::Epochs;
+use beam_kafka_runtime::task::roster::Partition;
 
-use rdkafka::consumer::{BaseConsumer, ConsumerContext, Rebalance, StreamConsumer};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance, RebalanceProtocol, StreamConsumer};
+use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{ClientContext, TopicPartitionList};
 use tokio::sync::mpsc::UnboundedSender;
 
 /// A change of this process's share of the group's partitions.
 #[derive(Debug)]
 pub enum Membership {
-    Assigned(Vec<(String, i32)>),
-    Revoked(Vec<(String, i32)>),
+    Assigned(Vec<Partition>),
+    /// Taken away (eagerly: librdkafka gave them up already).
+    Revoked(Vec<Partition>),
+    /// Asked back incrementally: the job hands their tasks over, then
+    /// gives the partitions up (`Revocation::complete`).
+    Revoking(Revocation),
     /// Every partition went (a failed rebalance unassigns them all).
     RevokedAll,
 }
 
+/// Partitions the group asked back, still this copy's until given up.
+#[derive(Debug)]
+pub struct Revocation {
+    pub partitions: Vec<Partition>,
+}
+
+impl Revocation {
+    /// Gives the partitions up: the group hands them to their next owner.
+    /// Their epochs move only now, so the tasks handing them over wrote
+    /// their last cycle as owners.
+    pub fn complete(self, consumer: &JobConsumer, assignment: &Assignment) {
+        assignment.change(&self.partitions);
+        let mut tpl = TopicPartitionList::new();
+        for (topic, p) in &self.partitions {
+            tpl.add_partition(topic, *p);
+        }
+        if let Err(e) = consumer.incremental_unassign(&tpl) {
+            tracing::warn!("cannot give up partitions {:?}: {e}", self.partitions);
+        }
+    }
+}
+
+/// When each partition last changed hands in this copy (`runtime::task::epochs`),
+/// shared by the consumer's hooks, the poll loop and the tasks; the clock
+/// alone answers "did anything change" without a lock.
+#[derive(Default)]
+pub struct Assignment {
+    clock: AtomicU64,
+    epochs: Mutex<Epochs>,
+}
+
+impl Assignment {
+    pub fn now(&self) -> u64 {
+        self.clock.load(Ordering::Acquire)
+    }
+
+    pub fn change(&self, parts: &[Partition]) {
+        let mut e = self.epochs.lock().expect("epochs lock");
+        self.clock.store(e.change(parts), Ordering::Release);
+    }
+
+    fn change_all(&self) {
+        let mut e = self.epochs.lock().expect("epochs lock");
+        self.clock.store(e.change_all(), Ordering::Release);
+    }
+
+    /// Whether `partition` changed hands after tick `seen`.
+    pub fn changed_since(&self, partition: &Partition, seen: u64) -> bool {
+        self.now() != seen && self.epochs.lock().expect("epochs lock").changed_since(partition, seen)
+    }
+
+    /// Whether any of `parts` changed hands after tick `seen`.
+    pub fn any_changed_since(&self, parts: &[Partition], seen: u64) -> bool {
+        self.now() != seen && self.epochs.lock().expect("epochs lock").any_changed_since(parts, seen)
+    }
+}
+
 pub struct JobContext {
     events: UnboundedSender<Membership>,
-    /// Bumped at every change of assignment: records the
-    /// poll loop took before a bump belong to an assignment that is gone and
-    /// must not reach a task (its new owner reads them again from the commit).
-    pub generation: Arc<AtomicU64>,
+    /// When each partition changed hands: records the poll loop took
+    /// before their partition's change belong to an assignment that is gone
+    /// and must not reach a task (its next owner reads them again from the
+    /// commit).
+    pub assignment: Arc<Assignment>,
     /// Where partition ends (for lag) and rebalances are told.
     board: Arc<StatusBoard>,
     application_id: String,
@@ -37,15 +106,15 @@ pub struct JobContext {
 }
 
 impl JobContext {
-    pub fn new(events: UnboundedSender<Membership>, generation: Arc<AtomicU64>, board: Arc<StatusBoard>, opts: &RunnerOptions) -> Self {
+    pub fn new(events: UnboundedSender<Membership>, assignment: Arc<Assignment>, board: Arc<StatusBoard>, opts: &RunnerOptions) -> Self {
         let transactional = opts.processing_guarantee == ProcessingGuarantee::ExactlyOnce;
-        JobContext { events, generation, board, application_id: opts.application_id.clone(), transactional }
+        JobContext { events, assignment, board, application_id: opts.application_id.clone(), transactional }
     }
 }
 
 pub type JobConsumer = StreamConsumer<JobContext>;
 
-fn list(tpl: &TopicPartitionList) -> Vec<(String, i32)> {
+fn list(tpl: &TopicPartitionList) -> Vec<Partition> {
     tpl.elements().iter().map(|e| (e.topic().to_string(), e.partition())).collect()
 }
 
@@ -65,16 +134,38 @@ impl ClientContext for JobContext {
 }
 
 impl ConsumerContext for JobContext {
+    /// rust-rdkafka's own, but an incremental revocation is not given up
+    /// here: the job does it once the moving tasks handed over.
+    fn rebalance(&self, consumer: &BaseConsumer<Self>, err: RDKafkaRespErr, tpl: &mut TopicPartitionList) {
+        let incremental = matches!(consumer.rebalance_protocol(), RebalanceProtocol::Cooperative);
+        if !(incremental && err == RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS) {
+            return self.rebalance_now(consumer, err, tpl);
+        }
+        let partitions = list(tpl);
+        // Lost (already someone else's: nothing of theirs may commit here),
+        // or the consumer is closing (the job ended: no task runs to hand
+        // over, and the close waits for the partitions to be given up).
+        if consumer.assignment_lost() || consumer.closed() {
+            return self.rebalance_now(consumer, err, tpl);
+        }
+        tracing::debug!("group rebalance: handing over {partitions:?}");
+        if let Err(unheard) = self.events.send(Membership::Revoking(Revocation { partitions })) {
+            tracing::debug!("the job no longer runs tasks: giving {:?} up at once", unheard);
+            self.rebalance_now(consumer, err, tpl);
+        }
+    }
+
     fn pre_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
-        self.generation.fetch_add(1, Ordering::AcqRel);
         match rebalance {
             Rebalance::Revoke(tpl) => {
-                tracing::debug!("group rebalance: revoking {:?}", list(tpl));
-                let _ = self.events.send(Membership::Revoked(list(tpl)));
+                let parts = list(tpl);
+                tracing::debug!("group rebalance: revoking {parts:?}");
+                self.assignment.change(&parts);
+                let _ = self.events.send(Membership::Revoked(parts));
                 // The rebalance completes, and the partitions' next owners
                 // restore, only once the changelog writes of this copy's
-                // tasks landed (the bump above stops new ones; this runs on
-                // the job's thread, so no task queues any meanwhile).
+                // tasks landed (the change above stops new ones; this runs
+                // on the job's thread, so no task queues any meanwhile).
                 if !self.transactional {
                     if let Err(e) = crate::state::wait_for_changelog_writes(&self.application_id) {
                         tracing::warn!("handing partitions over without waiting further: {e}");
@@ -82,13 +173,16 @@ impl ConsumerContext for JobContext {
                 }
             }
             Rebalance::Assign(tpl) => {
+                let parts = list(tpl);
+                self.assignment.change(&parts);
                 self.board.rebalances.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!("group rebalance: assigning {:?}", list(tpl))
+                tracing::debug!("group rebalance: assigning {parts:?}")
             }
             // A safety net: rust-rdkafka 0.39 calls this hook only for
             // assignments and revocations, but on an error it would
             // unassign everything.
             Rebalance::Error(e) => {
+                self.assignment.change_all();
                 tracing::warn!("group rebalance failed ({e}); giving up every partition until the next assignment");
                 let _ = self.events.send(Membership::RevokedAll);
             }
@@ -96,17 +190,41 @@ impl ConsumerContext for JobContext {
     }
 
     fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
-        self.generation.fetch_add(1, Ordering::AcqRel);
         if let Rebalance::Assign(tpl) = rebalance {
             if tpl.count() == 0 {
                 return;
             }
+            let parts = list(tpl);
+            self.assignment.change(&parts);
             // Nothing is fetched for a partition until its task is running.
-            use rdkafka::consumer::Consumer;
             if let Err(e) = consumer.pause(tpl) {
                 tracing::warn!("cannot pause newly assigned partitions: {e}");
             }
-            let _ = self.events.send(Membership::Assigned(list(tpl)));
+            let _ = self.events.send(Membership::Assigned(parts));
         }
+    }
+}
+
+impl JobContext {
+    /// rust-rdkafka's default rebalance: the hooks around librdkafka's
+    /// (incremental) assign or unassign.
+    fn rebalance_now(&self, consumer: &BaseConsumer<Self>, err: RDKafkaRespErr, tpl: &mut TopicPartitionList) {
+        let incremental = matches!(consumer.rebalance_protocol(), RebalanceProtocol::Cooperative);
+        let rebalance = match err {
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => Rebalance::Assign(tpl),
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => Rebalance::Revoke(tpl),
+            other => Rebalance::Error(rdkafka::error::KafkaError::Rebalance(other.into())),
+        };
+        self.pre_rebalance(consumer, &rebalance);
+        let done = match (&rebalance, incremental) {
+            (Rebalance::Assign(tpl), true) => consumer.incremental_assign(tpl),
+            (Rebalance::Assign(tpl), false) => consumer.assign(tpl),
+            (Rebalance::Revoke(tpl), true) => consumer.incremental_unassign(tpl),
+            _ => consumer.unassign(),
+        };
+        if let Err(e) = done {
+            tracing::warn!("group rebalance: librdkafka refused the change: {e}");
+        }
+        self.post_rebalance(consumer, &rebalance);
     }
 }

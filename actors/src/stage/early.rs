@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use beam_kafka_fnapi::EarlyOutputs;
 use tokio::sync::{mpsc, watch};
 
-use crate::kafka::producer::KafkaProducer;
+use crate::kafka::producer::ProducerSlot;
 use crate::output::{queue_elements, OutputSink, Queued};
 
 /// A sink's collected outputs are handed over once they reach this size.
@@ -60,17 +60,19 @@ pub async fn write(
     mut chunks: mpsc::UnboundedReceiver<(String, Vec<u8>)>,
     mut may_write: watch::Receiver<u64>,
     seq: u64,
-    producer: &KafkaProducer,
+    slot: &ProducerSlot,
     outputs: &[OutputSink],
     pack_elements: usize,
 ) -> Result<WrittenEarly, String> {
     let mut written = WrittenEarly::default();
-    let mut allowed = false;
+    // Taken once writing is allowed: the producer of the bundle's transaction.
+    let mut producer = None;
     while let Some((sink, chunk)) = chunks.recv().await {
-        if !allowed {
+        if producer.is_none() {
             may_write.wait_for(|&through| seq <= through).await.map_err(|_| "the stage stopped".to_string())?;
-            allowed = true;
+            producer = Some(slot.current());
         }
+        let Some(producer) = producer.as_deref() else { continue };
         let buf = written.carry.entry(sink.clone()).or_default();
         if buf.is_empty() {
             *buf = chunk;

@@ -23,7 +23,7 @@ use beam_kafka_runtime::task::bundle::{OpenBundle, SealedBundle};
 use tokio::sync::{oneshot, watch};
 
 use crate::harnesses::HarnessLease;
-use crate::kafka::producer::KafkaProducer;
+use crate::kafka::producer::ProducerSlot;
 
 use crate::messages::{Committed, Drain, Elements, FireTimers, Flush, Release, Resume, Settle, Shutdown, StageEvent};
 use crate::output::{queue_kafka_sinks, queue_outputs, KafkaSink, OutputSink, Queued};
@@ -42,7 +42,7 @@ pub struct StageSpec {
     pub outputs: Vec<OutputSink>,
     /// Sinks written to user topics by WriteToKafka.
     pub kafka_sinks: Vec<KafkaSink>,
-    pub producer: Arc<KafkaProducer>,
+    pub producer: Arc<ProducerSlot>,
     pub max_bundle_size: u64,
     pub max_bundle_time: Duration,
     /// Answers the State API requests of its bundles (side inputs).
@@ -211,7 +211,7 @@ impl StageActor {
         let sinks = self.spec.sinks.clone();
         let outputs = self.spec.outputs.clone();
         let kafka_sinks = self.spec.kafka_sinks.clone();
-        let producer = self.spec.producer.clone();
+        let slot = self.spec.producer.clone();
         let pack_elements = self.spec.max_bundle_size as usize;
         let write_during_bundle = self.spec.write_during_bundle;
         let meters = self.spec.meters.clone();
@@ -247,7 +247,7 @@ impl StageActor {
                 split_rx.await.ok()?;
                 Some(worker.split_bundle(&bundle_id, &sources, &splittable).await)
             };
-            let written_early = early::write(chunks, may_write.clone(), seq, &producer, &outputs, pack_elements);
+            let written_early = early::write(chunks, may_write.clone(), seq, &slot, &outputs, pack_elements);
             let ((result, splits), written_early) = tokio::join!(split::run_with_split(bundle, split, &split_asked), written_early);
             processed.store(true, std::sync::atomic::Ordering::SeqCst);
             let result = result.map_err(|e| match e {
@@ -260,6 +260,7 @@ impl StageActor {
             tracing::debug!("bundle {seq} outputs (bytes): {out:?}, {} written while it ran", written_early.bytes);
             // A bundle run during a commit writes in the next transaction.
             may_write.wait_for(|&through| seq <= through).await.map_err(|_| ("the stage stopped".to_string(), false))?;
+            let producer = slot.current();
             let mut written = result.outputs;
             written_early.prepend_carry(&mut written);
             let mut queued = std::mem::take(&mut written_early.queued);

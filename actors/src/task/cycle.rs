@@ -161,7 +161,7 @@ impl TaskSupervisor {
         } else {
             Vec::new()
         };
-        let producer = self.producer.clone();
+        let producer = self.producer.current();
         let (source, partition, total) = (self.cfg.report_source.clone(), self.cfg.task.partition, self.cfg.total_partitions);
         let state_topic = self.cfg.state_topic.clone();
         let payload = envelope::watermark_with_progress(wm, &source, partition, total, progress);
@@ -211,7 +211,8 @@ impl TaskSupervisor {
             let Some(txn) = self.cfg.txn.clone() else {
                 return self.stop_uncommitted(ctx, "it left the copy's transaction".into());
             };
-            let ready = Ready { member: (self.cfg.task, self.cfg.incarnation), offsets: c.offsets.clone() };
+            self.last_cycle_handed_in = self.is_handing_over();
+            let ready = Ready { member: (self.cfg.task, self.cfg.incarnation), offsets: c.offsets.clone(), last: self.last_cycle_handed_in };
             let (writes, stage) = (self.cycle_writes.take(), self.stage.clone());
             // Kafka acknowledged every write of the cycle (its own and its
             // bundles') before it is handed in: a refused write says why
@@ -265,7 +266,9 @@ impl TaskSupervisor {
             }));
             return;
         }
-        let mode = if c.is_final() { CommitMode::Sync } else { CommitMode::Async };
+        // A hand-over gives the partitions up right after: the next owner
+        // must find the commit.
+        let mode = if c.is_final() || self.is_handing_over() { CommitMode::Sync } else { CommitMode::Async };
         let offsets = c.offsets.clone();
         if let Err(e) = self.commit_offsets(&offsets, mode) {
             self.commit_failed();
@@ -327,7 +330,8 @@ impl TaskSupervisor {
         if let Some(board) = &self.cfg.progress_board {
             board.insert(self.cfg.task, (c.epoch, self.busy_with()));
         }
-        if self.cfg.transactional {
+        // A task handing over never writes what ran during its last commit.
+        if self.cfg.transactional && !self.hands_over_now() {
             self.stage.do_send(Resume);
         }
         // Deferred work this cycle wrote is durable: it may run again.
@@ -360,6 +364,9 @@ impl TaskSupervisor {
         if !covered.is_empty() {
             let _ = self.events.send(TaskEvent::CommittedMetrics(covered));
         }
+        if self.hands_over_now() && finalized_rx.is_none() {
+            return self.handed_over(ctx);
+        }
         // Deferred elements go to the stage before the next cycle opens.
         self.pump(ctx);
         if let Some(rx) = finalized_rx {
@@ -369,11 +376,11 @@ impl TaskSupervisor {
                     let _ = rx.await;
                 }
                 .into_actor(self)
-                .map(|_, act, _| act.finished()),
+                .map(|_, act, ctx| act.finished(ctx)),
             );
         } else if std::mem::take(&mut self.round_flush) {
             self.open_cycle();
-        } else if self.flush_wanted || self.output_watermark() > self.reported || self.timers_due() {
+        } else if self.flush_wanted || self.is_handing_over() || self.output_watermark() > self.reported || self.timers_due() {
             // Asked for while this cycle ran, the watermark moved on, or
             // timers are due.
             self.request_flush();
@@ -383,13 +390,16 @@ impl TaskSupervisor {
 
 impl TaskSupervisor {
     /// The last cycle committed and its bundles were finalized.
-    fn finished(&mut self) {
+    fn finished(&mut self, ctx: &mut Context<Self>) {
         let _ = self.lifecycle.transition(TaskState::Finished);
         self.publish_status();
         self.report_dropped();
         self.report_sources();
         self.report_flow("finished");
         let _ = self.events.send(TaskEvent::Finished(self.cfg.task));
+        if self.is_handing_over() {
+            self.handed_over(ctx);
+        }
     }
 }
 

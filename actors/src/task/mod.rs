@@ -38,7 +38,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use crate::copy_transaction::TxnHandle;
 use crate::group_by_key::GroupByKeyActor;
-use crate::kafka::producer::KafkaProducer;
+use crate::kafka::producer::ProducerSlot;
 use crate::kafka::rebalance::JobConsumer;
 use crate::kafka::transaction;
 use crate::messages::{Drain, GbkEvent, InputRecord, RecordBatch, Shutdown, StageEvent, WatermarkEvent};
@@ -53,6 +53,7 @@ use beam_kafka_runtime::spec::TimerFamilySpec;
 
 mod children;
 mod cycle;
+mod hand_over;
 mod input;
 mod report;
 mod shared;
@@ -60,6 +61,7 @@ mod side_maps;
 mod sources;
 mod timers;
 
+pub use hand_over::HandOver;
 pub use sources::{upstream_key, SOURCE_UPSTREAM};
 
 /// How often a task publishes its status (the page and the metrics read it).
@@ -192,17 +194,18 @@ pub struct TaskConfig {
     pub meters: Arc<TaskMeters>,
 }
 
-/// A group assignment generation as seen when a task started.
+/// The group's assignment of a task's partitions as seen when it started.
 #[derive(Clone)]
 pub struct AssignmentSeen {
-    pub generation: Arc<std::sync::atomic::AtomicU64>,
+    pub assignment: Arc<crate::kafka::rebalance::Assignment>,
     pub seen: u64,
+    pub partitions: Vec<(String, i32)>,
 }
 
 impl AssignmentSeen {
-    /// Whether the assignment is still the one the task started in.
+    /// Whether the task's partitions are still assigned as when it started.
     pub fn current(&self) -> bool {
-        self.generation.load(std::sync::atomic::Ordering::Acquire) == self.seen
+        !self.assignment.any_changed_since(&self.partitions, self.seen)
     }
 }
 
@@ -226,7 +229,7 @@ pub struct TaskSupervisor {
     parked_panes: VecDeque<(String, Vec<Vec<u8>>)>,
     reported: Watermark,
     consumer: Arc<JobConsumer>,
-    producer: Arc<KafkaProducer>,
+    producer: Arc<ProducerSlot>,
     events: UnboundedSender<TaskEvent>,
     /// Records taken from Kafka, waiting for room in the stage.
     queue: VecDeque<VecDeque<InputRecord>>,
@@ -254,6 +257,12 @@ pub struct TaskSupervisor {
     deferred: DeferredWork,
     /// The job drains: residuals wait for no delay.
     draining: bool,
+    /// The task's partitions move to another copy: it stops once its next
+    /// cycle committed, and then says so here (`hand_over`).
+    handing_over: Option<tokio::sync::oneshot::Sender<()>>,
+    /// The cycle handed in to the copy's transaction was marked the last
+    /// (its round gives the producer another task's id if it carries this one's).
+    last_cycle_handed_in: bool,
     /// A wake-up is set for the earliest delayed residual (ms).
     deferred_wake: Option<i64>,
     /// When the wake-up for the GroupByKeys' trigger deadlines is set for.
@@ -311,7 +320,7 @@ impl TaskSupervisor {
         cfg: TaskConfig,
         stage: Addr<StageActor>,
         consumer: Arc<JobConsumer>,
-        producer: Arc<KafkaProducer>,
+        producer: Arc<ProducerSlot>,
         events: UnboundedSender<TaskEvent>,
         restored: RestoredState,
     ) -> Self {
@@ -394,6 +403,8 @@ impl TaskSupervisor {
             held,
             deferred,
             draining: false,
+            handing_over: None,
+            last_cycle_handed_in: false,
             deferred_wake: None,
             trigger_wake: None,
             deferred_total: 0,
@@ -425,7 +436,7 @@ impl TaskSupervisor {
 
     /// Whether an error comes from this task's producer having been fenced.
     fn fenced(&self, error: &str) -> bool {
-        self.cfg.transactional && (transaction::is_fenced(error) || transaction::producer_fenced(&self.producer))
+        self.cfg.transactional && (transaction::is_fenced(error) || transaction::producer_fenced(&self.producer.current()))
     }
 
     /// A Kafka or local store error: a transient one (or this incarnation

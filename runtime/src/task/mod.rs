@@ -3,13 +3,15 @@
 //! actors, when its stage has a bundle to run, when it splits one and which
 //! bundles' writes Kafka acknowledged (`acks`), the
 //! durations it reports, which tasks run in this copy (`roster`) and which
-//! of them stalled (`stall`), and which transactional ids a copy
+//! of them stalled (`stall`), when each input partition last changed
+//! hands (`epochs`), and which transactional ids a copy
 //! initialises before tasks start (`txn_ids`). The
 //! task supervisor actor (`actors::task`) feeds these events and carries out
 //! what they decide.
 pub mod acks;
 pub mod bundle;
 pub mod cycle;
+pub mod epochs;
 pub mod flow;
 pub mod gbk_view;
 pub mod handover;

@@ -103,6 +103,13 @@ public interface BeamKafkaPipelineOptions extends PortablePipelineOptions {
   void setSessionTimeoutMs(Integer value);
 
   @Description(
+      "classic (every rebalance stops every task) or consumer (KIP-848, brokers 4.0+: only the tasks whose "
+          + "partitions move stop).")
+  String getGroupProtocol();
+
+  void setGroupProtocol(String value);
+
+  @Description(
       "This copy's static membership of the consumer group (group.instance.id): a copy restarted under the "
           + "same name within the session timeout keeps its partitions without a rebalance.")
   String getGroupInstanceId();
