@@ -6,7 +6,8 @@
 # that nothing was lost or duplicated. Prints the summary as JSON.
 #   bench/chaos.sh [SECS]
 # Environment: BEAM_KAFKA_CHAOS_SEED (the plan's random seed),
-# BEAM_KAFKA_CHAOS_REPORT (also write the summary to this file).
+# BEAM_KAFKA_CHAOS_REPORT (also write the summary to this file),
+# BEAM_KAFKA_CHAOS_GROUP_PROTOCOL=consumer (copies hand tasks over incrementally, KIP-848).
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/common.sh"
 export BEAM_KAFKA_CHAOS_SECS="${1:-600}"
 "$REPO_ROOT/scripts/setup.sh"

@@ -14,7 +14,8 @@ Then a verifier reads both outputs read_committed: every word's running
 count must be 1..n exactly once (user state), and the windowed counts must
 sum to what was produced with no pane written twice (GroupByKey). The
 summary (kills, broker restarts, records, lost, duplicated) is printed and
-written to BEAM_KAFKA_CHAOS_REPORT if set."""
+written to BEAM_KAFKA_CHAOS_REPORT if set. BEAM_KAFKA_CHAOS_GROUP_PROTOCOL=
+consumer runs the copies with --group_protocol=consumer (KIP-848)."""
 
 import collections
 import json
@@ -49,6 +50,8 @@ SECS = float(os.environ.get('BEAM_KAFKA_CHAOS_SECS', '600'))
 COPY_KILL_EVERY = float(os.environ.get('BEAM_KAFKA_CHAOS_KILL_EVERY', '20'))
 BROKER_RESTARTS = int(os.environ.get('BEAM_KAFKA_CHAOS_BROKER_RESTARTS', '3'))
 SCALE_EVERY = float(os.environ.get('BEAM_KAFKA_CHAOS_SCALE_EVERY', '90'))
+# classic (eager rebalancing) or consumer (KIP-848: moving tasks hand over).
+GROUP_PROTOCOL = os.environ.get('BEAM_KAFKA_CHAOS_GROUP_PROTOCOL', 'classic')
 
 
 def _save(job_server, broker, source, counts, panes, path):
@@ -132,7 +135,8 @@ def _plan(rng):
 
 def test_chaos_soak(job_server, binary, tmp_path):
   rng = random.Random(int(os.environ.get('BEAM_KAFKA_CHAOS_SEED', time.time())))
-  report = {'seconds': SECS, 'copy_kills': 0, 'broker_restarts': 0,
+  report = {'seconds': SECS, 'group_protocol': GROUP_PROTOCOL,
+            'copy_kills': 0, 'broker_restarts': 0,
             'broker_down_secs': [], 'copies_exited_by_themselves': 0,
             'scale_events': 0}
   with own_broker(39092) as port:
@@ -149,6 +153,10 @@ def test_chaos_soak(job_server, binary, tmp_path):
 
     def start_copy(i):
       serial[0] += 1
+      if GROUP_PROTOCOL == 'consumer':
+        return Copy(binary, pipeline, broker, app_id,
+                    tmp_path / ('c%d-%d' % (i, serial[0])),
+                    extra=['--group_protocol=consumer'], session_timeout_ms=None)
       return Copy(binary, pipeline, broker, app_id,
                   tmp_path / ('c%d-%d' % (i, serial[0])))
 

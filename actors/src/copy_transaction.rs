@@ -29,9 +29,9 @@ use tokio::sync::oneshot;
 
 use crate::kafka::producer::{KafkaProducer, ProducerSlot};
 use crate::kafka::rebalance::{Assignment, JobConsumer};
-use beam_kafka_runtime::task::roster::Partition;
 use crate::kafka::transaction::{self, TxnError};
 use crate::status_board::now_ms;
+use beam_kafka_runtime::task::roster::Partition;
 
 const RETRY_EVERY: Duration = Duration::from_millis(200);
 const ABORT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -263,7 +263,9 @@ impl CopyTransaction {
                         });
                     }
                 }
-                Err(e) => tracing::warn!("cannot give the copy's producer task {to}'s id ({e}); its tasks restart once the old one is fenced"),
+                Err(e) => {
+                    tracing::warn!("cannot give the copy's producer task {to}'s id ({e}); its tasks restart once the old one is fenced")
+                }
             }
             act.commit_ended(members, Ok(()), ctx);
         }));

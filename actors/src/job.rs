@@ -449,9 +449,16 @@ async fn drive(
     }
     watch_stop.store(true, Ordering::Release);
     poller.abort();
-    for t in roster.stop_all() {
+    let running = roster.stop_all();
+    if matches!(ended, Ended::Outcome(JobOutcome::Cancelled) | Ended::Replan(_)) {
+        crate::job_revocation::commit_before_stopping(&running).await;
+    }
+    for t in running {
         t.addr.do_send(Shutdown);
     }
+    // Nobody hands tasks over now: a revocation gives its partitions up at
+    // once (`JobContext::rebalance`), so leaving the group does not wait.
+    drop(membership_rx);
     consumer.unsubscribe();
     drop(consumer);
     let outcome = match ended {

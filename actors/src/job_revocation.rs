@@ -22,29 +22,18 @@ const PATIENCE: Duration = Duration::from_secs(30);
 
 /// Hands `moving` (the tasks of `revocation`'s partitions) over, then gives
 /// the partitions up. Runs on its own: the job goes on meanwhile.
-pub(crate) fn hand_over(revocation: Revocation, moving: Vec<LiveTask>, consumer: Arc<JobConsumer>, assignment: Arc<Assignment>, opts: &RunnerOptions) {
+pub(crate) fn hand_over(
+    revocation: Revocation,
+    moving: Vec<LiveTask>,
+    consumer: Arc<JobConsumer>,
+    assignment: Arc<Assignment>,
+    opts: &RunnerOptions,
+) {
     let began = Instant::now();
     let at_least_once = opts.processing_guarantee == ProcessingGuarantee::AtLeastOnce;
     let application_id = opts.application_id.clone();
-    let waits: Vec<_> = moving
-        .iter()
-        .map(|t| {
-            let (done, said) = tokio::sync::oneshot::channel();
-            t.addr.do_send(HandOver { done });
-            said
-        })
-        .collect();
     actix_rt::spawn(async move {
-        // A task that stops another way drops its sender: that ends its wait too.
-        if tokio::time::timeout(PATIENCE, futures::future::join_all(waits)).await.is_err() {
-            tracing::warn!(
-                "tasks {:?} did not commit within {PATIENCE:?} of their partitions being asked back; stopping them without committing",
-                moving.iter().map(|t| t.task).collect::<Vec<_>>()
-            );
-            for t in &moving {
-                t.addr.do_send(Shutdown);
-            }
-        }
+        commit_and_stop(&moving, PATIENCE, "of their partitions being asked back").await;
         // Without transactions the next owner must find every changelog
         // write of theirs when it restores.
         if at_least_once {
@@ -56,4 +45,38 @@ pub(crate) fn hand_over(revocation: Revocation, moving: Vec<LiveTask>, consumer:
         tracing::debug!("handed over tasks {:?} after {:?}", moving.iter().map(|t| t.task).collect::<Vec<_>>(), began.elapsed());
         revocation.complete(&consumer, &assignment);
     });
+}
+
+/// A copy stopping (SIGTERM, a cancel) or planning again: its running
+/// tasks commit what they did before it leaves the group, so their next
+/// owners (or their next incarnations here) redo nothing and no
+/// transaction is aborted. Bounded: a stop is never held long.
+pub(crate) async fn commit_before_stopping(running: &[LiveTask]) {
+    commit_and_stop(running, STOP_PATIENCE, "of the copy stopping").await;
+}
+
+/// How long a stopping copy waits for its tasks' last commits.
+const STOP_PATIENCE: Duration = Duration::from_secs(10);
+
+/// Asks each task to commit a last cycle and stop; those that have not
+/// within `patience` are stopped without committing.
+async fn commit_and_stop(tasks: &[LiveTask], patience: Duration, why: &str) {
+    let waits: Vec<_> = tasks
+        .iter()
+        .map(|t| {
+            let (done, said) = tokio::sync::oneshot::channel();
+            t.addr.do_send(HandOver { done });
+            said
+        })
+        .collect();
+    // A task that stops another way drops its sender: that ends its wait too.
+    if tokio::time::timeout(patience, futures::future::join_all(waits)).await.is_err() {
+        tracing::warn!(
+            "tasks {:?} did not commit within {patience:?} {why}; stopping them without committing",
+            tasks.iter().map(|t| t.task).collect::<Vec<_>>()
+        );
+        for t in tasks {
+            t.addr.do_send(Shutdown);
+        }
+    }
 }

@@ -304,6 +304,24 @@ mod tests {
         assert_eq!(*got.lock().unwrap(), vec![15, 16, 17]);
     }
 
+    /// Incremental rebalancing: a change of assignment while a batch was
+    /// collected makes stale only the records of the partitions that moved.
+    #[test]
+    fn only_the_records_of_partitions_that_changed_hands_are_dropped() {
+        let assignment = Assignment::default();
+        let other = |offset| InputRecord { partition: 1, ..record(offset) };
+        let seen = assignment.now();
+        let mut batch = vec![(0, record(1)), (0, other(1)), (0, record(2))];
+        assert_eq!(drop_stale(&mut batch, &assignment, seen), seen, "nothing changed");
+        assert_eq!(batch.len(), 3);
+        assignment.change(&[("edge".to_string(), 0)]);
+        let now = drop_stale(&mut batch, &assignment, seen);
+        assert_eq!(batch.iter().map(|(_, r)| (r.partition, r.offset)).collect::<Vec<_>>(), vec![(1, 1)]);
+        batch.push((0, record(3)));
+        assert_eq!(drop_stale(&mut batch, &assignment, now), now, "taken after the change: current");
+        assert_eq!(batch.len(), 2);
+    }
+
     #[test]
     fn a_mailbox_past_its_bound_asks_for_one_pause_until_the_task_took_it() {
         let m = Mailbox::default();

@@ -498,8 +498,11 @@ mod tests {
         assert_eq!(kip848.group_protocol, GroupProtocol::Consumer);
         let errs = errors_for(&[("application_id", s("a")), ("group_protocol", s("cooperative"))]);
         assert!(errs[0].option == "group_protocol" && errs[0].message.contains("classic, consumer"), "{errs:?}");
-        let errs =
-            errors_for(&[("application_id", s("a")), ("group_protocol", s("consumer")), ("session_timeout_ms", OptionValue::Number(10_000.0))]);
+        let errs = errors_for(&[
+            ("application_id", s("a")),
+            ("group_protocol", s("consumer")),
+            ("session_timeout_ms", OptionValue::Number(10_000.0)),
+        ]);
         assert!(errs[0].option == "session_timeout_ms" && errs[0].message.contains("group.consumer.session.timeout.ms"), "{errs:?}");
     }
 

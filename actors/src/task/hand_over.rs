@@ -4,10 +4,10 @@
 //! starts exactly from that commit, and the copy's transaction is not
 //! aborted: the sub-topology's other tasks here keep running.
 //!
-//! What ran after the cycle's snapshot is dropped: under exactly_once the
-//! writes of a bundle that ran during the commit wait for `Resume`, which a
-//! task handing over never sends, and the next owner reads those records
-//! again from the commit.
+//! The task takes no more input once asked, and what ran after the cycle's
+//! snapshot is dropped: under exactly_once the writes of a bundle that ran
+//! during the commit wait for `Resume`, which a task handing over never
+//! sends, and the next owner reads those records again from the commit.
 use actix::prelude::*;
 use beam_kafka_runtime::task::lifecycle::TaskState;
 use tokio::sync::oneshot;
@@ -35,6 +35,11 @@ impl Handler<HandOver> for TaskSupervisor {
         }
         tracing::debug!(task = %self.cfg.task, incarnation = self.cfg.incarnation, "handing over: committing a last cycle");
         self.handing_over = Some(msg.done);
+        // Nothing more is taken in: the last cycle covers what the stage
+        // was given, and the next owner reads the rest from its commit
+        // (without transactions, outputs written after the cycle would be
+        // written again by the next owner).
+        self.drop_input();
         self.request_flush();
     }
 }

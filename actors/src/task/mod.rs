@@ -552,6 +552,10 @@ impl Handler<RecordBatch> for TaskSupervisor {
 
     fn handle(&mut self, batch: RecordBatch, ctx: &mut Context<Self>) {
         self.cfg.mailbox.taken(batch.records.len() as u64, batch.bytes);
+        // Handing over: what is not in the last cycle is its next owner's.
+        if self.is_handing_over() {
+            return;
+        }
         self.enqueue(batch.records, ctx);
     }
 }

@@ -30,11 +30,10 @@ impl TaskSupervisor {
     /// Asked once per round (again when urgent).
     pub(super) fn want_round(&mut self) {
         if let Some(txn) = &self.cfg.txn {
-            let urgent =
-                self.output_watermark() == Watermark::PosInf
-                    || self.progress.epoch > self.reported_progress.epoch
-                    || self.draining
-                    || self.is_handing_over();
+            let urgent = self.output_watermark() == Watermark::PosInf
+                || self.progress.epoch > self.reported_progress.epoch
+                || self.draining
+                || self.is_handing_over();
             if self.round_wanted && !urgent {
                 return;
             }
