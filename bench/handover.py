@@ -78,15 +78,17 @@ def save_pipeline(binary, broker, source, sink, path):
 
 
 class Copy:
-  def __init__(self, binary, pipeline, broker, app_id, state_dir, session_ms):
+  def __init__(self, binary, pipeline, broker, app_id, state_dir, session_ms, protocol):
     env = dict(os.environ)
+    # Under KIP-848 the session timeout is the brokers' (session_ms names it).
+    membership = (['--session_timeout_ms=%d' % session_ms] if protocol == 'classic'
+                  else ['--group_protocol=%s' % protocol])
     env['PYTHONPATH'] = os.pathsep.join([str(Path(__file__).parent), env.get('PYTHONPATH', '')])
     self.proc = subprocess.Popen(
         [binary, 'run', '--pipeline', str(pipeline), '--sdk-worker-command',
          '%s -m beam_kafka.boot' % sys.executable, '--',
          '--bootstrap_servers=%s' % broker, '--application_id=%s' % app_id,
-         '--state_dir=%s' % state_dir, '--streaming',
-         '--session_timeout_ms=%d' % session_ms]
+         '--state_dir=%s' % state_dir, '--streaming'] + membership
         # Extra runner options for an analysis, e.g. librdkafka debug logs:
         # BEAM_KAFKA_BENCH_ARGS='--kafka_property=debug=fetch,cgrp --kafka_property=log_level=7'
         + os.environ.get('BEAM_KAFKA_BENCH_ARGS', '').split(),
@@ -137,15 +139,15 @@ class Output:
         self.arrived.setdefault(int(m.value()), time.monotonic())
 
 
-def measure(binary, broker, session_ms, workdir):
+def measure(binary, broker, session_ms, workdir, protocol, run):
   source, sink = unique_topic('handover-in'), unique_topic('handover-out')
   create_topic(broker, source, 1)
   create_topic(broker, sink, 1)
-  pipeline = workdir / ('handover-%d.pb' % session_ms)
+  pipeline = workdir / ('handover-%d-%d.pb' % (session_ms, run))
   save_pipeline(binary, broker, source, sink, pipeline)
   app_id = unique_topic('handover')
-  copies = [Copy(binary, pipeline, broker, app_id, workdir / ('s%d-%d' % (session_ms, i)), session_ms)
-            for i in range(2)]
+  copies = [Copy(binary, pipeline, broker, app_id, workdir / ('s%d-%d-%d' % (session_ms, run, i)),
+                 session_ms, protocol) for i in range(2)]
   stream, out = Stream(broker, source), Output(broker, sink)
   try:
     deadline = time.monotonic() + 120
@@ -179,7 +181,7 @@ def measure(binary, broker, session_ms, workdir):
     if logs:
       # For a breakdown: the survivor's log (UTC timestamps) and the kill time.
       survivor = next(c for c in copies if c is not holder)
-      with open('%s/handover-%d.log' % (logs, session_ms), 'w') as f:
+      with open('%s/handover-%d-%d.log' % (logs, session_ms, run), 'w') as f:
         f.write('killed at %s UTC, first output after it %.3f s later\n' % (
             time.strftime('%H:%M:%S', time.gmtime(killed_wall)) + ('%.3f' % (killed_wall % 1))[1:], handover))
         f.write(''.join(survivor.lines))
@@ -197,14 +199,22 @@ def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument('--bootstrap_servers', default='localhost:9092')
   parser.add_argument('--binary', default=str(REPO / 'bin' / 'beam-kafka'))
-  parser.add_argument('--session_timeouts', default='6000,45000')
+  parser.add_argument('--session_timeouts', default='6000,45000',
+                      help='classic: the copies\' --session_timeout_ms values; consumer: the '
+                      'brokers\' group.consumer.session.timeout.ms (scripts/kafka.sh sets 6000)')
+  parser.add_argument('--group_protocol', default='classic', choices=['classic', 'consumer'])
+  parser.add_argument('--runs', type=int, default=1, help='measurements per session timeout')
   args = parser.parse_args()
+  if args.group_protocol == 'consumer' and args.session_timeouts == '6000,45000':
+    args.session_timeouts = '6000'
   workdir = Path(tempfile.mkdtemp(prefix='beam-kafka-handover-'))
-  print('handover after SIGKILL of the copy holding the source (2 copies, 1-partition source)')
+  print('handover after SIGKILL of the copy holding the source (2 copies, 1-partition source, '
+        '--group_protocol=%s)' % args.group_protocol)
   print('%-18s %-12s %-14s' % ('session timeout', 'handover', 'recovery work'))
   for ms in [int(x) for x in args.session_timeouts.split(',')]:
-    handover, work = measure(args.binary, args.bootstrap_servers, ms, workdir)
-    print('%-18s %-12s %-14s' % ('%d ms' % ms, '%.2f s' % handover, '%.2f s' % work), flush=True)
+    for run in range(args.runs):
+      handover, work = measure(args.binary, args.bootstrap_servers, ms, workdir, args.group_protocol, run)
+      print('%-18s %-12s %-14s' % ('%d ms' % ms, '%.2f s' % handover, '%.2f s' % work), flush=True)
   print('seed (Java runner on Kafka Streams): 8.6-10.0 s at 6000 ms (2.6-4.0 s of recovery work), '
         '55.7 s at 45000 ms; target: recovery work <= 0.5 s')
 
