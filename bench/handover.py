@@ -16,6 +16,7 @@ time. Run it with bench/handover.sh (which builds and starts what it needs).
 """
 
 import argparse
+import contextlib
 import os
 import re
 import signal
@@ -49,8 +50,10 @@ def _free_port():
     return s.getsockname()[1]
 
 
-def save_pipeline(binary, broker, source, sink, path):
-  """Saves ReadFromKafka -> WriteToKafka, expanded by a short-lived job server."""
+@contextlib.contextmanager
+def expansion_service(binary):
+  """A short-lived job server's expansion service (for ReadFromKafka and
+  WriteToKafka in a pipeline saved for `beam-kafka run`): its address."""
   port = _free_port()
   server = subprocess.Popen(
       [binary, 'job-server', '--job-port', str(_free_port()), '--artifact-port',
@@ -59,7 +62,15 @@ def save_pipeline(binary, broker, source, sink, path):
       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
   try:
     time.sleep(1.5)
-    expansion = 'localhost:%d' % port
+    yield 'localhost:%d' % port
+  finally:
+    server.terminate()
+    server.wait()
+
+
+def save_pipeline(binary, broker, source, sink, path):
+  """Saves ReadFromKafka -> WriteToKafka, expanded by a short-lived job server."""
+  with expansion_service(binary) as expansion:
     p = beam.Pipeline()
     _ = (
         p
@@ -72,9 +83,6 @@ def save_pipeline(binary, broker, source, sink, path):
         | WriteToKafka(producer_config={'bootstrap.servers': broker},
                        topic=sink, expansion_service=expansion))
     path.write_bytes(p.to_runner_api().SerializeToString())
-  finally:
-    server.terminate()
-    server.wait()
 
 
 class Copy:

@@ -41,7 +41,7 @@ from confluent_kafka import Consumer  # noqa: E402
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka import TopicPartition  # noqa: E402
 
-from handover import _free_port  # noqa: E402
+from handover import expansion_service  # noqa: E402
 from kafka_topics import create_topic  # noqa: E402
 from kafka_topics import unique_topic  # noqa: E402
 
@@ -56,15 +56,7 @@ class _Keep(beam.DoFn):
 
 
 def save_pipeline(binary, broker, source, sink, path):
-  port = _free_port()
-  server = subprocess.Popen(
-      [binary, 'job-server', '--job-port', str(_free_port()), '--artifact-port',
-       '0', '--expansion-port', str(port), '--artifacts-dir', tempfile.mkdtemp(),
-       '--trust-clients'],
-      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-  try:
-    time.sleep(1.5)
-    expansion = 'localhost:%d' % port
+  with expansion_service(binary) as expansion:
     p = beam.Pipeline()
     _ = (
         p
@@ -75,9 +67,6 @@ def save_pipeline(binary, broker, source, sink, path):
         | WriteToKafka(producer_config={'bootstrap.servers': broker}, topic=sink,
                        expansion_service=expansion))
     path.write_bytes(p.to_runner_api().SerializeToString())
-  finally:
-    server.terminate()
-    server.wait()
 
 
 def start(binary, pipeline, broker, app_id, state_dir):
