@@ -1,12 +1,19 @@
 """Incremental rebalancing (`--group_protocol=consumer`, KIP-848): a running
 exactly-once stateful job scaled 1 -> 3 -> 1 copies under a steady input.
 Only the tasks whose partitions move stop (each commits a last cycle before
-its partitions go); a copy that only gains tasks never stops one of its own,
-and its tasks' commit cycles go on through the rebalance. The output is
-exact, and the copies catch up with the input within 30 s of each change."""
+its partitions go, and no task stops otherwise); every task a copy keeps runs
+on, its commit cycles going on through the rebalance. The output is exact,
+and the copies catch up with the input within 30 s of each change.
+
+The brokers' range assignor is not fully sticky: as copies join or leave one
+at a time, a copy's range may shift (seen: copy a holding partition 2 was
+given partitions 0 and 1 when b left, and 2 went to c until c left too), so
+a copy may hand a task over and take it back within one step. The check is
+on the tasks a copy kept throughout, and the copies leave together."""
 
 import json
 import re
+import signal
 import threading
 import time
 import urllib.request
@@ -89,9 +96,9 @@ def _own_tasks(copy):
           if t['state'] == 'Running' and (not me or t['copy'] == me[0])}
 
 
-def _handed_over(copy):
-  """The tasks this copy handed over to another."""
-  return set(re.findall(r'task handed over: .* task=(\S+)', '\n'.join(copy.lines)))
+def _handed_over(copy, since=0):
+  """The tasks this copy handed over to another (after its line `since`)."""
+  return set(re.findall(r'task handed over: .* task=(\S+)', '\n'.join(copy.lines[since:])))
 
 
 def _start(binary, pipeline, broker, app_id, tmp_path, name, guarantee):
@@ -162,15 +169,21 @@ def test_scaling_one_to_three_to_one_stops_only_the_tasks_that_move(
     print('1 -> 3: copy a handed %d task(s) over and kept %d running; caught up in %.1f s'
           % (len(moved), len(kept), took))
 
-    # 3 -> 1: copy a only gains tasks; none of its own stops.
-    before = _own_tasks(a)
+    # 3 -> 1: copies b and c leave together (each commits its tasks first).
+    before, mark = _own_tasks(a), len(a.lines)
+    for c in others:
+      c.proc.send_signal(signal.SIGTERM)
     for c in others:
       assert c.stop() == 0, c.log()
     _wait(lambda: set(_own_tasks(a)) == every_task, 90,
           'copy a running every task again', [a])
     took = _caught_up(stream, output, 30, 'scaling in', [a])
-    _assert_kept_running(before, _own_tasks(a), a, 'scaling in')
-    print('3 -> 1: caught up in %.1f s' % took)
+    moved = _handed_over(a, mark)
+    kept = {t: v for t, v in before.items() if t not in moved}
+    _assert_kept_running(kept, _own_tasks(a), a, 'scaling in')
+    assert not [l for l in a.lines if 'stopped (' in l], a.log()
+    print('3 -> 1: copy a kept %d of its %d task(s) running (%d handed over and back); '
+          'caught up in %.1f s' % (len(kept), len(before), len(moved), took))
 
     produced = stream.stop()
     _wait(lambda: len(output.records) >= produced, 60, 'every record counted', [a])

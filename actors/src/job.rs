@@ -26,10 +26,11 @@ use crate::kafka::producer::{self as kafka_producer, KafkaProducer};
 use crate::kafka::rebalance::{Assignment, JobConsumer, JobContext, Membership};
 use crate::messages::{Drain, Shutdown};
 use crate::poller::{poll_loop, PollSettings, Routes};
-use crate::status_board::{now_ms, StatusBoard};
+use crate::status_board::now_ms;
 
 pub use crate::job_input::JobInput;
 use crate::job_messages::{running_message, slow_join_hint};
+use crate::job_revocation::{revoke, take_moving};
 use crate::job_topics::create_topics;
 use crate::source_watch::{source_partitions, watch_growth};
 use crate::task::TaskEvent;
@@ -545,31 +546,6 @@ const RECONCILE_EVERY: Duration = Duration::from_secs(1);
 fn real_assignment(consumer: &JobConsumer) -> Option<BTreeSet<(String, i32)>> {
     let tpl = consumer.assignment().ok()?;
     Some(tpl.elements().iter().map(|e| (e.topic().to_string(), e.partition())).collect())
-}
-
-/// Forgets `parts` and stops the tasks running here that own any of them;
-/// whether any stopped.
-fn revoke(parts: &[(String, i32)], roster: &mut Roster<LiveTask>, routes: &Routes, board: &StatusBoard) -> bool {
-    let moving = take_moving(parts, roster, routes, board);
-    for gone in &moving {
-        gone.addr.do_send(Shutdown);
-    }
-    !moving.is_empty()
-}
-
-/// Forgets `parts` and takes the tasks running here that own any of them
-/// out of the roster and the routes (to be stopped or handed over).
-fn take_moving(parts: &[(String, i32)], roster: &mut Roster<LiveTask>, routes: &Routes, board: &StatusBoard) -> Vec<LiveTask> {
-    let moving = roster.revoke(parts);
-    board.set_owned(roster.owned());
-    for (_, gone) in &moving {
-        for p in &gone.partitions {
-            routes.remove(p);
-        }
-    }
-    // Also tasks whose start was under way or failed: none is running here.
-    board.keep_only(|t| roster.running().contains_key(t));
-    moving.into_iter().map(|(_, t)| t).collect()
 }
 
 /// Routes the started tasks' partitions to them and adds them to the
