@@ -119,7 +119,7 @@ pub static OPTIONS: &[OptionSpec] = &[
         default: Some("classic"),
         description: "How the application's consumer group moves partitions between copies. classic: Kafka's classic \
                       protocol, eagerly (any copy joining or leaving stops every task of every copy for the \
-                      rebalance). consumer: KIP-848 (brokers 4.0 or later) with the brokers' sticky range assignor: \
+                      rebalance). consumer: KIP-848 (brokers 4.0 or later) with the brokers' range assignor: \
                       only the tasks whose partitions move stop, handing over after committing; the session \
                       timeout and heartbeat interval are then the brokers' group.consumer.* settings.",
     },

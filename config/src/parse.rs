@@ -97,7 +97,7 @@ const RUNNER_OWNED_PROPERTIES: &[(&str, &str)] = &[
 
 /// Why the group's assignor is the runner's.
 const ASSIGNORS: &str = "a task reads partition p of each of its topics, so the group must assign them together: the runner \
-                         uses range assignment (the brokers' sticky range assignor under --group_protocol=consumer); \
+                         uses range assignment (the brokers' range assignor under --group_protocol=consumer); \
                          cooperative-sticky and uniform split a task's partitions between copies";
 
 struct Reader<'a> {

@@ -25,8 +25,8 @@ pub fn job_consumer(opts: &RunnerOptions) -> ClientConfig {
         c.set("group.instance.id", id);
     }
     if opts.group_protocol == GroupProtocol::Consumer {
-        // KIP-848: the brokers assign (their range assignor is sticky and
-        // gives a copy partition p of every topic of equal size, a task's
+        // KIP-848: the brokers assign (their range assignor gives a copy
+        // partition p of every topic of equal size, a task's
         // inputs), and the session is the group's, so librdkafka refuses
         // the classic protocol's membership settings.
         for key in ["session.timeout.ms", "heartbeat.interval.ms", "partition.assignment.strategy"] {
