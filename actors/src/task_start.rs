@@ -338,7 +338,7 @@ fn start_tasks(
                 .transpose()?,
             user_state: user_state.clone(),
             timer_specs: sub.timers.clone(),
-            assignment: AssignmentSeen { assignment: assignment.clone(), seen, partitions: task_partitions(input, task) },
+            assignment: AssignmentSeen::new(assignment.clone(), seen, task_partitions(input, task)),
             progress_board: input.test_stream.as_ref().map(|t| t.board.clone()),
             board: input.board.clone(),
             meters: input.board.register(task, incarnation),

@@ -200,12 +200,29 @@ pub struct AssignmentSeen {
     pub assignment: Arc<crate::kafka::rebalance::Assignment>,
     pub seen: u64,
     pub partitions: Vec<(String, i32)>,
+    /// The assignment clock at which the partitions were last found
+    /// unchanged: asked per changelog entry, the answer is a load until
+    /// the clock moves again (any change in the copy, not only the task's).
+    pub confirmed: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl AssignmentSeen {
+    pub fn new(assignment: Arc<crate::kafka::rebalance::Assignment>, seen: u64, partitions: Vec<(String, i32)>) -> Self {
+        AssignmentSeen { assignment, seen, partitions, confirmed: Arc::new(std::sync::atomic::AtomicU64::new(seen)) }
+    }
+
     /// Whether the task's partitions are still assigned as when it started.
     pub fn current(&self) -> bool {
-        !self.assignment.any_changed_since(&self.partitions, self.seen)
+        use std::sync::atomic::Ordering;
+        let now = self.assignment.now();
+        if now == self.confirmed.load(Ordering::Acquire) {
+            return true;
+        }
+        let current = !self.assignment.any_changed_since(&self.partitions, self.seen);
+        if current {
+            self.confirmed.store(now, Ordering::Release);
+        }
+        current
     }
 }
 
