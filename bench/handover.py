@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """Handover benchmark: how long a pipeline stops producing when the copy that
-holds its source is killed with SIGKILL, and how much of that is recovery work
-beyond Kafka's session timeout.
+holds its source (or its state) is killed with SIGKILL, and how much of that
+is recovery work beyond Kafka's session timeout.
 
-Two `beam-kafka run` copies of one application read a one-partition topic
-(so exactly one copy holds the source) and write every record to an output
-topic. A producer writes a numbered record every 20 ms. The benchmark kills
-the copy running the source task and measures, for each session timeout:
+Two (--copies) `beam-kafka run` copies of one application read a
+one-partition topic (so exactly one copy holds the source) and write every
+record to an output topic. A producer writes a numbered record every 20 ms.
+With --state_mb S, the pipeline keeps each record's value in user state
+(bench/restore.py's) in one stateful task, the source is first filled with
+S MB of 10 kB values under distinct keys, and the copy running the stateful
+task is the one killed; --standbys R gives the copies
+--num_standby_replicas=R. The benchmark measures, for each session timeout:
 
     handover       = (first output of a record produced after the kill) - kill
     recovery work  = handover - session timeout
@@ -86,17 +90,17 @@ def save_pipeline(binary, broker, source, sink, path):
 
 
 class Copy:
-  def __init__(self, binary, pipeline, broker, app_id, state_dir, session_ms, protocol):
+  def __init__(self, binary, pipeline, broker, app_id, state_dir, session_ms, protocol, extra=()):
     env = dict(os.environ)
     # Under KIP-848 the session timeout is the brokers' (session_ms names it).
     membership = (['--session_timeout_ms=%d' % session_ms] if protocol == 'classic'
                   else ['--group_protocol=%s' % protocol])
-    env['PYTHONPATH'] = os.pathsep.join([str(Path(__file__).parent), env.get('PYTHONPATH', '')])
+    env['PYTHONPATH'] = os.pathsep.join([str(Path(__file__).parent), str(REPO / 'itests'), env.get('PYTHONPATH', '')])
     self.proc = subprocess.Popen(
         [binary, 'run', '--pipeline', str(pipeline), '--sdk-worker-command',
          '%s -m beam_kafka.boot' % sys.executable, '--',
          '--bootstrap_servers=%s' % broker, '--application_id=%s' % app_id,
-         '--state_dir=%s' % state_dir, '--streaming'] + membership
+         '--state_dir=%s' % state_dir, '--streaming'] + membership + list(extra)
         # Extra runner options for an analysis, e.g. librdkafka debug logs:
         # BEAM_KAFKA_BENCH_ARGS='--kafka_property=debug=fetch,cgrp --kafka_property=log_level=7'
         + os.environ.get('BEAM_KAFKA_BENCH_ARGS', '').split(),
@@ -124,7 +128,7 @@ class Stream:
   def _run(self):
     while not self.stop.is_set():
       self.sent[self.n] = time.monotonic()
-      self.producer.produce(self.topic, value=b'%d' % self.n, partition=0)
+      self.producer.produce(self.topic, key=b'%d' % self.n, value=b'%d' % self.n, partition=0)
       self.producer.poll(0)
       self.n += 1
       time.sleep(0.02)
@@ -136,7 +140,7 @@ class Output:
     self.consumer = Consumer({'bootstrap.servers': broker, 'group.id': unique_topic('bench'),
                               'isolation.level': 'read_committed'})
     self.consumer.assign([TopicPartition(topic, 0, 0)])
-    self.arrived = {}
+    self.arrived, self.count = {}, 0
     self.stop = threading.Event()
     threading.Thread(target=self._run, daemon=True).start()
 
@@ -144,34 +148,65 @@ class Output:
     while not self.stop.is_set():
       m = self.consumer.poll(0.05)
       if m is not None and not m.error():
-        self.arrived.setdefault(int(m.value()), time.monotonic())
+        self.count += 1
+        # The stateful pipeline emits (key, b''); the fill's keys are not numbers.
+        number = m.value() or m.key()
+        if number and number.isdigit():
+          self.arrived.setdefault(int(number), time.monotonic())
 
 
-def measure(binary, broker, session_ms, workdir, protocol, run):
+def fill(broker, topic, megabytes):
+  """S MB of 10 kB values under distinct keys: the stateful task's state."""
+  producer = Producer({'bootstrap.servers': broker, 'linger.ms': 20})
+  value = os.urandom(10 * 1024)
+  records = megabytes * 1024 // 10
+  for i in range(records):
+    producer.produce(topic, key=b'k%09d' % i, value=value, partition=0)
+    if i % 1000 == 0:
+      producer.poll(0)
+  producer.flush(300)
+  return records
+
+
+def measure(binary, broker, session_ms, workdir, protocol, run, copies_n=2, state_mb=0, standbys=0):
   source, sink = unique_topic('handover-in'), unique_topic('handover-out')
   create_topic(broker, source, 1)
   create_topic(broker, sink, 1)
   pipeline = workdir / ('handover-%d-%d.pb' % (session_ms, run))
-  save_pipeline(binary, broker, source, sink, pipeline)
+  extra = ['--num_standby_replicas=%d' % standbys] if standbys else []
+  if state_mb:
+    from restore import save_pipeline as save_stateful  # noqa: E402 (restore imports this module)
+    save_stateful(binary, broker, source, sink, pipeline)
+    filled = fill(broker, source, state_mb)
+    extra.append('--internal_parallelism=1')
+  else:
+    save_pipeline(binary, broker, source, sink, pipeline)
+    filled = 0
+  # The task whose copy is killed: the source's, or the state's.
+  victim_task = '1_0' if state_mb else '0_0'
   app_id = unique_topic('handover')
   copies = [Copy(binary, pipeline, broker, app_id, workdir / ('s%d-%d-%d' % (session_ms, run, i)),
-                 session_ms, protocol) for i in range(2)]
-  stream, out = Stream(broker, source), Output(broker, sink)
+                 session_ms, protocol, extra) for i in range(copies_n)]
+  out = Output(broker, sink)
+  stream = None
   try:
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 120 + state_mb
     while time.monotonic() < deadline:
-      holders = [c for c in copies if '0_0' in c.tasks()]
+      if stream is None and out.count >= filled:
+        stream = Stream(broker, source)
+      holders = [c for c in copies if victim_task in c.tasks()]
       running = all(': Running' in ''.join(c.lines) for c in copies)
       if len(holders) == 1 and running and len(out.arrived) > 50:
         break
       time.sleep(0.2)
     else:
       raise RuntimeError('the copies did not settle: %s' % [c.tasks() for c in copies])
-    # Let the group settle: the later copy's join moves the source once.
-    time.sleep(8)
-    holders = [c for c in copies if '0_0' in c.tasks() and c.proc.poll() is None]
+    # Let the group settle (a later copy's join moves tasks once) and the
+    # standbys read the changelog (about 50 MB/s here).
+    time.sleep(8 + state_mb / 50)
+    holders = [c for c in copies if victim_task in c.tasks() and c.proc.poll() is None]
     if len(holders) != 1:
-      raise RuntimeError('the source is not held by exactly one copy: %s' % [c.tasks() for c in copies])
+      raise RuntimeError('%s is not held by exactly one copy: %s' % (victim_task, [c.tasks() for c in copies]))
     holder = holders[0]
     killed_at, killed_wall = time.monotonic(), time.time()
     holder.proc.send_signal(signal.SIGKILL)
@@ -188,14 +223,18 @@ def measure(binary, broker, session_ms, workdir, protocol, run):
     logs = os.environ.get('BEAM_KAFKA_BENCH_LOGS')
     if logs:
       # For a breakdown: the survivor's log (UTC timestamps) and the kill time.
-      survivor = next(c for c in copies if c is not holder)
+      survivor = next((c for c in copies if c is not holder and victim_task in c.tasks()),
+                      next(c for c in copies if c is not holder))
       with open('%s/handover-%d-%d.log' % (logs, session_ms, run), 'w') as f:
         f.write('killed at %s UTC, first output after it %.3f s later\n' % (
             time.strftime('%H:%M:%S', time.gmtime(killed_wall)) + ('%.3f' % (killed_wall % 1))[1:], handover))
         f.write(''.join(survivor.lines))
-    return handover, handover - session_ms / 1000
+    taker = next((c for c in copies if c is not holder and victim_task in c.tasks()), None)
+    warm = taker is not None and ('task %s starts from this copy\'s standby store' % victim_task) in ''.join(taker.lines)
+    return handover, handover - session_ms / 1000, warm
   finally:
-    stream.stop.set()
+    if stream:
+      stream.stop.set()
     out.stop.set()
     for c in copies:
       if c.proc.poll() is None:
@@ -212,17 +251,23 @@ def main():
                       'brokers\' group.consumer.session.timeout.ms (scripts/kafka.sh sets 6000)')
   parser.add_argument('--group_protocol', default='classic', choices=['classic', 'consumer'])
   parser.add_argument('--runs', type=int, default=1, help='measurements per session timeout')
+  parser.add_argument('--copies', type=int, default=2)
+  parser.add_argument('--state_mb', type=int, default=0, help='user state of the stateful task killed (0: stateless)')
+  parser.add_argument('--standbys', type=int, default=0, help='--num_standby_replicas of the copies')
   args = parser.parse_args()
   if args.group_protocol == 'consumer' and args.session_timeouts == '6000,45000':
     args.session_timeouts = '6000'
   workdir = Path(tempfile.mkdtemp(prefix='beam-kafka-handover-'))
-  print('handover after SIGKILL of the copy holding the source (2 copies, 1-partition source, '
-        '--group_protocol=%s)' % args.group_protocol)
-  print('%-18s %-12s %-14s' % ('session timeout', 'handover', 'recovery work'))
+  print('handover after SIGKILL of the copy holding the %s (%d copies, 1-partition source, '
+        '--group_protocol=%s, %d MB of state, %d standby replicas)' % (
+            'state' if args.state_mb else 'source', args.copies, args.group_protocol, args.state_mb, args.standbys))
+  print('%-18s %-12s %-14s %s' % ('session timeout', 'handover', 'recovery work', 'new owner had a standby'))
   for ms in [int(x) for x in args.session_timeouts.split(',')]:
     for run in range(args.runs):
-      handover, work = measure(args.binary, args.bootstrap_servers, ms, workdir, args.group_protocol, run)
-      print('%-18s %-12s %-14s' % ('%d ms' % ms, '%.2f s' % handover, '%.2f s' % work), flush=True)
+      handover, work, warm = measure(args.binary, args.bootstrap_servers, ms, workdir, args.group_protocol, run,
+                                     args.copies, args.state_mb, args.standbys)
+      print('%-18s %-12s %-14s %s' % ('%d ms' % ms, '%.2f s' % handover, '%.2f s' % work,
+                                      'yes' if warm else 'no'), flush=True)
   print('seed (Java runner on Kafka Streams): 8.6-10.0 s at 6000 ms (2.6-4.0 s of recovery work), '
         '55.7 s at 45000 ms; target: recovery work <= 0.5 s')
 

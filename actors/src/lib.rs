@@ -28,6 +28,7 @@ mod side_inputs;
 mod source;
 mod source_watch;
 mod stage;
+pub mod standby;
 mod state;
 pub mod status_board;
 mod store;

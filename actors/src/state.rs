@@ -1,7 +1,8 @@
 //! A task's durable state on Kafka: its sub-topology's compacted changelog
 //! topic, partition = the task's partition. Written in the task's commit
-//! cycle (inside its transaction under exactly_once), read back in full when
-//! the task starts, so a restarted job resumes its GroupByKey buffers and
+//! cycle (inside its transaction under exactly_once), applied to the task's
+//! local store, which a starting task reads (its user state as bundles use
+//! it), so a restarted job resumes its GroupByKey buffers, user state and
 //! watermark progress where it committed.
 use std::sync::{LazyLock, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
@@ -20,6 +21,7 @@ use beam_kafka_runtime::failure::{self, Verdict};
 use beam_kafka_runtime::task::handover::{InFlightWrites, Landing};
 use beam_kafka_runtime::task_state;
 use beam_kafka_runtime::topology::{changelog_topic, topic_prefix, TaskId};
+use beam_kafka_runtime::user_state::StoredCells;
 
 const RESTORE_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -176,19 +178,33 @@ pub type PartitionEnds<'a> = dyn Fn(&str, i32) -> Option<(i64, i64)> + 'a;
 /// and the changelog offset it is current to. Local work only, so it runs
 /// while the task's earlier owners are fenced.
 pub fn open_task_store(opts: &RunnerOptions, task: TaskId) -> Result<(TaskStore, i64), String> {
+    // A standby of this copy may keep it: it closes it first.
+    crate::standby::claim(&opts.application_id, task);
     TaskStore::open(task_dir(&opts.state_dir, &opts.application_id, task), opts.state_store_memory_mb)
 }
 
+/// A task's store brought up to date with its changelog.
+pub struct Restored {
+    pub store: TaskStore,
+    /// What the task reads whole as it starts: everything but user state,
+    /// and user state too when the store holds it in an older layout.
+    pub entries: Entries,
+    /// User state is read from the store as bundles use it.
+    pub user_state_as_used: bool,
+    /// The changelog offset the store is current to.
+    pub next: i64,
+}
+
 /// Brings a task's opened store up to date with its changelog (its earlier
-/// owners fenced by now): returns the store, its entries, and the
-/// changelog offset it is current to. `ends` tells a changelog
-/// partition's ends through a client already connected, when it can.
+/// owners fenced by now) and reads what the task reads whole as it starts.
+/// `ends` tells a changelog partition's ends through a client already
+/// connected, when it can.
 pub fn restore_task(
     opts: &RunnerOptions,
     task: TaskId,
     (store, from): (TaskStore, i64),
     ends: &PartitionEnds<'_>,
-) -> Result<(TaskStore, Entries, i64), String> {
+) -> Result<Restored, String> {
     let topic = changelog_topic(&opts.application_id, task.sub_topology);
     let dir = task_dir(&opts.state_dir, &opts.application_id, task);
     // A stopped incarnation's writes land before this one reads to the end.
@@ -213,6 +229,22 @@ pub fn restore_task(
         Err(e) => return Err(e),
     };
     store.apply(&changes)?;
-    let entries = store.entries()?;
-    Ok((store, entries, next))
+    drop(changes);
+    let older = task_state::older_user_state_prefixes();
+    let mut whole = task_state::read_whole_prefixes();
+    let mut user_state_as_used = true;
+    for prefix in &older {
+        if store.has_prefix(prefix)? {
+            user_state_as_used = false;
+        }
+    }
+    if !user_state_as_used {
+        whole.extend(older);
+        whole.push(task_state::user_cells_prefix(&[]));
+    }
+    let mut entries = Vec::new();
+    for prefix in whole {
+        store.scan_prefix(&prefix, &mut |k, v| entries.push((k.to_vec(), v.to_vec())))?;
+    }
+    Ok(Restored { store, entries, user_state_as_used, next })
 }

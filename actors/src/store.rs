@@ -9,9 +9,10 @@
 use std::path::{Path, PathBuf};
 
 use beam_kafka_runtime::topology::TaskId;
+use beam_kafka_runtime::user_state::StoredCells;
 use std::sync::OnceLock;
 
-use rocksdb::{BlockBasedOptions, Cache, IteratorMode, Options, WriteBatch, WriteBufferManager, WriteOptions, DB};
+use rocksdb::{BlockBasedOptions, Cache, Options, WriteBatch, WriteBufferManager, WriteOptions, DB};
 
 const CHECKPOINT: &str = "checkpoint";
 /// The file a task store's directory is locked through, made by the runner:
@@ -61,8 +62,8 @@ fn shared_memory(total_mb: u64) -> &'static SharedMemory {
 const WRITE_BUFFER_BYTES: usize = 16 << 20;
 
 /// Locks the store directory `dir`, waiting up to 5 s for an incarnation
-/// that is closing.
-fn lock_store(dir: &Path) -> Result<std::fs::File, String> {
+/// that is closing (`wait`), or not at all; `None`: another holder has it.
+fn lock_store(dir: &Path, wait: bool) -> Result<Option<std::fs::File>, String> {
     let path = dir.join(STORE_LOCK);
     let file = std::fs::OpenOptions::new()
         .create(true)
@@ -70,18 +71,15 @@ fn lock_store(dir: &Path) -> Result<std::fs::File, String> {
         .write(true)
         .open(&path)
         .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-    for _ in 0..50 {
+    for _ in 0..if wait { 50 } else { 1 } {
         match file.try_lock() {
-            Ok(()) => return Ok(file),
-            Err(std::fs::TryLockError::WouldBlock) => std::thread::sleep(std::time::Duration::from_millis(100)),
+            Ok(()) => return Ok(Some(file)),
+            Err(std::fs::TryLockError::WouldBlock) if wait => std::thread::sleep(std::time::Duration::from_millis(100)),
+            Err(std::fs::TryLockError::WouldBlock) => {}
             Err(std::fs::TryLockError::Error(e)) => return Err(format!("cannot lock {}: {e}", path.display())),
         }
     }
-    Err(format!(
-        "the state store {} is in use by another process: copies of one application on the same machine need \
-         different state directories",
-        dir.display()
-    ))
+    Ok(None)
 }
 
 /// Deletes a task store's directory if the runner made it (it holds the
@@ -106,11 +104,26 @@ impl TaskStore {
     /// Opens the store (sharing `memory_mb` with every store of this
     /// process); returns it and the changelog offset to restore from.
     pub fn open(dir: PathBuf, memory_mb: u64) -> Result<(TaskStore, i64), String> {
+        Self::open_locking(dir.clone(), memory_mb, true)?.ok_or_else(|| {
+            format!(
+                "the state store {} is in use by another process: copies of one application on the same machine need \
+                 different state directories",
+                dir.display()
+            )
+        })
+    }
+
+    /// `open`, unless another holder has the store open (`None`).
+    pub fn open_if_free(dir: PathBuf, memory_mb: u64) -> Result<Option<(TaskStore, i64)>, String> {
+        Self::open_locking(dir, memory_mb, false)
+    }
+
+    fn open_locking(dir: PathBuf, memory_mb: u64, wait: bool) -> Result<Option<(TaskStore, i64)>, String> {
         crate::private_dir::create(&dir).map_err(|e| format!("cannot create the state directory {}: {e}", dir.display()))?;
         // Nothing is read or wiped before the store is ours: another copy
         // on this machine, or this task's previous incarnation still
         // closing, may hold it.
-        let lock = lock_store(&dir)?;
+        let Some(lock) = lock_store(&dir, wait)? else { return Ok(None) };
         let checkpoint = dir.join(CHECKPOINT);
         let from = std::fs::read_to_string(&checkpoint).ok().and_then(|s| s.trim().parse::<i64>().ok());
         let db_dir = dir.join("rocksdb");
@@ -143,7 +156,7 @@ impl TaskStore {
         if checkpoint.exists() {
             std::fs::remove_file(&checkpoint).map_err(|e| format!("cannot remove {}: {e}", checkpoint.display()))?;
         }
-        Ok((TaskStore { db, dir, _lock: lock }, from.unwrap_or(0)))
+        Ok(Some((TaskStore { db, dir, _lock: lock }, from.unwrap_or(0))))
     }
 
     /// Applies committed changes (`None` deletes) in one atomic write.
@@ -176,11 +189,17 @@ impl TaskStore {
     }
 
     /// Every entry, in key order.
+    #[cfg(test)]
     pub fn entries(&self) -> Result<Entries, String> {
         self.db
-            .iterator(IteratorMode::Start)
+            .iterator(rocksdb::IteratorMode::Start)
             .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())).map_err(|e| format!("cannot read the state store: {e}")))
             .collect()
+    }
+
+    /// Whether any key starts with `prefix`.
+    pub fn has_prefix(&self, prefix: &[u8]) -> Result<bool, String> {
+        Ok(self.key_at_or_after(prefix)?.is_some_and(|k| k.starts_with(prefix)))
     }
 
     /// Visits the entries from `start` on, in key order, while `visit`
@@ -207,6 +226,30 @@ impl TaskStore {
         let tmp = self.dir.join(format!("{CHECKPOINT}.tmp"));
         std::fs::write(&tmp, next.to_string()).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
         std::fs::rename(&tmp, self.dir.join(CHECKPOINT)).map_err(|e| format!("cannot write the checkpoint: {e}"))
+    }
+}
+
+/// User state read as it is used (`UserState::lazy`): point reads by
+/// prefix, kept in the shared block cache.
+impl beam_kafka_runtime::user_state::StoredCells for TaskStore {
+    fn scan_prefix(&self, prefix: &[u8], visit: &mut dyn FnMut(&[u8], &[u8])) -> Result<(), String> {
+        let mut it = self.db.raw_iterator();
+        it.seek(prefix);
+        while let (Some(k), Some(v)) = (it.key(), it.value()) {
+            if !k.starts_with(prefix) {
+                break;
+            }
+            visit(k, v);
+            it.next();
+        }
+        it.status().map_err(|e| format!("cannot read the state store: {e}"))
+    }
+
+    fn key_at_or_after(&self, from: &[u8]) -> Result<Option<Vec<u8>>, String> {
+        let mut it = self.db.raw_iterator();
+        it.seek(from);
+        it.status().map_err(|e| format!("cannot read the state store: {e}"))?;
+        Ok(it.key().map(<[u8]>::to_vec))
     }
 }
 

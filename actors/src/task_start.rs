@@ -28,7 +28,7 @@ use crate::output::KafkaSink;
 use crate::side_inputs::{read_side_topic, SideInputs};
 use crate::source::SourceRoute;
 use crate::stage::{StageActor, StageSpec};
-use crate::state::{open_task_store, restore_task};
+use crate::state::{open_task_store, restore_task, Restored};
 use crate::store::{Entries, TaskStore};
 use crate::task::{
     upstream_key, AssignmentSeen, InputRoute, RestoredState, TaskConfig, TaskEvent, TaskSupervisor, WatermarkTarget, SOURCE_UPSTREAM,
@@ -58,7 +58,7 @@ async fn restore_states(input: &JobInput, opened: OpenedStores, consumer: &Arc<J
         let ends = |topic: &str, partition: i32| consumer.fetch_watermarks(topic, partition, WARM_ENDS_TIMEOUT).ok();
         in_parallel(opened.into_iter().collect(), |t, store| {
             let began = std::time::SystemTime::now();
-            let restored = restore_task(&opts, t, store, &ends).map(|(store, entries, next)| Restored { store, entries, next });
+            let restored = restore_task(&opts, t, store, &ends);
             let end = std::time::SystemTime::now();
             let mut attributes = board.task_attributes(t);
             instruments().restore_duration.record(end.duration_since(began).unwrap_or_default().as_secs_f64(), &attributes);
@@ -95,13 +95,6 @@ fn in_parallel<I: Send, T: Send>(
         let handles: Vec<_> = tasks.into_iter().map(|(t, input)| (t, scope.spawn(move || step(t, input)))).collect();
         handles.into_iter().map(|(t, h)| h.join().map_err(|_| format!("preparing task {t} panicked"))?.map(|v| (t, v))).collect()
     })
-}
-
-/// A task's restored state, before it is handed to the task.
-struct Restored {
-    store: TaskStore,
-    entries: Vec<(Vec<u8>, Vec<u8>)>,
-    next: i64,
 }
 
 /// Under exactly_once, the copy's transaction of each sub-topology among
@@ -241,12 +234,18 @@ fn start_tasks(
             })
             .collect();
         // The task's durable state, read from its changelog partition.
-        let Restored { store, entries, next } = restored.remove(&task).ok_or_else(|| format!("task {task} has no state store"))?;
+        let Restored { store, entries, user_state_as_used, next } =
+            restored.remove(&task).ok_or_else(|| format!("task {task} has no state store"))?;
         let store = Arc::new(store);
         let mut watermark_snapshot = Vec::new();
         let mut held = Vec::new();
         let mut deferred = Vec::new();
-        let mut user = UserState::default();
+        let mut user = if user_state_as_used && sub.stateful {
+            UserState::lazy(&(store.clone() as Arc<dyn beam_kafka_runtime::user_state::StoredCells>))
+                .map_err(|e| format!("task {task}: unreadable user state: {e}"))?
+        } else {
+            UserState::default()
+        };
         user.set_map_value_coders(sub.multimap_values.clone());
         let mut timers = Timers::default();
         timers.set_expiry_families(
@@ -269,6 +268,10 @@ fn start_tasks(
                 task_state::Store::UserStateChunk { cell, seq } => {
                     let cell = StateCell::decode(cell).map_err(|e| format!("task {task}: unreadable user state: {e}"))?;
                     user.restore_chunk(cell, seq, v);
+                }
+                task_state::Store::UserCellChunk { cell, seq } => {
+                    let cell = StateCell::decode_grouped(cell).map_err(|e| format!("task {task}: unreadable user state: {e}"))?;
+                    user.restore_cell_chunk(cell, seq, v);
                 }
                 task_state::Store::Held(seq) => {
                     let (source, element) =

@@ -124,6 +124,16 @@ pub static OPTIONS: &[OptionSpec] = &[
                       timeout and heartbeat interval are then the brokers' group.consumer.* settings.",
     },
     OptionSpec {
+        name: "num_standby_replicas",
+        java_name: "numStandbyReplicas",
+        kind: OptionKind::Integer,
+        default: Some("0"),
+        description: "How many other copies keep a warm copy of each task's state, tailing its changelog into their \
+                      local state directory, so a task that moves to one of them (its copy killed, stopped or \
+                      scaled in) reads only the changelog's last records. The brokers' assignor, not the runner, \
+                      picks a task's next copy: with copies - 1 every copy holds every task.",
+    },
+    OptionSpec {
         name: "group_instance_id",
         java_name: "groupInstanceId",
         kind: OptionKind::String,

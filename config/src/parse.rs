@@ -39,6 +39,8 @@ pub struct RunnerOptions {
     pub read_checkpoint_num_bundles: u64,
     pub session_timeout_ms: u64,
     pub group_protocol: GroupProtocol,
+    /// Copies that keep a warm store of each task they do not run.
+    pub num_standby_replicas: u32,
     /// This copy's static group membership (`group.instance.id`), if any.
     pub group_instance_id: Option<String>,
     pub state_dir: PathBuf,
@@ -279,6 +281,7 @@ impl RunnerOptions {
                  group.consumer.session.timeout.ms (or the group's consumer.session.timeout.ms) instead",
             );
         }
+        let num_standby_replicas = r.int("num_standby_replicas", 0, 16) as u32;
         let group_instance_id = r.text("group_instance_id");
         check_group_instance_id(&mut r, group_instance_id.as_deref());
         let commit_interval_ms = r.int("commit_interval_ms", 1, 3_600_000);
@@ -323,6 +326,7 @@ impl RunnerOptions {
             read_checkpoint_num_bundles,
             session_timeout_ms,
             group_protocol,
+            num_standby_replicas,
             group_instance_id,
             state_dir,
             state_store_memory_mb,

@@ -152,6 +152,14 @@ class KafkaStreamsRunnerOptions(PipelineOptions):
         'group.consumer.session.timeout.ms).')
     _add(
         parser,
+        '--num_standby_replicas',
+        type=int,
+        default=0,
+        help='How many other copies keep a warm copy of each task\'s state '
+        '(tailing its changelog), so a task that moves to one of them '
+        'starts at once; copies - 1 puts every task on every copy.')
+    _add(
+        parser,
         '--group_instance_id',
         default=None,
         help="This copy's static membership of the application's consumer "

@@ -44,6 +44,7 @@ pub mod sdk_version;
 pub mod side_input;
 pub mod source_growth;
 pub mod spec;
+pub mod standby;
 pub mod state_api;
 pub mod structure;
 pub mod task;

@@ -45,18 +45,23 @@ const APPENDED: Response = Response::Append(fn_pb::StateAppendResponse {});
 const CLEARED: Response = Response::Clear(fn_pb::StateClearResponse {});
 
 /// Get, append (the kind's own way) or clear one cell.
-fn on_cell(state: &mut UserState, c: StateCell, op: &Request, append: fn(&mut UserState, StateCell, &[u8])) -> Response {
-    match op {
-        Request::Get(_) => got(state.get(&c).to_vec()),
+fn on_cell(
+    state: &mut UserState,
+    c: StateCell,
+    op: &Request,
+    append: fn(&mut UserState, StateCell, &[u8]) -> Result<(), String>,
+) -> Result<Response, String> {
+    Ok(match op {
+        Request::Get(_) => got(state.get(&c)?.to_vec()),
         Request::Append(a) => {
-            append(state, c, &a.data);
+            append(state, c, &a.data)?;
             APPENDED
         }
         Request::Clear(_) => {
-            state.clear(c);
+            state.clear(c)?;
             CLEARED
         }
-    }
+    })
 }
 
 /// Applies a user-state request (see [`user_state_transform`]) to `state`.
@@ -66,7 +71,7 @@ pub fn serve_user_state(state: &mut UserState, request: &fn_pb::StateRequest) ->
         // Python's bag, combining, value and set state.
         Some(Key::BagUserState(k)) => {
             let c = cell(&k.transform_id, &k.user_state_id, &k.key, &k.window, None);
-            Ok(on_cell(state, c, op, UserState::append))
+            on_cell(state, c, op, UserState::append)
         }
         Some(Key::OrderedListUserState(k)) => {
             let c = cell(&k.transform_id, &k.user_state_id, &k.key, &k.window, None);
@@ -86,15 +91,15 @@ pub fn serve_user_state(state: &mut UserState, request: &fn_pb::StateRequest) ->
         // Go's (and Java's) map and set state: one map key's values ...
         Some(Key::MultimapUserState(k)) => {
             let c = cell(&k.transform_id, &k.user_state_id, &k.key, &k.window, Some(&k.map_key));
-            Ok(on_cell(state, c, op, UserState::map_append))
+            on_cell(state, c, op, UserState::map_append)
         }
         // ... and the map's keys.
         Some(Key::MultimapKeysUserState(k)) => {
             let map = cell(&k.transform_id, &k.user_state_id, &k.key, &k.window, None);
             match op {
-                Request::Get(_) => Ok(got(state.map_keys(&map))),
+                Request::Get(_) => Ok(got(state.map_keys(&map)?)),
                 Request::Clear(_) => {
-                    state.map_clear(&map);
+                    state.map_clear(&map)?;
                     Ok(CLEARED)
                 }
                 Request::Append(_) => Err("an append to the keys of a multimap (append to one key's values instead)".into()),
@@ -106,7 +111,7 @@ pub fn serve_user_state(state: &mut UserState, request: &fn_pb::StateRequest) ->
             match op {
                 Request::Get(_) => Ok(got(state.map_entries(&map)?)),
                 Request::Clear(_) => {
-                    state.map_clear(&map);
+                    state.map_clear(&map)?;
                     Ok(CLEARED)
                 }
                 Request::Append(_) => Err("an append to the entries of a multimap (append to one key's values instead)".into()),

@@ -10,6 +10,7 @@ const USER_STATE: u64 = 3;
 const TIMER: u64 = 4;
 const DEFERRED: u64 = 5;
 const USER_STATE_CHUNK: u64 = 6;
+const USER_CELL_CHUNK: u64 = 7;
 
 /// Which store an entry belongs to.
 #[derive(Debug, PartialEq, Eq)]
@@ -27,6 +28,13 @@ pub enum Store<'a> {
     UserState(&'a [u8]),
     /// Chunk `seq` of a cell of user state (`chunks`).
     UserStateChunk {
+        cell: &'a [u8],
+        seq: u32,
+    },
+    /// Chunk `seq` of a cell of user state, the cell encoded grouped by
+    /// window (`StateCell::encode_grouped`): the layout a task reads as it
+    /// uses its cells, by prefix (a cell, a map, a window).
+    UserCellChunk {
         cell: &'a [u8],
         seq: u32,
     },
@@ -81,6 +89,57 @@ pub fn user_state_chunk_key(cell: &[u8], seq: u32) -> Vec<u8> {
     out
 }
 
+/// The key of chunk `seq` of a cell encoded by `StateCell::encode_grouped`.
+pub fn user_cell_chunk_key(cell: &[u8], seq: u32) -> Vec<u8> {
+    let mut out = user_cells_prefix(cell);
+    out.extend_from_slice(&seq.to_be_bytes());
+    out
+}
+
+/// The prefix of the chunk keys of every cell whose grouped encoding
+/// starts with `cell_prefix` (empty: every cell of the layout).
+pub fn user_cells_prefix(cell_prefix: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(cell_prefix.len() + 5);
+    encode_varint(USER_CELL_CHUNK, &mut out);
+    out.extend_from_slice(cell_prefix);
+    out
+}
+
+/// The prefixes of the entries a task reads whole when it starts: its
+/// watermark, GroupByKeys, held and deferred elements, timers.
+pub fn read_whole_prefixes() -> Vec<Vec<u8>> {
+    [WATERMARK, GROUP_BY_KEY, HELD, TIMER, DEFERRED]
+        .into_iter()
+        .map(|kind| {
+            let mut out = Vec::new();
+            encode_varint(kind, &mut out);
+            out
+        })
+        .collect()
+}
+
+/// The prefixes of user state in the layouts before cells were grouped by
+/// window: a store holding any is read whole (and rewritten as it commits).
+pub fn older_user_state_prefixes() -> Vec<Vec<u8>> {
+    [USER_STATE, USER_STATE_CHUNK]
+        .into_iter()
+        .map(|kind| {
+            let mut out = Vec::new();
+            encode_varint(kind, &mut out);
+            out
+        })
+        .collect()
+}
+
+/// The smallest key after every key that starts with `prefix` (`None`:
+/// there is none, the prefix is all 0xFF).
+pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let last = prefix.iter().rposition(|b| *b != 0xFF)?;
+    let mut out = prefix[..=last].to_vec();
+    out[last] += 1;
+    Some(out)
+}
+
 pub fn timer_key(id: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
     encode_varint(TIMER, &mut out);
@@ -111,6 +170,11 @@ pub fn split(key: &[u8]) -> Result<Store<'_>, String> {
             let cell = r.take(len)?;
             let raw: [u8; 4] = r.take(4)?.try_into().map_err(|_| "bad user state chunk key")?;
             Ok(Store::UserStateChunk { cell, seq: u32::from_be_bytes(raw) })
+        }
+        USER_CELL_CHUNK => {
+            let end = key.len().checked_sub(4).filter(|end| *end >= r.at).ok_or("bad user state chunk key")?;
+            let raw: [u8; 4] = key[end..].try_into().map_err(|_| "bad user state chunk key")?;
+            Ok(Store::UserCellChunk { cell: &key[r.at..end], seq: u32::from_be_bytes(raw) })
         }
         TIMER => Ok(Store::Timer(&key[r.at..])),
         other => Err(format!("unknown state store {other}")),
@@ -144,8 +208,21 @@ mod tests {
         assert_eq!(split(&user_state_key(&[4, 2])).unwrap(), Store::UserState(&[4, 2]));
         assert_eq!(split(&user_state_chunk_key(&[4, 2], 9)).unwrap(), Store::UserStateChunk { cell: &[4, 2], seq: 9 });
         assert!(split(&user_state_chunk_key(&[4, 2], 9)[..5]).is_err());
+        assert_eq!(split(&user_cell_chunk_key(&[4, 2], 9)).unwrap(), Store::UserCellChunk { cell: &[4, 2], seq: 9 });
+        assert!(user_cell_chunk_key(&[4, 2], 9).starts_with(&user_cells_prefix(&[4])));
+        assert!(split(&user_cell_chunk_key(&[], 9)[..4]).is_err());
         assert!(split(&[9]).is_err());
         assert!(split(&k[..4]).is_err());
+    }
+
+    #[test]
+    fn a_prefix_ends_past_every_key_it_starts() {
+        assert_eq!(prefix_end(&[7, 1]), Some(vec![7, 2]));
+        assert_eq!(prefix_end(&[7, 0xFF, 0xFF]), Some(vec![8]));
+        assert_eq!(prefix_end(&[0xFF]), None);
+        let end = prefix_end(&[3, 0xFE, 0xFF]).unwrap();
+        assert_eq!(end, vec![3, 0xFF]);
+        assert!(end.as_slice() > [3, 0xFE, 0xFF, 0xFF, 0xFF].as_slice());
     }
 
     #[test]

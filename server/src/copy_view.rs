@@ -6,10 +6,13 @@
 use std::sync::Arc;
 
 use beam_kafka_actors::copies::{Report, Reporting};
+use beam_kafka_actors::standby::Standby;
 use beam_kafka_actors::status_board::{now_ms, StatusBoard};
 use beam_kafka_runtime::copies::{task_owners, Heard, Presence};
+use beam_kafka_runtime::standby::standby_tasks;
 use beam_kafka_runtime::topology::TaskId;
 use serde_json::{json, Value};
+use std::collections::BTreeSet;
 
 use crate::jobs::Job;
 use crate::status_api;
@@ -22,13 +25,51 @@ pub fn start(job: &Arc<Job>, board: &Arc<StatusBoard>) {
         _ => serde_json::to_vec(&json!({ "time_ms": now_ms(), "left": true, "tasks": [] })).unwrap_or_default(),
     });
     let _ = job.copies.set(reporting);
+    let replicas = job.runner_options.num_standby_replicas as usize;
+    if replicas > 0 {
+        let (job_ref, board_ref) = (Arc::downgrade(job), Arc::downgrade(board));
+        let placement = Box::new(move || match (job_ref.upgrade(), board_ref.upgrade()) {
+            (Some(job), Some(board)) => placement(&job, &board, replicas),
+            _ => Default::default(),
+        });
+        match Standby::start(&job.runner_options, placement) {
+            Ok(standby) => *job.standby.lock().expect("standby lock") = Some(standby),
+            Err(e) => board.event(beam_kafka_actors::status_board::Level::Warning, format!("no standby replicas: {e}")),
+        }
+    }
 }
 
-/// Writes the job's last report (it ended) and stops reporting.
+/// Writes the job's last report (it ended) and stops reporting and
+/// standing by.
 pub async fn stop(job: &Job) {
+    let standby = job.standby.lock().expect("standby lock").take();
     if let Some(reporting) = job.copies.get().cloned() {
-        let _ = tokio::task::spawn_blocking(move || reporting.stop()).await;
+        let _ = tokio::task::spawn_blocking(move || {
+            reporting.stop();
+            drop(standby);
+        })
+        .await;
     }
+}
+
+/// The tasks this copy stands by for (`runtime::standby`), from the tasks
+/// the running copies report, and the tasks it runs.
+fn placement(job: &Job, board: &StatusBoard, replicas: usize) -> (BTreeSet<TaskId>, BTreeSet<TaskId>) {
+    let now = now_ms();
+    let own: BTreeSet<TaskId> = board.tasks().iter().map(|(t, _)| *t).collect();
+    let mut running = BTreeSet::from([board.copy.clone()]);
+    let mut rows: Vec<(String, i64, TaskId)> = own.iter().map(|t| (board.copy.clone(), now, *t)).collect();
+    for (copy, report) in reports(job) {
+        let Some(r) = parse(&copy, &report).filter(|_| copy != board.copy) else { continue };
+        if r.heard.presence(now) != Some(Presence::Running) {
+            continue;
+        }
+        let tasks = r.body["tasks"].as_array().cloned().unwrap_or_default();
+        rows.extend(tasks.iter().filter_map(task_id).map(|t| (copy.clone(), r.heard.written_ms, t)));
+        running.insert(copy);
+    }
+    let owners = task_owners(rows.iter().map(|(c, w, t)| (c.as_str(), *w, *t)), &board.copy);
+    (standby_tasks(&owners, &running, &board.copy, replicas), own)
 }
 
 /// This copy as the others see it.

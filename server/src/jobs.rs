@@ -37,6 +37,8 @@ pub struct Job {
     /// Once planned: this copy's reports to the application's copies topic,
     /// and the other copies' it read.
     pub copies: std::sync::OnceLock<Arc<beam_kafka_actors::copies::Reporting>>,
+    /// The job's standby stores (`--num_standby_replicas`).
+    pub standby: std::sync::Mutex<Option<beam_kafka_actors::standby::Standby>>,
 }
 
 fn now() -> prost_types::Timestamp {
@@ -76,6 +78,7 @@ impl Job {
             board: Default::default(),
             topology_svg: Default::default(),
             copies: Default::default(),
+            standby: Default::default(),
         }
     }
 

@@ -113,7 +113,9 @@ impl TaskSupervisor {
         // State of windows the watermark passed goes now, not when the
         // watermark moved: the elements before the step (an on-time pane at
         // the window's end, say) have run by now, reading it.
-        self.expire_user_state(self.barrier_watermark);
+        if let Err(e) = self.expire_user_state(self.barrier_watermark) {
+            return self.kafka_failed(ctx, format!("task {}: reading its user state from the local store: {e}", self.cfg.task));
+        }
         // Every bundle before the flush made its user state changes by now
         // (later ones wait for the commit under exactly_once).
         self.arm_window_expiries();

@@ -145,14 +145,14 @@ impl TaskSupervisor {
     /// plus allowed lateness), except where a timer of the window is still
     /// to fire and read it. At the end of input nothing is dropped: the last
     /// timers fire after it.
-    pub(super) fn expire_user_state(&self, wm: Watermark) {
-        let (Some(user), Some(route)) = (&self.cfg.user_state, self.cfg.inputs.values().next()) else { return };
-        let Watermark::At(w) = wm.min(self.stage_watermark()) else { return };
+    pub(super) fn expire_user_state(&self, wm: Watermark) -> Result<(), String> {
+        let (Some(user), Some(route)) = (&self.cfg.user_state, self.cfg.inputs.values().next()) else { return Ok(()) };
+        let Watermark::At(w) = wm.min(self.stage_watermark()) else { return Ok(()) };
         let (coder, lateness) = (&route.window_coder, route.allowed_lateness);
         let timers = &self.timers;
-        user.lock().expect("user state lock").expire(|cell| {
-            !timers.pending_in(&cell.transform, &cell.window)
-                && Window::decode(&cell.window, coder).is_ok_and(|win| win.max_timestamp().saturating_add(lateness) < w)
-        });
+        user.lock().expect("user state lock").expire(|transform, window| {
+            !timers.pending_in(transform, window)
+                && Window::decode(window, coder).is_ok_and(|win| win.max_timestamp().saturating_add(lateness) < w)
+        })
     }
 }

@@ -110,6 +110,13 @@ public interface BeamKafkaPipelineOptions extends PortablePipelineOptions {
   void setGroupProtocol(String value);
 
   @Description(
+      "How many other copies keep a warm copy of each task's state (tailing its changelog), so a task that moves "
+          + "to one of them starts at once; copies - 1 puts every task on every copy.")
+  Integer getNumStandbyReplicas();
+
+  void setNumStandbyReplicas(Integer value);
+
+  @Description(
       "This copy's static membership of the consumer group (group.instance.id): a copy restarted under the "
           + "same name within the session timeout keeps its partitions without a rebalance.")
   String getGroupInstanceId();

@@ -1,0 +1,245 @@
+//! Standby stores (`--num_standby_replicas`; which tasks is
+//! `runtime::standby`'s decision): a thread per job tails the changelog
+//! partitions of the tasks this copy stands by for into their local stores,
+//! the directories the tasks themselves use, and gives a store up the
+//! moment its task starts here (`claim`), closed cleanly at the offset it
+//! read to, so the task's restore reads only what followed.
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, LazyLock, Mutex};
+use std::time::{Duration, Instant};
+
+use beam_kafka_config::RunnerOptions;
+use beam_kafka_runtime::standby::Standing;
+use beam_kafka_runtime::topology::{changelog_topic, TaskId};
+use dashmap::DashMap;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::{Message, Offset, TopicPartitionList};
+
+use crate::kafka::config;
+use crate::state::Changes;
+use crate::status_board::now_ms;
+use crate::store::{task_dir, TaskStore};
+
+/// How often the placement is asked again.
+const PLACEMENT_EVERY: Duration = Duration::from_secs(1);
+/// A task claimed for a start counts as this copy's for this long: until
+/// the start opened (and locked) the store, a moment later. A standby
+/// opens only a store no one holds, so a task that stops here is stood by
+/// for again as soon as it closed its store.
+const CLAIM_HOLDS: Duration = Duration::from_secs(5);
+/// The most records applied to the stores at once.
+const BATCH: usize = 5_000;
+
+/// A store kept warm: current to changelog offset `next`.
+struct Warm {
+    store: TaskStore,
+    next: i64,
+}
+
+struct Shared {
+    stores: Mutex<BTreeMap<TaskId, Warm>>,
+    claimed: Mutex<HashMap<TaskId, Instant>>,
+    stop: AtomicBool,
+}
+
+/// The running standbys, by application id (a job server may run several).
+static STANDBYS: LazyLock<DashMap<String, Arc<Shared>>> = LazyLock::new(DashMap::new);
+
+/// A task of `application_id` starts in this copy: if a standby keeps its
+/// store, the store is closed now with a checkpoint of where it read to
+/// (returned), for the task to open; and no standby opens it meanwhile.
+pub fn claim(application_id: &str, task: TaskId) -> Option<i64> {
+    let shared = STANDBYS.get(application_id)?.clone();
+    shared.claimed.lock().expect("claims lock").insert(task, Instant::now());
+    let warm = shared.stores.lock().expect("standby stores lock").remove(&task)?;
+    if let Err(e) = warm.store.write_checkpoint(warm.next) {
+        tracing::warn!(task = %task, "the standby store: {e}; the task rebuilds it from the changelog");
+        return None;
+    }
+    tracing::info!(task = %task, "task {task} starts from this copy's standby store, current to changelog offset {}", warm.next);
+    Some(warm.next)
+}
+
+/// Which tasks to stand by for, and which this copy runs.
+pub type Placement = Box<dyn Fn() -> (BTreeSet<TaskId>, BTreeSet<TaskId>) + Send>;
+
+/// A job's standby thread; stops when dropped.
+pub struct Standby {
+    application_id: String,
+    shared: Arc<Shared>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Standby {
+    pub fn start(opts: &RunnerOptions, placement: Placement) -> Result<Standby, String> {
+        let consumer: BaseConsumer = config::base(opts, "standby")
+            .set("group.id", format!("{}-standby", opts.application_id))
+            .set("enable.auto.commit", "false")
+            .set("isolation.level", "read_committed")
+            .create()
+            .map_err(|e| format!("cannot create the standby consumer: {e}"))?;
+        let shared = Arc::new(Shared { stores: Mutex::default(), claimed: Mutex::default(), stop: AtomicBool::new(false) });
+        STANDBYS.insert(opts.application_id.clone(), shared.clone());
+        let tailer = Tailer {
+            opts: opts.clone(),
+            shared: shared.clone(),
+            consumer,
+            placement,
+            standing: Standing::default(),
+            assigned: BTreeMap::new(),
+        };
+        let thread = std::thread::Builder::new()
+            .name("standby".into())
+            .spawn(move || tailer.run())
+            .map_err(|e| format!("cannot start the standby thread: {e}"))?;
+        Ok(Standby { application_id: opts.application_id.clone(), shared, thread: Some(thread) })
+    }
+}
+
+impl Drop for Standby {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        STANDBYS.remove_if(&self.application_id, |_, s| Arc::ptr_eq(s, &self.shared));
+    }
+}
+
+struct Tailer {
+    opts: RunnerOptions,
+    shared: Arc<Shared>,
+    consumer: BaseConsumer,
+    placement: Placement,
+    standing: Standing,
+    /// The changelog partitions assigned to the consumer, by task.
+    assigned: BTreeMap<TaskId, i64>,
+}
+
+impl Tailer {
+    fn run(mut self) {
+        let mut placed = Instant::now() - PLACEMENT_EVERY;
+        while !self.shared.stop.load(Ordering::Relaxed) {
+            if placed.elapsed() >= PLACEMENT_EVERY {
+                placed = Instant::now();
+                self.place();
+            }
+            if let Err(e) = self.follow_stores() {
+                tracing::warn!("standby stores: {e}");
+            }
+            if self.assigned.is_empty() {
+                std::thread::sleep(Duration::from_millis(100));
+                continue;
+            }
+            self.apply_batch();
+        }
+        // A clean close: every store keeps what it read.
+        for (task, warm) in std::mem::take(&mut *self.shared.stores.lock().expect("standby stores lock")) {
+            if let Err(e) = warm.store.write_checkpoint(warm.next) {
+                tracing::warn!(task = %task, "the standby store: {e}");
+            }
+        }
+    }
+
+    /// Opens the stores of tasks to stand by for, closes the others.
+    fn place(&mut self) {
+        let (wanted, running) = (self.placement)();
+        let claimed: BTreeSet<TaskId> = {
+            let mut claims = self.shared.claimed.lock().expect("claims lock");
+            claims.retain(|_, at| at.elapsed() < CLAIM_HOLDS);
+            claims.keys().copied().collect()
+        };
+        let here: BTreeSet<TaskId> = running.union(&claimed).copied().collect();
+        let tail = self.standing.update(&wanted, &here, now_ms());
+        let mut stores = self.shared.stores.lock().expect("standby stores lock");
+        let gone: Vec<TaskId> = stores.keys().filter(|t| !tail.contains(t)).copied().collect();
+        for task in gone {
+            if let Some(warm) = stores.remove(&task) {
+                if let Err(e) = warm.store.write_checkpoint(warm.next) {
+                    tracing::warn!(task = %task, "the standby store: {e}");
+                }
+                tracing::info!(task = %task, "no longer standing by for task {task}");
+            }
+        }
+        for task in tail {
+            if stores.contains_key(&task) {
+                continue;
+            }
+            let dir = task_dir(&self.opts.state_dir, &self.opts.application_id, task);
+            match TaskStore::open_if_free(dir, self.opts.state_store_memory_mb) {
+                Ok(Some((store, next))) => {
+                    tracing::info!(task = %task, "standing by for task {task} from changelog offset {next}");
+                    stores.insert(task, Warm { store, next });
+                }
+                // A task (here, starting or stopping) has it: try again later.
+                Ok(None) => {}
+                Err(e) => tracing::warn!(task = %task, "cannot keep a standby store: {e}"),
+            }
+        }
+    }
+
+    /// Assigns the consumer the changelog partitions of the stores kept,
+    /// each from where its store is current to.
+    fn follow_stores(&mut self) -> Result<(), String> {
+        let wanted: BTreeMap<TaskId, i64> =
+            self.shared.stores.lock().expect("standby stores lock").iter().map(|(t, w)| (*t, w.next)).collect();
+        if wanted.keys().eq(self.assigned.keys()) {
+            return Ok(());
+        }
+        let mut tpl = TopicPartitionList::new();
+        for (task, next) in &wanted {
+            let topic = changelog_topic(&self.opts.application_id, task.sub_topology);
+            let offset = if *next > 0 { Offset::Offset(*next) } else { Offset::Beginning };
+            tpl.add_partition_offset(&topic, task.partition as i32, offset).map_err(|e| e.to_string())?;
+        }
+        self.consumer.assign(&tpl).map_err(|e| format!("cannot follow the changelogs: {e}"))?;
+        self.assigned = wanted;
+        Ok(())
+    }
+
+    /// Reads what the changelogs have and applies it to the stores.
+    fn apply_batch(&mut self) {
+        let subs: HashMap<String, u32> =
+            self.assigned.keys().map(|t| (changelog_topic(&self.opts.application_id, t.sub_topology), t.sub_topology)).collect();
+        let mut changes: BTreeMap<TaskId, (Changes, i64)> = BTreeMap::new();
+        let mut wait = Duration::from_millis(100);
+        for _ in 0..BATCH {
+            match self.consumer.poll(wait) {
+                None => break,
+                Some(Err(e)) => {
+                    tracing::debug!("standby consumer: {e}");
+                    break;
+                }
+                Some(Ok(m)) => {
+                    let Some(sub) = subs.get(m.topic()) else { continue };
+                    let task = TaskId { sub_topology: *sub, partition: m.partition() as u32 };
+                    let entry = changes.entry(task).or_default();
+                    if let Some(key) = m.key() {
+                        entry.0.push((key.to_vec(), m.payload().map(<[u8]>::to_vec)));
+                    }
+                    entry.1 = m.offset() + 1;
+                }
+            }
+            wait = Duration::ZERO;
+        }
+        if changes.is_empty() {
+            return;
+        }
+        let mut stores = self.shared.stores.lock().expect("standby stores lock");
+        for (task, (entries, next)) in changes {
+            // A store claimed meanwhile is the task's now.
+            let Some(warm) = stores.get_mut(&task) else { continue };
+            if next <= warm.next {
+                continue;
+            }
+            match warm.store.apply(&entries) {
+                Ok(()) => warm.next = next,
+                Err(e) => {
+                    tracing::warn!(task = %task, "the standby store: {e}; dropping it");
+                    stores.remove(&task);
+                }
+            }
+        }
+    }
+}
