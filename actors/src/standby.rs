@@ -77,6 +77,10 @@ impl Standby {
             .set("group.id", format!("{}-standby", opts.application_id))
             .set("enable.auto.commit", "false")
             .set("isolation.level", "read_committed")
+            // A store's offset outside its changelog (the topic was made
+            // anew) must not be read on from elsewhere: the partition stops,
+            // and the task's restore rebuilds the store from the start.
+            .set("auto.offset.reset", "error")
             .create()
             .map_err(|e| format!("cannot create the standby consumer: {e}"))?;
         let shared = Arc::new(Shared { stores: Mutex::default(), claimed: Mutex::default(), stop: AtomicBool::new(false) });
@@ -208,7 +212,7 @@ impl Tailer {
             match self.consumer.poll(wait) {
                 None => break,
                 Some(Err(e)) => {
-                    tracing::debug!("standby consumer: {e}");
+                    tracing::warn!("standby consumer: {e}");
                     break;
                 }
                 Some(Ok(m)) => {

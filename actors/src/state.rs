@@ -39,23 +39,30 @@ impl ClientContext for QuietEof {
 
 impl ConsumerContext for QuietEof {}
 
-/// A changelog partition's committed records from offset `from` on, in
-/// order (`None`: a tombstone), and the offset after the last one. Blocks:
-/// call off the actor thread. A `from` outside the partition (the topic was
-/// recreated) is an error: the caller rebuilds from the start.
+/// How much of a changelog a restore holds before applying it.
+const RESTORE_BATCH_RECORDS: usize = 4_096;
+const RESTORE_BATCH_BYTES: usize = 32 << 20;
+
+/// Hands a changelog partition's committed records from offset `from` on
+/// to `apply`, in order (`None`: a tombstone) and in batches (a restore
+/// holds a batch, not the partition); returns the offset after the last
+/// one. Blocks: call off the actor thread. A `from` outside the partition
+/// (the topic was recreated) is an error: the caller rebuilds from the
+/// start.
 pub fn read_changelog(
     opts: &RunnerOptions,
     topic: &str,
     partition: i32,
     from: i64,
     known: Option<(i64, i64)>,
-) -> Result<(Changes, i64), String> {
+    apply: &mut dyn FnMut(Changes) -> Result<(), String>,
+) -> Result<i64, String> {
     // The partition's ends as a connected client saw them (its high end at
     // least the last stable offset): nothing to read needs no consumer of
     // its own, whose connecting is most of a fresh task's start.
     if let Some((low, high)) = known {
         if task_state::changelog_to_read(from, low, high) == Ok(None) {
-            return Ok((Vec::new(), high));
+            return Ok(high);
         }
     }
     let consumer: BaseConsumer<QuietEof> = config::base(opts, "restore")
@@ -68,12 +75,13 @@ pub fn read_changelog(
         .create_with_context(QuietEof)
         .map_err(|e| format!("cannot create the state restore consumer: {e}"))?;
     let mut changes = Vec::new();
+    let mut bytes = 0;
     let (low, high) = consumer
         .fetch_watermarks(topic, partition, Duration::from_secs(10))
         .map_err(|e| format!("cannot read the offsets of {topic}[{partition}]: {e}"))?;
     let Some(from) = task_state::changelog_to_read(from, low, high).map_err(|e| format!("{topic}[{partition}]: {e}"))? else {
         crate::kafka::close_in_background(consumer);
-        return Ok((changes, high));
+        return Ok(high);
     };
     let mut tpl = TopicPartitionList::new();
     let start = if from > 0 { Offset::Offset(from) } else { Offset::Beginning };
@@ -88,12 +96,18 @@ pub fn read_changelog(
             None => continue,
             Some(Err(KafkaError::PartitionEOF(_))) => {
                 crate::kafka::close_in_background(consumer);
-                return Ok((changes, high));
+                apply(changes)?;
+                return Ok(high);
             }
             Some(Err(e)) => return Err(format!("cannot read {topic}[{partition}]: {e}")),
             Some(Ok(m)) => {
                 let Some(key) = m.key() else { continue };
+                bytes += key.len() + m.payload().map_or(0, <[u8]>::len);
                 changes.push((key.to_vec(), m.payload().map(<[u8]>::to_vec)));
+                if changes.len() >= RESTORE_BATCH_RECORDS || bytes >= RESTORE_BATCH_BYTES {
+                    apply(std::mem::take(&mut changes))?;
+                    bytes = 0;
+                }
             }
         }
     }
@@ -210,8 +224,11 @@ pub fn restore_task(
     // A stopped incarnation's writes land before this one reads to the end.
     wait_for_writes(&format!("{topic}[{}]", task.partition), |w| w.settled(&topic, task.partition as i32))?;
     let known = ends(&topic, task.partition as i32);
-    let (store, (changes, next)) = match read_changelog(opts, &topic, task.partition as i32, from, known) {
-        Ok(read) => (store, read),
+    // Applied as read: a read cut short leaves the store past `from`, and
+    // replaying the changelog from `from` later ends in the same state.
+    let read = read_changelog(opts, &topic, task.partition as i32, from, known, &mut |batch| store.apply(&batch));
+    let (store, next) = match read {
+        Ok(next) => (store, next),
         // The brokers are away for a while: the store is still current up
         // to `from`, and a later start reads on from there.
         Err(e) if from > 0 && matches!(failure::classify(&e), Verdict::Transient { .. }) => {
@@ -224,12 +241,11 @@ pub fn restore_task(
             // The store files only: the directory and its lock file stay.
             let _ = std::fs::remove_dir_all(dir.join("rocksdb"));
             let (store, _) = TaskStore::open(dir, opts.state_store_memory_mb)?;
-            (store, read_changelog(opts, &topic, task.partition as i32, 0, known)?)
+            let next = read_changelog(opts, &topic, task.partition as i32, 0, known, &mut |batch| store.apply(&batch))?;
+            (store, next)
         }
         Err(e) => return Err(e),
     };
-    store.apply(&changes)?;
-    drop(changes);
     let older = task_state::older_user_state_prefixes();
     let mut whole = task_state::read_whole_prefixes();
     let mut user_state_as_used = true;
