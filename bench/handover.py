@@ -23,6 +23,7 @@ import argparse
 import contextlib
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -44,6 +45,7 @@ from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka import TopicPartition  # noqa: E402
 
 from kafka_topics import create_topic  # noqa: E402
+from kafka_topics import delete_topics  # noqa: E402
 from kafka_topics import unique_topic  # noqa: E402
 
 
@@ -240,6 +242,10 @@ def measure(binary, broker, session_ms, workdir, protocol, run, copies_n=2, stat
       if c.proc.poll() is None:
         c.proc.send_signal(signal.SIGTERM)
         c.proc.wait(60)
+    # A run with state leaves gigabytes: its topics and state directories go.
+    delete_topics(broker, [source, sink, '__beam_%s_' % app_id])
+    for i in range(copies_n):
+      shutil.rmtree(workdir / ('s%d-%d-%d' % (session_ms, run, i)), ignore_errors=True)
 
 
 def main():

@@ -19,6 +19,7 @@ judged by: a standby keeps a store like the first case current.
 import argparse
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -43,6 +44,7 @@ from confluent_kafka import TopicPartition  # noqa: E402
 
 from handover import expansion_service  # noqa: E402
 from kafka_topics import create_topic  # noqa: E402
+from kafka_topics import delete_topics  # noqa: E402
 from kafka_topics import unique_topic  # noqa: E402
 
 
@@ -145,8 +147,14 @@ def measure(binary, broker, megabytes, value_kb, workdir):
     proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=120)
   filled = time.monotonic() - began
-  local = run_until_started(binary, pipeline, broker, app_id, state)
-  changelog = run_until_started(binary, pipeline, broker, app_id, workdir / ('fresh-%d' % megabytes))
+  try:
+    local = run_until_started(binary, pipeline, broker, app_id, state)
+    changelog = run_until_started(binary, pipeline, broker, app_id, workdir / ('fresh-%d' % megabytes))
+  finally:
+    # Gigabytes of topics and stores: gone once measured.
+    delete_topics(broker, [source, sink, '__beam_%s_' % app_id])
+    shutil.rmtree(state, ignore_errors=True)
+    shutil.rmtree(workdir / ('fresh-%d' % megabytes), ignore_errors=True)
   return records, filled, local, changelog
 
 

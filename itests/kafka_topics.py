@@ -44,6 +44,18 @@ def create_topic(broker: str, name: str, partitions: int, config: Optional[Dict[
 Record = Tuple[int, Optional[bytes], Optional[bytes], Optional[int]]
 
 
+def delete_topics(broker: str, prefixes: Iterable[str]) -> None:
+  """Deletes every topic whose name starts with one of `prefixes` (a
+  benchmark's gigabytes, once measured)."""
+  admin = AdminClient({'bootstrap.servers': broker})
+  names = [t for t in admin.list_topics(timeout=30).topics if any(t.startswith(p) for p in prefixes)]
+  for f in admin.delete_topics(names, operation_timeout=60).values() if names else []:
+    try:
+      f.result()
+    except Exception:  # pylint: disable=broad-except
+      pass
+
+
 def produce(broker: str, topic: str, records: Iterable[Record]) -> int:
   """Writes (partition, key, value, timestamp millis or None) records."""
   producer = Producer({'bootstrap.servers': broker, 'enable.idempotence': True})

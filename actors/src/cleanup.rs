@@ -35,6 +35,7 @@ pub(crate) async fn cleanup(admin: &Admin, input: &JobInput, events: &mpsc::Unbo
         None
     };
     let local = async {
+        crate::standby::close(&input.options.application_id);
         // Let the actors stop and close their stores first.
         tokio::time::sleep(Duration::from_millis(100)).await;
         // Only what the runner made: each task's store directory, then the

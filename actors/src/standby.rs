@@ -51,14 +51,27 @@ static STANDBYS: LazyLock<DashMap<String, Arc<Shared>>> = LazyLock::new(DashMap:
 /// (returned), for the task to open; and no standby opens it meanwhile.
 pub fn claim(application_id: &str, task: TaskId) -> Option<i64> {
     let shared = STANDBYS.get(application_id)?.clone();
+    // Locks in the order `place` takes them: stores, then claims.
+    let mut stores = shared.stores.lock().expect("standby stores lock");
     shared.claimed.lock().expect("claims lock").insert(task, Instant::now());
-    let warm = shared.stores.lock().expect("standby stores lock").remove(&task)?;
+    let warm = stores.remove(&task)?;
+    drop(stores);
     if let Err(e) = warm.store.write_checkpoint(warm.next) {
         tracing::warn!(task = %task, "the standby store: {e}; the task rebuilds it from the changelog");
         return None;
     }
     tracing::info!(task = %task, "task {task} starts from this copy's standby store, current to changelog offset {}", warm.next);
     Some(warm.next)
+}
+
+/// The job of `application_id` finished and deletes its local state:
+/// its standby stops and drops its stores without a checkpoint (a later
+/// run's changelogs are new topics).
+pub fn close(application_id: &str) {
+    let Some(shared) = STANDBYS.get(application_id).map(|s| s.clone()) else { return };
+    let mut stores = shared.stores.lock().expect("standby stores lock");
+    shared.stop.store(true, Ordering::Relaxed);
+    stores.clear();
 }
 
 /// Which tasks to stand by for, and which this copy runs.
@@ -92,6 +105,7 @@ impl Standby {
             placement,
             standing: Standing::default(),
             assigned: BTreeMap::new(),
+            reassign: false,
         };
         let thread = std::thread::Builder::new()
             .name("standby".into())
@@ -119,6 +133,10 @@ struct Tailer {
     standing: Standing,
     /// The changelog partitions assigned to the consumer, by task.
     assigned: BTreeMap<TaskId, i64>,
+    /// A store was opened or dropped here: every partition is sought
+    /// again to where its store is current (one opened anew may be behind
+    /// where the consumer is).
+    reassign: bool,
 }
 
 impl Tailer {
@@ -149,6 +167,12 @@ impl Tailer {
     /// Opens the stores of tasks to stand by for, closes the others.
     fn place(&mut self) {
         let (wanted, running) = (self.placement)();
+        // The claims are read under the stores' lock: a task claimed after
+        // this is not opened here before its start has its store.
+        let mut stores = self.shared.stores.lock().expect("standby stores lock");
+        if self.shared.stop.load(Ordering::Relaxed) {
+            return;
+        }
         let claimed: BTreeSet<TaskId> = {
             let mut claims = self.shared.claimed.lock().expect("claims lock");
             claims.retain(|_, at| at.elapsed() < CLAIM_HOLDS);
@@ -156,7 +180,6 @@ impl Tailer {
         };
         let here: BTreeSet<TaskId> = running.union(&claimed).copied().collect();
         let tail = self.standing.update(&wanted, &here, now_ms());
-        let mut stores = self.shared.stores.lock().expect("standby stores lock");
         let gone: Vec<TaskId> = stores.keys().filter(|t| !tail.contains(t)).copied().collect();
         for task in gone {
             if let Some(warm) = stores.remove(&task) {
@@ -164,6 +187,7 @@ impl Tailer {
                     tracing::warn!(task = %task, "the standby store: {e}");
                 }
                 tracing::info!(task = %task, "no longer standing by for task {task}");
+                self.reassign = true;
             }
         }
         for task in tail {
@@ -175,6 +199,7 @@ impl Tailer {
                 Ok(Some((store, next))) => {
                     tracing::info!(task = %task, "standing by for task {task} from changelog offset {next}");
                     stores.insert(task, Warm { store, next });
+                    self.reassign = true;
                 }
                 // A task (here, starting or stopping) has it: try again later.
                 Ok(None) => {}
@@ -188,9 +213,10 @@ impl Tailer {
     fn follow_stores(&mut self) -> Result<(), String> {
         let wanted: BTreeMap<TaskId, i64> =
             self.shared.stores.lock().expect("standby stores lock").iter().map(|(t, w)| (*t, w.next)).collect();
-        if wanted.keys().eq(self.assigned.keys()) {
+        if !self.reassign && wanted.keys().eq(self.assigned.keys()) {
             return Ok(());
         }
+        self.reassign = false;
         let mut tpl = TopicPartitionList::new();
         for (task, next) in &wanted {
             let topic = changelog_topic(&self.opts.application_id, task.sub_topology);
@@ -242,6 +268,7 @@ impl Tailer {
                 Err(e) => {
                     tracing::warn!(task = %task, "the standby store: {e}; dropping it");
                     stores.remove(&task);
+                    self.reassign = true;
                 }
             }
         }

@@ -108,24 +108,22 @@ pub fn user_cells_prefix(cell_prefix: &[u8]) -> Vec<u8> {
 /// The prefixes of the entries a task reads whole when it starts: its
 /// watermark, GroupByKeys, held and deferred elements, timers.
 pub fn read_whole_prefixes() -> Vec<Vec<u8>> {
-    [WATERMARK, GROUP_BY_KEY, HELD, TIMER, DEFERRED]
-        .into_iter()
-        .map(|kind| {
-            let mut out = Vec::new();
-            encode_varint(kind, &mut out);
-            out
-        })
-        .collect()
+    kind_prefixes(&[WATERMARK, GROUP_BY_KEY, HELD, TIMER, DEFERRED])
 }
 
 /// The prefixes of user state in the layouts before cells were grouped by
 /// window: a store holding any is read whole (and rewritten as it commits).
 pub fn older_user_state_prefixes() -> Vec<Vec<u8>> {
-    [USER_STATE, USER_STATE_CHUNK]
-        .into_iter()
+    kind_prefixes(&[USER_STATE, USER_STATE_CHUNK])
+}
+
+/// The key prefix of each store kind.
+fn kind_prefixes(kinds: &[u64]) -> Vec<Vec<u8>> {
+    kinds
+        .iter()
         .map(|kind| {
             let mut out = Vec::new();
-            encode_varint(kind, &mut out);
+            encode_varint(*kind, &mut out);
             out
         })
         .collect()

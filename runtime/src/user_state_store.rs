@@ -154,6 +154,11 @@ impl UserState {
             self.legacy.insert(cell.clone());
             rewrite = true;
         }
+        // Chunks that hold no value (an empty bag written whole) are
+        // deleted by the next commit.
+        if value.is_none() && !stored.is_empty() {
+            rewrite = true;
+        }
         if rewrite {
             stored.invalidate();
             self.dirty.insert(cell.clone());

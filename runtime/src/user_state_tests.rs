@@ -387,3 +387,19 @@ fn a_cell_round_trips_through_its_store_key() {
     assert_eq!(StateCell::decode(&empty_key.encode()).unwrap(), empty_key);
     assert!(StateCell::decode(&[5, 1]).is_err());
 }
+
+#[test]
+fn chunks_of_an_empty_bag_are_deleted_by_the_next_commit() {
+    let c = cell(b"k", b"w");
+    let mut out = Vec::new();
+    chunks::write(&mut Stored::default(), 0, &[], chunk_key(&c), &mut out);
+    let mut store = BTreeMap::new();
+    apply(&mut store, out);
+    assert_eq!(store.len(), 1, "an empty bag written whole is one chunk");
+    for mut s in [reloaded(&store), lazily(&store)] {
+        assert!(s.get(&c).unwrap().is_empty());
+        let mut after = store.clone();
+        apply(&mut after, s.take_changes());
+        assert!(after.is_empty(), "{after:?}");
+    }
+}
