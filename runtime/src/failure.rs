@@ -24,6 +24,7 @@ const LEADER: &str = "a partition leader to be elected";
 const COORDINATOR: &str = "the group or transaction coordinator to be available";
 const PRODUCER: &str = "a fresh producer (its earlier one was reset by the broker)";
 const DISK: &str = "the local state directory to be writable (disk full, or no permission?)";
+const MOVED: &str = "the group's next assignment (another copy started the task after this one began to)";
 
 /// Code names that mean: wait, then restart from the last commit.
 const TRANSIENT: &[(&str, &str)] = &[
@@ -43,6 +44,11 @@ const TRANSIENT: &[(&str, &str)] = &[
     ("BrokerDestroy", BROKERS),
     ("DestroyBroker", BROKERS),
     ("Retry", BROKERS),
+    // A task's transactional id initialised by another copy after this
+    // one began to start the task: the group moved it, and this copy's
+    // revocation is on its way. Never a job's end.
+    ("Fenced", MOVED),
+    ("ProducerFenced", MOVED),
     ("LeaderNotAvailable", LEADER),
     ("NotLeaderForPartition", LEADER),
     ("ReplicaNotAvailable", LEADER),
@@ -225,6 +231,16 @@ mod tests {
             Verdict::Transient { waiting_for: COORDINATOR }
         );
         assert_eq!(classify("Message production error: Fatal (Local: Fatal error)"), Verdict::Transient { waiting_for: PRODUCER });
+        // Seen in CI: three copies starting together, a task moved while one
+        // of them initialised its transactional id.
+        assert_eq!(
+            classify(
+                "task 0_2: cannot initialise transactions (app-task-0_2): Transaction error: Producer fenced by newer \
+                 instance: Failed to acquire transactional PID from broker TxnCoordinator/1: Broker: There is a newer \
+                 producer with the same transactionalId which fences the current one [Fenced]"
+            ),
+            Verdict::Transient { waiting_for: MOVED }
+        );
     }
 
     #[test]

@@ -59,6 +59,11 @@ fuzz_target!(|data: &[u8]| {
                     user.restore_chunk(c, seq, value.to_vec());
                 }
             }
+            Ok(Store::UserCellChunk { cell, seq }) => {
+                if let Ok(c) = StateCell::decode_grouped(cell) {
+                    user.restore_cell_chunk(c, seq, value.to_vec());
+                }
+            }
             Ok(Store::Timer(id)) => {
                 if let (Ok(id), Ok(t)) = (TimerId::decode(id), PendingTimer::decode(value)) {
                     timers.restore(id, t);

@@ -5,7 +5,7 @@
 use beam_kafka_proto::fn_execution as fn_pb;
 use beam_kafka_runtime::state_api;
 use beam_kafka_runtime::task_state::{self, Store};
-use beam_kafka_runtime::user_state::{StateCell, UserState};
+use beam_kafka_runtime::user_state::{StateCell, StoredCells, UserState};
 use libfuzzer_sys::fuzz_target;
 use prost::Message;
 
@@ -30,6 +30,22 @@ fn pages(data: &[u8]) {
     let _ = elements.page(&data[..data.len().min(8)], size as usize);
 }
 
+/// The committed entries as a task's local store holds them.
+struct Store_(std::collections::BTreeMap<Vec<u8>, Vec<u8>>);
+
+impl StoredCells for Store_ {
+    fn scan_prefix(&self, prefix: &[u8], visit: &mut dyn FnMut(&[u8], &[u8])) -> Result<(), String> {
+        for (k, v) in self.0.range(prefix.to_vec()..).take_while(|(k, _)| k.starts_with(prefix)) {
+            visit(k, v);
+        }
+        Ok(())
+    }
+
+    fn key_at_or_after(&self, from: &[u8]) -> Result<Option<Vec<u8>>, String> {
+        Ok(self.0.range(from.to_vec()..).next().map(|(k, _)| k.clone()))
+    }
+}
+
 fuzz_target!(|data: &[u8]| {
     pages(data);
     let mut state = UserState::default();
@@ -51,15 +67,26 @@ fuzz_target!(|data: &[u8]| {
     }
     // Restoring what was written gives the same state back.
     let mut restored = UserState::default();
+    let mut cells = Vec::new();
     for (k, v) in &written {
         let Some(v) = v else { continue };
         match task_state::split(k).expect("a key the runtime wrote") {
             Store::UserState(cell) => restored.restore(StateCell::decode(cell).expect("a cell the runtime wrote"), v.clone()),
-            Store::UserStateChunk { cell, seq } => {
-                restored.restore_chunk(StateCell::decode(cell).expect("a cell the runtime wrote"), seq, v.clone())
+            Store::UserCellChunk { cell, seq } => {
+                let cell = StateCell::decode_grouped(cell).expect("a cell the runtime wrote");
+                cells.push(cell.clone());
+                restored.restore_cell_chunk(cell, seq, v.clone())
             }
             other => panic!("user state wrote {other:?}"),
         }
     }
     restored.finish_restore().expect("state the runtime wrote restores");
+    // Read as it is used, the same store gives the same cells.
+    let kept: std::collections::BTreeMap<Vec<u8>, Vec<u8>> =
+        written.into_iter().filter_map(|(k, v)| v.map(|v| (k, v))).collect();
+    let source: std::sync::Arc<dyn StoredCells> = std::sync::Arc::new(Store_(kept));
+    let mut lazy = UserState::lazy(&source).expect("state the runtime wrote is readable as used");
+    for cell in cells {
+        assert_eq!(lazy.get(&cell).expect("readable"), restored.get(&cell).expect("restored"), "{cell:?}");
+    }
 });
