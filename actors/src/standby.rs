@@ -104,7 +104,7 @@ impl Standby {
             consumer,
             placement,
             standing: Standing::default(),
-            assigned: BTreeMap::new(),
+            assigned: BTreeSet::new(),
             reassign: false,
         };
         let thread = std::thread::Builder::new()
@@ -131,8 +131,8 @@ struct Tailer {
     consumer: BaseConsumer,
     placement: Placement,
     standing: Standing,
-    /// The changelog partitions assigned to the consumer, by task.
-    assigned: BTreeMap<TaskId, i64>,
+    /// The tasks whose changelog partitions the consumer is assigned.
+    assigned: BTreeSet<TaskId>,
     /// A store was opened or dropped here: every partition is sought
     /// again to where its store is current (one opened anew may be behind
     /// where the consumer is).
@@ -213,7 +213,7 @@ impl Tailer {
     fn follow_stores(&mut self) -> Result<(), String> {
         let wanted: BTreeMap<TaskId, i64> =
             self.shared.stores.lock().expect("standby stores lock").iter().map(|(t, w)| (*t, w.next)).collect();
-        if !self.reassign && wanted.keys().eq(self.assigned.keys()) {
+        if !self.reassign && wanted.keys().eq(self.assigned.iter()) {
             return Ok(());
         }
         self.reassign = false;
@@ -224,14 +224,14 @@ impl Tailer {
             tpl.add_partition_offset(&topic, task.partition as i32, offset).map_err(|e| e.to_string())?;
         }
         self.consumer.assign(&tpl).map_err(|e| format!("cannot follow the changelogs: {e}"))?;
-        self.assigned = wanted;
+        self.assigned = wanted.into_keys().collect();
         Ok(())
     }
 
     /// Reads what the changelogs have and applies it to the stores.
     fn apply_batch(&mut self) {
         let subs: HashMap<String, u32> =
-            self.assigned.keys().map(|t| (changelog_topic(&self.opts.application_id, t.sub_topology), t.sub_topology)).collect();
+            self.assigned.iter().map(|t| (changelog_topic(&self.opts.application_id, t.sub_topology), t.sub_topology)).collect();
         let mut changes: BTreeMap<TaskId, (Changes, i64)> = BTreeMap::new();
         let mut wait = Duration::from_millis(100);
         for _ in 0..BATCH {

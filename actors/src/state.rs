@@ -250,9 +250,7 @@ pub fn restore_task(
     let mut whole = task_state::read_whole_prefixes();
     let mut user_state_as_used = true;
     for prefix in &older {
-        if store.has_prefix(prefix)? {
-            user_state_as_used = false;
-        }
+        user_state_as_used &= !store.has_prefix(prefix)?;
     }
     if !user_state_as_used {
         whole.extend(older);

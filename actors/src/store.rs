@@ -209,6 +209,10 @@ impl TaskStore {
         let mut read = rocksdb::ReadOptions::default();
         read.set_readahead_size(2 << 20);
         read.fill_cache(false);
+        self.visit_from(read, start, visit)
+    }
+
+    fn visit_from(&self, read: rocksdb::ReadOptions, start: &[u8], visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> Result<(), String> {
         let mut it = self.db.raw_iterator_opt(read);
         it.seek(start);
         while let (Some(k), Some(v)) = (it.key(), it.value()) {
@@ -233,16 +237,13 @@ impl TaskStore {
 /// prefix, kept in the shared block cache.
 impl beam_kafka_runtime::user_state::StoredCells for TaskStore {
     fn scan_prefix(&self, prefix: &[u8], visit: &mut dyn FnMut(&[u8], &[u8])) -> Result<(), String> {
-        let mut it = self.db.raw_iterator();
-        it.seek(prefix);
-        while let (Some(k), Some(v)) = (it.key(), it.value()) {
-            if !k.starts_with(prefix) {
-                break;
+        self.visit_from(rocksdb::ReadOptions::default(), prefix, &mut |k, v| {
+            let inside = k.starts_with(prefix);
+            if inside {
+                visit(k, v);
             }
-            visit(k, v);
-            it.next();
-        }
-        it.status().map_err(|e| format!("cannot read the state store: {e}"))
+            inside
+        })
     }
 
     fn key_at_or_after(&self, from: &[u8]) -> Result<Option<Vec<u8>>, String> {

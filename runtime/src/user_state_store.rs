@@ -41,7 +41,7 @@ impl UserState {
 
     /// Makes sure the cell, if the store holds it, is in memory.
     pub(super) fn load(&mut self, cell: &StateCell) -> Result<(), String> {
-        if self.source.is_none() || self.bags.contains_key(cell) || self.absent.contains(cell) || self.dirty.contains(cell) {
+        if self.source.is_none() || self.in_memory(cell) {
             return Ok(());
         }
         let wanted = cell.encode_grouped();
@@ -50,6 +50,12 @@ impl UserState {
             self.absent.insert(cell.clone());
         }
         Ok(())
+    }
+
+    /// Whether memory knows the cell (it holds state, or nothing): its
+    /// store entries are not read again.
+    fn in_memory(&self, cell: &StateCell) -> bool {
+        self.bags.contains_key(cell) || self.absent.contains(cell)
     }
 
     /// Makes sure every key of the map `map` names is in memory.
@@ -87,8 +93,7 @@ impl UserState {
         }
         for (encoded, grouped) in found {
             let cell = StateCell::decode_grouped(&encoded)?;
-            let known = self.bags.contains_key(&cell) || self.absent.contains(&cell) || self.dirty.contains(&cell);
-            if !known {
+            if !self.in_memory(&cell) {
                 self.put_together(cell, Restoring { grouped, ..Restoring::default() })?;
             }
         }

@@ -60,7 +60,10 @@ fn placement(job: &Job, board: &StatusBoard, replicas: usize) -> (BTreeSet<TaskI
     let mut running = BTreeSet::from([board.copy.clone()]);
     let mut rows: Vec<(String, i64, TaskId)> = own.iter().map(|t| (board.copy.clone(), now, *t)).collect();
     for (copy, report) in reports(job) {
-        let Some(r) = parse(&copy, &report).filter(|_| copy != board.copy) else { continue };
+        if copy == board.copy {
+            continue;
+        }
+        let Some(r) = parse(&copy, &report) else { continue };
         if r.heard.presence(now) != Some(Presence::Running) {
             continue;
         }
