@@ -120,7 +120,7 @@ group.min.session.timeout.ms=1000
 # dropped after the session (45 s); tests of copies coming and going use
 # what an operator tuning for fast hand-overs would.
 group.consumer.min.heartbeat.interval.ms=100
-group.consumer.heartbeat.interval.ms=250
+group.consumer.heartbeat.interval.ms=100
 group.consumer.min.session.timeout.ms=1000
 group.consumer.session.timeout.ms=6000
 # Transactions open past their timeout are aborted within a second (Kafka

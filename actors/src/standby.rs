@@ -47,21 +47,16 @@ struct Shared {
 static STANDBYS: LazyLock<DashMap<String, Arc<Shared>>> = LazyLock::new(DashMap::new);
 
 /// A task of `application_id` starts in this copy: if a standby keeps its
-/// store, the store is closed now with a checkpoint of where it read to
-/// (returned), for the task to open; and no standby opens it meanwhile.
-pub fn claim(application_id: &str, task: TaskId) -> Option<i64> {
+/// store, the store is handed over open (no flush, no reopening) with the
+/// changelog offset it is current to; and no standby opens it meanwhile.
+pub fn claim(application_id: &str, task: TaskId) -> Option<(TaskStore, i64)> {
     let shared = STANDBYS.get(application_id)?.clone();
     // Locks in the order `place` takes them: stores, then claims.
     let mut stores = shared.stores.lock().expect("standby stores lock");
     shared.claimed.lock().expect("claims lock").insert(task, Instant::now());
     let warm = stores.remove(&task)?;
-    drop(stores);
-    if let Err(e) = warm.store.write_checkpoint(warm.next) {
-        tracing::warn!(task = %task, "the standby store: {e}; the task rebuilds it from the changelog");
-        return None;
-    }
     tracing::info!(task = %task, "task {task} starts from this copy's standby store, current to changelog offset {}", warm.next);
-    Some(warm.next)
+    Some((warm.store, warm.next))
 }
 
 /// The job of `application_id` finished and deletes its local state:
@@ -253,9 +248,21 @@ impl Tailer {
             }
             wait = Duration::ZERO;
         }
-        if changes.is_empty() {
-            return;
-        }
+        // Where the consumer reads next, past commit markers and aborted
+        // records too: every record before it is applied below, so a store
+        // whose changelog ends in a marker is current to the end, and the
+        // task taking it over reads nothing.
+        let positions: HashMap<TaskId, i64> = match self.consumer.position() {
+            Ok(tpl) => tpl
+                .elements()
+                .iter()
+                .filter_map(|e| match (subs.get(e.topic()), e.offset()) {
+                    (Some(sub), Offset::Offset(n)) => Some((TaskId { sub_topology: *sub, partition: e.partition() as u32 }, n)),
+                    _ => None,
+                })
+                .collect(),
+            Err(_) => HashMap::new(),
+        };
         let mut stores = self.shared.stores.lock().expect("standby stores lock");
         for (task, (entries, next)) in changes {
             // A store claimed meanwhile is the task's now.
@@ -270,6 +277,11 @@ impl Tailer {
                     stores.remove(&task);
                     self.reassign = true;
                 }
+            }
+        }
+        for (task, position) in positions {
+            if let Some(warm) = stores.get_mut(&task) {
+                warm.next = warm.next.max(position);
             }
         }
     }

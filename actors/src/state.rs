@@ -192,8 +192,10 @@ pub type PartitionEnds<'a> = dyn Fn(&str, i32) -> Option<(i64, i64)> + 'a;
 /// and the changelog offset it is current to. Local work only, so it runs
 /// while the task's earlier owners are fenced.
 pub fn open_task_store(opts: &RunnerOptions, task: TaskId) -> Result<(TaskStore, i64), String> {
-    // A standby of this copy may keep it: it closes it first.
-    crate::standby::claim(&opts.application_id, task);
+    // A standby of this copy may keep it open: it hands it over.
+    if let Some(warm) = crate::standby::claim(&opts.application_id, task) {
+        return Ok(warm);
+    }
     TaskStore::open(task_dir(&opts.state_dir, &opts.application_id, task), opts.state_store_memory_mb)
 }
 

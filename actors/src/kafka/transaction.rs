@@ -7,14 +7,17 @@
 //! producer carries the id of one task it owns, and a copy starting a task
 //! initialises that task's id first, so it fences whichever earlier
 //! producer carried it (a zombie) and aborts what that one left open.
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, LazyLock};
+use std::time::{Duration, Instant};
 
 use beam_kafka_config::RunnerOptions;
+use beam_kafka_runtime::task::txn_init::InitPacing;
 use beam_kafka_runtime::topology::TaskId;
+use dashmap::DashMap;
 use rdkafka::consumer::ConsumerGroupMetadata;
 use rdkafka::error::KafkaError;
 use rdkafka::producer::Producer;
+use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::TopicPartitionList;
 
 use crate::kafka::config;
@@ -23,6 +26,10 @@ use crate::kafka::producer::{self, KafkaProducer};
 /// How long one call of the transactional API may block (not the
 /// transaction's own timeout, which is `transaction_timeout_ms`).
 const API_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long initialising a transactional id takes, per cluster (by its
+/// bootstrap servers): the first attempts' deadlines follow it.
+static INIT_PACING: LazyLock<DashMap<String, InitPacing>> = LazyLock::new(DashMap::new);
 
 /// Why a commit failed, with Kafka Streams' recovery meanings.
 #[derive(Debug)]
@@ -84,6 +91,15 @@ fn classify(e: KafkaError) -> TxnError {
     }
 }
 
+fn init_may_be_retried(e: &KafkaError) -> bool {
+    match e {
+        KafkaError::Transaction(t) => {
+            t.is_retriable() || matches!(t.code(), RDKafkaErrorCode::OperationTimedOut | RDKafkaErrorCode::ConcurrentTransactions)
+        }
+        _ => false,
+    }
+}
+
 pub fn transactional_id(application_id: &str, task: TaskId) -> String {
     format!("{application_id}-task-{task}")
 }
@@ -117,8 +133,30 @@ fn start_producer(opts: &RunnerOptions, task: TaskId) -> Result<KafkaProducer, S
     // librdkafka refuses a delivery timeout longer than the transaction's.
     let delivery: u64 = c.get("message.timeout.ms").and_then(|v| v.parse().ok()).unwrap_or(30_000);
     c.set("message.timeout.ms", delivery.min(opts.transaction_timeout_ms).to_string());
-    let producer = producer::create(&c).map_err(|e| format!("task {task}: cannot create its transactional producer: {}", describe(&e)))?;
+    let create = || producer::create(&c).map_err(|e| format!("task {task}: cannot create its transactional producer: {}", describe(&e)));
+    let cluster = opts.bootstrap_servers.clone();
+    let quick = INIT_PACING.get(&cluster).map(|p| p.deadlines()).unwrap_or_else(|| InitPacing::default().deadlines());
+    let began = Instant::now();
+    for deadline in quick {
+        let producer = create()?;
+        let attempt = Instant::now();
+        match producer.init_transactions(deadline) {
+            Ok(()) => {
+                INIT_PACING.entry(cluster).or_default().succeeded(attempt.elapsed());
+                tracing::debug!(task = %task, "transactions of {id} initialised in {:?}", began.elapsed());
+                return Ok(producer);
+            }
+            // At its deadline librdkafka reports the last refusal it is
+            // waiting out (CONCURRENT_TRANSACTIONS while the coordinator
+            // aborts what the id's last holder left open): a fresh producer
+            // asks again now (`txn_init`).
+            Err(e) if init_may_be_retried(&e) => crate::kafka::close_in_background(producer),
+            Err(e) => return Err(format!("task {task}: cannot initialise transactions ({id}): {}", describe(&e))),
+        }
+    }
+    let producer = create()?;
     producer.init_transactions(API_TIMEOUT).map_err(|e| format!("task {task}: cannot initialise transactions ({id}): {}", describe(&e)))?;
+    tracing::debug!(task = %task, "transactions of {id} initialised in {:?}", began.elapsed());
     Ok(producer)
 }
 

@@ -4,8 +4,9 @@
 //! bundles' writes Kafka acknowledged (`acks`), the
 //! durations it reports, which tasks run in this copy (`roster`) and which
 //! of them stalled (`stall`), when each input partition last changed
-//! hands (`epochs`), and which transactional ids a copy
-//! initialises before tasks start (`txn_ids`). The
+//! hands (`epochs`), which transactional ids a copy
+//! initialises before tasks start (`txn_ids`) and how long each attempt
+//! to initialise one may last (`txn_init`). The
 //! task supervisor actor (`actors::task`) feeds these events and carries out
 //! what they decide.
 pub mod acks;
@@ -24,3 +25,4 @@ pub mod stall;
 pub mod stats;
 pub mod status;
 pub mod txn_ids;
+pub mod txn_init;

@@ -1,0 +1,90 @@
+//! How long each attempt to initialise a transactional id may last.
+//!
+//! A task taking over from a killed copy initialises the id the killed
+//! producer carried. If that producer left a transaction open, the
+//! coordinator refuses the first request with CONCURRENT_TRANSACTIONS while
+//! it aborts the transaction (milliseconds of work), and librdkafka waits a
+//! fixed 500 ms before asking again: every fail-over would pay them. So the
+//! first attempts get a short deadline, after which a fresh producer asks
+//! again at once. The deadline follows how long an initialisation takes on
+//! this cluster (a few milliseconds locally, far more over TLS to a distant
+//! one), so a start that would have succeeded is not cut short.
+use std::time::Duration;
+
+/// Attempts with a short deadline before one without.
+const QUICK_ATTEMPTS: usize = 3;
+/// A quick attempt's deadline, in multiples of a typical initialisation.
+const TYPICAL_MULTIPLE: u32 = 3;
+const SHORTEST: Duration = Duration::from_millis(20);
+const LONGEST_QUICK: Duration = Duration::from_millis(400);
+/// Before any initialisation on this cluster was timed: short, as a
+/// distant cluster pays it once (its first attempt is cut short and the
+/// next one waits in full), and a standby's first take-over pays no more.
+const UNTIMED: Duration = Duration::from_millis(50);
+
+#[derive(Debug, Default, Clone)]
+pub struct InitPacing {
+    /// A moving average of successful attempts' durations.
+    typical: Option<Duration>,
+}
+
+impl InitPacing {
+    /// The deadlines of the quick attempts, shortest first; the caller's
+    /// last attempt waits as long as the transactional API allows.
+    pub fn deadlines(&self) -> Vec<Duration> {
+        let first = match self.typical {
+            Some(t) => (t * TYPICAL_MULTIPLE).clamp(SHORTEST, LONGEST_QUICK),
+            None => return vec![UNTIMED],
+        };
+        (0..QUICK_ATTEMPTS as u32).map(|i| (first * 2u32.pow(i)).min(LONGEST_QUICK)).collect()
+    }
+
+    /// An attempt succeeded after `took`.
+    pub fn succeeded(&mut self, took: Duration) {
+        self.typical = Some(match self.typical {
+            Some(t) => (t * 3 + took) / 4,
+            None => took,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn before_any_timing_one_generous_quick_attempt() {
+        assert_eq!(InitPacing::default().deadlines(), vec![UNTIMED]);
+    }
+
+    #[test]
+    fn a_fast_cluster_gets_short_deadlines_that_double() {
+        let mut p = InitPacing::default();
+        p.succeeded(ms(8));
+        assert_eq!(p.deadlines(), vec![ms(24), ms(48), ms(96)]);
+        p.succeeded(ms(2));
+        // 6.5 ms typical: three times that is below the shortest deadline.
+        assert_eq!(p.deadlines(), vec![SHORTEST, ms(40), ms(80)]);
+    }
+
+    #[test]
+    fn a_slow_cluster_gets_long_deadlines_capped() {
+        let mut p = InitPacing::default();
+        p.succeeded(ms(90));
+        assert_eq!(p.deadlines(), vec![ms(270), LONGEST_QUICK, LONGEST_QUICK]);
+        p.succeeded(ms(500));
+        assert_eq!(p.deadlines(), vec![LONGEST_QUICK; 3]);
+    }
+
+    #[test]
+    fn one_slow_attempt_moves_the_average_a_quarter_of_the_way() {
+        let mut p = InitPacing::default();
+        p.succeeded(ms(10));
+        p.succeeded(ms(50));
+        assert_eq!(p.deadlines()[0], ms(60), "typical 20 ms");
+    }
+}
