@@ -140,6 +140,9 @@ pub fn read_all(opts: &RunnerOptions) -> Result<Option<Vec<(String, Report)>>, S
 /// [`REPORT_EVERY_MS`] and reads every copy's reports into `reports`.
 pub struct Reporting {
     pub reports: Reports,
+    /// Whether `reports` holds every report written before this copy
+    /// started (or there was no topic, so no report).
+    pub read_up: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
@@ -150,13 +153,14 @@ impl Reporting {
     pub fn start(opts: &RunnerOptions, copy: String, report: impl Fn(bool) -> Vec<u8> + Send + 'static) -> Arc<Reporting> {
         let reports: Reports = Default::default();
         let stop = Arc::new(AtomicBool::new(false));
-        let (opts, shared, stopping) = (opts.clone(), reports.clone(), stop.clone());
+        let read_up = Arc::new(AtomicBool::new(false));
+        let (opts, shared, stopping, read) = (opts.clone(), reports.clone(), stop.clone(), read_up.clone());
         let thread = std::thread::Builder::new()
             .name("copies".into())
-            .spawn(move || report_until(&opts, &copy, &report, &shared, &stopping))
+            .spawn(move || report_until(&opts, &copy, &report, (&shared, &read), &stopping))
             .map_err(|e| tracing::warn!("cannot start reporting to the copies topic: {e}"))
             .ok();
-        Arc::new(Reporting { reports, stop, thread: Mutex::new(thread) })
+        Arc::new(Reporting { reports, read_up, stop, thread: Mutex::new(thread) })
     }
 
     /// Writes the last report (`report(true)`) and stops; returns once it
@@ -170,7 +174,13 @@ impl Reporting {
     }
 }
 
-fn report_until(opts: &RunnerOptions, copy: &str, report: &dyn Fn(bool) -> Vec<u8>, reports: &Reports, stop: &AtomicBool) {
+fn report_until(
+    opts: &RunnerOptions,
+    copy: &str,
+    report: &dyn Fn(bool) -> Vec<u8>,
+    (reports, read_up): (&Reports, &AtomicBool),
+    stop: &AtomicBool,
+) {
     let every = Duration::from_millis(REPORT_EVERY_MS as u64);
     let mut reader: Option<Reader> = None;
     let mut producer: Option<BaseProducer> = None;
@@ -182,6 +192,18 @@ fn report_until(opts: &RunnerOptions, copy: &str, report: &dyn Fn(bool) -> Vec<u
         }
         let ready = reader.as_mut().map(|r| r.ready()).unwrap_or(Ok(false));
         match ready {
+            Ok(true) if !read_up.load(Ordering::Acquire) => {
+                // Before this copy's first report: what the others said.
+                match reader.as_mut().map(|r| r.read_to_end(reports)) {
+                    Some(Ok(())) => read_up.store(true, Ordering::Release),
+                    Some(Err(e)) => {
+                        tracing::debug!("copies topic: {e}");
+                        std::thread::sleep(Duration::from_millis(200));
+                    }
+                    None => {}
+                }
+                continue;
+            }
             Ok(true) => {
                 if producer.is_none() {
                     producer = new_producer(opts).map_err(|e| tracing::warn!("{e}")).ok();
@@ -194,7 +216,8 @@ fn report_until(opts: &RunnerOptions, copy: &str, report: &dyn Fn(bool) -> Vec<u
                     tracing::debug!("copies topic: {e}");
                 }
             }
-            Ok(false) => {}
+            // No topic: no copy ever reported.
+            Ok(false) => read_up.store(true, Ordering::Release),
             Err(e) => tracing::debug!("copies topic: {e}"),
         }
         // Read while waiting for the next report, so others' land soon.

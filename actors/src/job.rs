@@ -210,6 +210,7 @@ async fn drive(
         tracing::debug!("start-up: harnesses connected after {:?}", began.elapsed());
     }
     let opts = &input.options;
+    crate::standby::warmed(&opts.application_id, || *cancel.borrow()).await;
     // Side topics are read whole by each task, not through the group.
     let topic_names: Vec<&str> = input.plan.topics.iter().filter(|t| t.kind != TopicKind::Side).map(|t| t.name.as_str()).collect();
     if let Err(e) = consumer.subscribe(&topic_names) {

@@ -2,8 +2,10 @@
 //! `runtime::standby`'s decision): a thread per job tails the changelog
 //! partitions of the tasks this copy stands by for into their local stores,
 //! the directories the tasks themselves use, and gives a store up the
-//! moment its task starts here (`claim`), closed cleanly at the offset it
-//! read to, so the task's restore reads only what followed.
+//! moment its task starts here (`claim`), open and current to the offset
+//! it read to, so the task's restore reads only what followed. A copy
+//! joining while others run warms up first (`runtime::warm_up`): the job
+//! waits in `warmed` before it joins the group.
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
@@ -12,6 +14,7 @@ use std::time::{Duration, Instant};
 use beam_kafka_config::RunnerOptions;
 use beam_kafka_runtime::standby::Standing;
 use beam_kafka_runtime::topology::{changelog_topic, TaskId};
+use beam_kafka_runtime::warm_up::{WarmUp, WarmUpStep};
 use dashmap::DashMap;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Message, Offset, TopicPartitionList};
@@ -23,6 +26,7 @@ use crate::store::{task_dir, TaskStore};
 
 /// How often the placement is asked again.
 const PLACEMENT_EVERY: Duration = Duration::from_secs(1);
+const WARMING_PLACEMENT_EVERY: Duration = Duration::from_millis(100);
 /// A task claimed for a start counts as this copy's for this long: until
 /// the start opened (and locked) the store, a moment later. A standby
 /// opens only a store no one holds, so a task that stops here is stood by
@@ -38,6 +42,8 @@ struct Warm {
 }
 
 struct Shared {
+    /// While warming up: what it began with.
+    warming: Mutex<Option<WarmUp>>,
     stores: Mutex<BTreeMap<TaskId, Warm>>,
     claimed: Mutex<HashMap<TaskId, Instant>>,
     stop: AtomicBool,
@@ -69,8 +75,24 @@ pub fn close(application_id: &str) {
     stores.clear();
 }
 
-/// Which tasks to stand by for, and which this copy runs.
-pub type Placement = Box<dyn Fn() -> (BTreeSet<TaskId>, BTreeSet<TaskId>) + Send>;
+/// Which tasks to stand by for, and which this copy runs, given whether the
+/// copy is warming up (then: every task another copy runs); `None` while
+/// the copies' reports are not read yet.
+pub type Placement = Box<dyn Fn(bool) -> Option<(BTreeSet<TaskId>, BTreeSet<TaskId>)> + Send>;
+
+/// Waits until the standby of `application_id`'s job, if any, warmed up
+/// (or `cancelled` says so): the job joins the group after it.
+pub async fn warmed(application_id: &str, cancelled: impl Fn() -> bool) {
+    let Some(shared) = STANDBYS.get(application_id).map(|s| s.clone()) else { return };
+    let mut said = false;
+    while shared.warming.lock().expect("warm-up lock").is_some() && !shared.stop.load(Ordering::Relaxed) && !cancelled() {
+        if !said {
+            tracing::info!("warming up: this copy joins the group once its standby stores caught up with the tasks other copies run");
+            said = true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
 
 /// A job's standby thread; stops when dropped.
 pub struct Standby {
@@ -80,7 +102,9 @@ pub struct Standby {
 }
 
 impl Standby {
-    pub fn start(opts: &RunnerOptions, placement: Placement) -> Result<Standby, String> {
+    /// `warm_up`: the job waits for the standby stores to catch up before
+    /// it joins the group.
+    pub fn start(opts: &RunnerOptions, placement: Placement, warm_up: bool) -> Result<Standby, String> {
         let consumer: BaseConsumer = config::base(opts, "standby")
             .set("group.id", format!("{}-standby", opts.application_id))
             .set("enable.auto.commit", "false")
@@ -91,7 +115,14 @@ impl Standby {
             .set("auto.offset.reset", "error")
             .create()
             .map_err(|e| format!("cannot create the standby consumer: {e}"))?;
-        let shared = Arc::new(Shared { stores: Mutex::default(), claimed: Mutex::default(), stop: AtomicBool::new(false) });
+        let warming =
+            warm_up.then(|| WarmUp { began_ms: now_ms(), acceptable_lag: opts.acceptable_recovery_lag.min(i64::MAX as u64) as i64 });
+        let shared = Arc::new(Shared {
+            warming: Mutex::new(warming),
+            stores: Mutex::default(),
+            claimed: Mutex::default(),
+            stop: AtomicBool::new(false),
+        });
         STANDBYS.insert(opts.application_id.clone(), shared.clone());
         let tailer = Tailer {
             opts: opts.clone(),
@@ -138,7 +169,9 @@ impl Tailer {
     fn run(mut self) {
         let mut placed = Instant::now() - PLACEMENT_EVERY;
         while !self.shared.stop.load(Ordering::Relaxed) {
-            if placed.elapsed() >= PLACEMENT_EVERY {
+            // Warming up, the job waits to join: its end is seen sooner.
+            let every = if self.shared.warming.lock().expect("warm-up lock").is_some() { WARMING_PLACEMENT_EVERY } else { PLACEMENT_EVERY };
+            if placed.elapsed() >= every {
                 placed = Instant::now();
                 self.place();
             }
@@ -159,9 +192,63 @@ impl Tailer {
         }
     }
 
-    /// Opens the stores of tasks to stand by for, closes the others.
+    /// Asks the placement, keeps the stores it names, and steps the
+    /// warm-up.
     fn place(&mut self) {
-        let (wanted, running) = (self.placement)();
+        let warming = self.shared.warming.lock().expect("warm-up lock").clone();
+        let Some((wanted, running)) = (self.placement)(warming.is_some()) else {
+            if let Some(w) = warming {
+                self.warm_up_step(&w, None);
+            }
+            return;
+        };
+        self.place_stores(&wanted, &running);
+        if let Some(w) = warming {
+            self.warm_up_step(&w, Some(&wanted));
+        }
+    }
+
+    /// Whether the warm-up is over; ends it if so.
+    fn warm_up_step(&self, warm_up: &WarmUp, wanted: Option<&BTreeSet<TaskId>>) {
+        let lags = wanted.map(|w| self.lags(w)).unwrap_or_default();
+        let ended = match warm_up.step(wanted, &lags, now_ms()) {
+            WarmUpStep::Wait { behind, of } => {
+                tracing::debug!("warming up: {behind} of {of} standby store(s) behind");
+                return;
+            }
+            WarmUpStep::Warm { tasks } => format!(
+                "warmed up in {:.1} s: {tasks} standby store(s) within {} records of their changelogs' ends",
+                (now_ms() - warm_up.began_ms) as f64 / 1000.0,
+                warm_up.acceptable_lag
+            ),
+            WarmUpStep::GaveUp { behind } => format!(
+                "warm-up ended at its limit with standby stores behind (task: records, or unknown): {}",
+                behind.iter().map(|(t, l)| format!("{t}: {}", l.map_or("?".to_string(), |l| l.to_string()))).collect::<Vec<_>>().join(", ")
+            ),
+        };
+        tracing::info!("{ended}; joining the group");
+        *self.shared.warming.lock().expect("warm-up lock") = None;
+    }
+
+    /// How many records each kept store of `tasks` is behind its
+    /// changelog's end (its high watermark, so records of open
+    /// transactions count too).
+    fn lags(&self, tasks: &BTreeSet<TaskId>) -> BTreeMap<TaskId, i64> {
+        let next: Vec<(TaskId, i64)> = {
+            let stores = self.shared.stores.lock().expect("standby stores lock");
+            tasks.iter().filter_map(|t| stores.get(t).map(|w| (*t, w.next))).collect()
+        };
+        next.into_iter()
+            .filter_map(|(task, next)| {
+                let topic = changelog_topic(&self.opts.application_id, task.sub_topology);
+                let (_, high) = self.consumer.fetch_watermarks(&topic, task.partition as i32, Duration::from_secs(5)).ok()?;
+                Some((task, (high - next).max(0)))
+            })
+            .collect()
+    }
+
+    /// Opens the stores of tasks to stand by for, closes the others.
+    fn place_stores(&mut self, wanted: &BTreeSet<TaskId>, running: &BTreeSet<TaskId>) {
         // The claims are read under the stores' lock: a task claimed after
         // this is not opened here before its start has its store.
         let mut stores = self.shared.stores.lock().expect("standby stores lock");
@@ -174,7 +261,7 @@ impl Tailer {
             claims.keys().copied().collect()
         };
         let here: BTreeSet<TaskId> = running.union(&claimed).copied().collect();
-        let tail = self.standing.update(&wanted, &here, now_ms());
+        let tail = self.standing.update(wanted, &here, now_ms());
         let gone: Vec<TaskId> = stores.keys().filter(|t| !tail.contains(t)).copied().collect();
         for task in gone {
             if let Some(warm) = stores.remove(&task) {

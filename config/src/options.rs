@@ -124,6 +124,16 @@ pub static OPTIONS: &[OptionSpec] = &[
                       timeout and heartbeat interval are then the brokers' group.consumer.* settings.",
     },
     OptionSpec {
+        name: "acceptable_recovery_lag",
+        java_name: "acceptableRecoveryLag",
+        kind: OptionKind::Integer,
+        default: Some("10000"),
+        description: "With standby replicas, a copy joining an application whose other copies run tasks first \
+                      warms a store of each of those tasks from its changelog, and joins the consumer group once \
+                      every store is within this many records of its changelog's end (or after 10 minutes), so \
+                      a task that moves to it starts at once (Kafka Streams' acceptable.recovery.lag).",
+    },
+    OptionSpec {
         name: "num_standby_replicas",
         java_name: "numStandbyReplicas",
         kind: OptionKind::Integer,

@@ -41,6 +41,8 @@ pub struct RunnerOptions {
     pub group_protocol: GroupProtocol,
     /// Copies that keep a warm store of each task they do not run.
     pub num_standby_replicas: u32,
+    /// How far behind its changelog a warming store may be and count as warm.
+    pub acceptable_recovery_lag: u64,
     /// This copy's static group membership (`group.instance.id`), if any.
     pub group_instance_id: Option<String>,
     pub state_dir: PathBuf,
@@ -282,6 +284,7 @@ impl RunnerOptions {
             );
         }
         let num_standby_replicas = r.int("num_standby_replicas", 0, 16) as u32;
+        let acceptable_recovery_lag = r.int("acceptable_recovery_lag", 0, i64::MAX as u64);
         let group_instance_id = r.text("group_instance_id");
         check_group_instance_id(&mut r, group_instance_id.as_deref());
         let commit_interval_ms = r.int("commit_interval_ms", 1, 3_600_000);
@@ -327,6 +330,7 @@ impl RunnerOptions {
             session_timeout_ms,
             group_protocol,
             num_standby_replicas,
+            acceptable_recovery_lag,
             group_instance_id,
             state_dir,
             state_store_memory_mb,

@@ -33,6 +33,7 @@ var Options = []Option{
 	{"read_idle_timeout_ms", Integer, "beam-kafka: a caught-up, silent partition moves its watermark to now minus this, in ms"},
 	{"read_checkpoint_num_bundles", Integer, "beam-kafka: bundles of an unbounded source between stores of its checkpoint mark"},
 	{"session_timeout_ms", Integer, "beam-kafka: consumer group session timeout, in ms"},
+	{"acceptable_recovery_lag", Integer, "beam-kafka: with standby replicas, a joining copy first warms its stores to within this many records of each changelog's end"},
 	{"num_standby_replicas", Integer, "beam-kafka: copies keeping a warm copy of each task's state (copies - 1: every task on every copy)"},
 	{"group_protocol", String, "beam-kafka: classic (every rebalance stops every task) or consumer (KIP-848: only moving tasks stop)"},
 	{"group_instance_id", String, "beam-kafka: this copy's static group membership (group.instance.id): restarted within the session timeout, it keeps its partitions without a rebalance"},

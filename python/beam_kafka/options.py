@@ -152,6 +152,15 @@ class KafkaStreamsRunnerOptions(PipelineOptions):
         'group.consumer.session.timeout.ms).')
     _add(
         parser,
+        '--acceptable_recovery_lag',
+        type=int,
+        default=10000,
+        help='With standby replicas, a copy joining while others run tasks '
+        'first warms a store of each of their tasks and joins the group '
+        'once every store is within this many records of its changelog\'s '
+        'end (or after 10 minutes).')
+    _add(
+        parser,
         '--num_standby_replicas',
         type=int,
         default=0,

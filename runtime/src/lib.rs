@@ -57,6 +57,7 @@ pub mod trigger;
 pub mod urns;
 pub mod user_state;
 pub mod validate;
+pub mod warm_up;
 pub mod watermark;
 pub mod window_fns;
 pub mod windowed;

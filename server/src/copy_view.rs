@@ -11,8 +11,10 @@ use beam_kafka_actors::status_board::{now_ms, StatusBoard};
 use beam_kafka_runtime::copies::{task_owners, Heard, Presence};
 use beam_kafka_runtime::standby::standby_tasks;
 use beam_kafka_runtime::topology::TaskId;
+use beam_kafka_runtime::warm_up::tasks_to_warm;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
+use std::sync::atomic::Ordering;
 
 use crate::jobs::Job;
 use crate::status_api;
@@ -24,15 +26,18 @@ pub fn start(job: &Arc<Job>, board: &Arc<StatusBoard>) {
         (Some(job), Some(board)) => report(&job, &board, left),
         _ => serde_json::to_vec(&json!({ "time_ms": now_ms(), "left": true, "tasks": [] })).unwrap_or_default(),
     });
+    let read_up = reporting.read_up.clone();
     let _ = job.copies.set(reporting);
     let replicas = job.runner_options.num_standby_replicas as usize;
     if replicas > 0 {
         let (job_ref, board_ref) = (Arc::downgrade(job), Arc::downgrade(board));
-        let placement = Box::new(move || match (job_ref.upgrade(), board_ref.upgrade()) {
-            (Some(job), Some(board)) => placement(&job, &board, replicas),
-            _ => Default::default(),
+        let placement = Box::new(move |warming| match (job_ref.upgrade(), board_ref.upgrade()) {
+            (Some(job), Some(board)) if read_up.load(Ordering::Acquire) => Some(placement(&job, &board, replicas, warming)),
+            (Some(_), Some(_)) => None,
+            _ => Some(Default::default()),
         });
-        match Standby::start(&job.runner_options, placement) {
+        // A copy joining while others run warms up first (`runtime::warm_up`).
+        match Standby::start(&job.runner_options, placement, true) {
             Ok(standby) => *job.standby.lock().expect("standby lock") = Some(standby),
             Err(e) => board.event(beam_kafka_actors::status_board::Level::Warning, format!("no standby replicas: {e}")),
         }
@@ -52,9 +57,10 @@ pub async fn stop(job: &Job) {
     }
 }
 
-/// The tasks this copy stands by for (`runtime::standby`), from the tasks
-/// the running copies report, and the tasks it runs.
-fn placement(job: &Job, board: &StatusBoard, replicas: usize) -> (BTreeSet<TaskId>, BTreeSet<TaskId>) {
+/// The tasks this copy stands by for (`runtime::standby`; warming up:
+/// every task another copy runs, `runtime::warm_up`), from the tasks the
+/// running copies report, and the tasks it runs.
+fn placement(job: &Job, board: &StatusBoard, replicas: usize, warming: bool) -> (BTreeSet<TaskId>, BTreeSet<TaskId>) {
     let now = now_ms();
     let own: BTreeSet<TaskId> = board.tasks().iter().map(|(t, _)| *t).collect();
     let mut running = BTreeSet::from([board.copy.clone()]);
@@ -72,7 +78,8 @@ fn placement(job: &Job, board: &StatusBoard, replicas: usize) -> (BTreeSet<TaskI
         running.insert(copy);
     }
     let owners = task_owners(rows.iter().map(|(c, w, t)| (c.as_str(), *w, *t)), &board.copy);
-    (standby_tasks(&owners, &running, &board.copy, replicas), own)
+    let wanted = if warming { tasks_to_warm(&owners, &board.copy) } else { standby_tasks(&owners, &running, &board.copy, replicas) };
+    (wanted, own)
 }
 
 /// This copy as the others see it.

@@ -117,6 +117,13 @@ public interface BeamKafkaPipelineOptions extends PortablePipelineOptions {
   void setNumStandbyReplicas(Integer value);
 
   @Description(
+      "With standby replicas, a copy joining while others run first warms a store of each of their tasks and "
+          + "joins once every store is within this many records of its changelog's end (or after 10 minutes).")
+  Integer getAcceptableRecoveryLag();
+
+  void setAcceptableRecoveryLag(Integer value);
+
+  @Description(
       "This copy's static membership of the consumer group (group.instance.id): a copy restarted under the "
           + "same name within the session timeout keeps its partitions without a rebalance.")
   String getGroupInstanceId();
