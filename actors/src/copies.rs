@@ -192,18 +192,6 @@ fn report_until(
         }
         let ready = reader.as_mut().map(|r| r.ready()).unwrap_or(Ok(false));
         match ready {
-            Ok(true) if !read_up.load(Ordering::Acquire) => {
-                // Before this copy's first report: what the others said.
-                match reader.as_mut().map(|r| r.read_to_end(reports)) {
-                    Some(Ok(())) => read_up.store(true, Ordering::Release),
-                    Some(Err(e)) => {
-                        tracing::debug!("copies topic: {e}");
-                        std::thread::sleep(Duration::from_millis(200));
-                    }
-                    None => {}
-                }
-                continue;
-            }
             Ok(true) => {
                 if producer.is_none() {
                     producer = new_producer(opts).map_err(|e| tracing::warn!("{e}")).ok();
@@ -212,7 +200,13 @@ fn report_until(
                     wrote |= send(p, opts, copy, &report(false));
                     p.poll(Duration::ZERO);
                 }
-                if let Some(Err(e)) = reader.as_mut().map(|r| r.read_into(reports, Duration::ZERO)) {
+                // Once: every report written before this copy started.
+                let read = match reader.as_mut() {
+                    Some(r) if !read_up.load(Ordering::Acquire) => r.read_to_end(reports).map(|()| read_up.store(true, Ordering::Release)),
+                    Some(r) => r.read_into(reports, Duration::ZERO),
+                    None => Ok(()),
+                };
+                if let Err(e) = read {
                     tracing::debug!("copies topic: {e}");
                 }
             }

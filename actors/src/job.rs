@@ -211,6 +211,9 @@ async fn drive(
     }
     let opts = &input.options;
     crate::standby::warmed(&opts.application_id, || *cancel.borrow()).await;
+    if *cancel.borrow() {
+        return Driven::Over(JobOutcome::Cancelled);
+    }
     // Side topics are read whole by each task, not through the group.
     let topic_names: Vec<&str> = input.plan.topics.iter().filter(|t| t.kind != TopicKind::Side).map(|t| t.name.as_str()).collect();
     if let Err(e) = consumer.subscribe(&topic_names) {

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use beam_kafka_config::RunnerOptions;
 use beam_kafka_runtime::standby::Standing;
 use beam_kafka_runtime::topology::{changelog_topic, TaskId};
-use beam_kafka_runtime::warm_up::{WarmUp, WarmUpStep};
+use beam_kafka_runtime::warm_up::{WarmUp, WarmUpStep, WARM_UP_LIMIT_MS};
 use dashmap::DashMap;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Message, Offset, TopicPartitionList};
@@ -26,7 +26,7 @@ use crate::store::{task_dir, TaskStore};
 
 /// How often the placement is asked again.
 const PLACEMENT_EVERY: Duration = Duration::from_secs(1);
-const WARMING_PLACEMENT_EVERY: Duration = Duration::from_millis(100);
+const UNKNOWN_PLACEMENT_EVERY: Duration = Duration::from_millis(100);
 /// A task claimed for a start counts as this copy's for this long: until
 /// the start opened (and locked) the store, a moment later. A standby
 /// opens only a store no one holds, so a task that stops here is stood by
@@ -85,7 +85,10 @@ pub type Placement = Box<dyn Fn(bool) -> Option<(BTreeSet<TaskId>, BTreeSet<Task
 pub async fn warmed(application_id: &str, cancelled: impl Fn() -> bool) {
     let Some(shared) = STANDBYS.get(application_id).map(|s| s.clone()) else { return };
     let mut said = false;
-    while shared.warming.lock().expect("warm-up lock").is_some() && !shared.stop.load(Ordering::Relaxed) && !cancelled() {
+    // The limit holds here too: a standby thread that died ends nothing.
+    let warming =
+        || shared.warming.lock().unwrap_or_else(|p| p.into_inner()).as_ref().is_some_and(|w| now_ms() - w.began_ms < WARM_UP_LIMIT_MS);
+    while warming() && !shared.stop.load(Ordering::Relaxed) && !cancelled() {
         if !said {
             tracing::info!("warming up: this copy joins the group once its standby stores caught up with the tasks other copies run");
             said = true;
@@ -132,11 +135,13 @@ impl Standby {
             standing: Standing::default(),
             assigned: BTreeSet::new(),
             reassign: false,
+            trusted: BTreeSet::new(),
+            placement_known: false,
         };
-        let thread = std::thread::Builder::new()
-            .name("standby".into())
-            .spawn(move || tailer.run())
-            .map_err(|e| format!("cannot start the standby thread: {e}"))?;
+        let thread = std::thread::Builder::new().name("standby".into()).spawn(move || tailer.run()).map_err(|e| {
+            STANDBYS.remove_if(&opts.application_id, |_, s| Arc::ptr_eq(s, &shared));
+            format!("cannot start the standby thread: {e}")
+        })?;
         Ok(Standby { application_id: opts.application_id.clone(), shared, thread: Some(thread) })
     }
 }
@@ -148,6 +153,14 @@ impl Drop for Standby {
             let _ = t.join();
         }
         STANDBYS.remove_if(&self.application_id, |_, s| Arc::ptr_eq(s, &self.shared));
+    }
+}
+
+struct EndsWarmUp(Arc<Shared>);
+
+impl Drop for EndsWarmUp {
+    fn drop(&mut self) {
+        *self.0.warming.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 }
 
@@ -163,14 +176,23 @@ struct Tailer {
     /// again to where its store is current (one opened anew may be behind
     /// where the consumer is).
     reassign: bool,
+    /// The tasks whose consumer position is of the current assignment: a
+    /// record of theirs arrived since it (librdkafka resets a position
+    /// only as the assignment is carried out).
+    trusted: BTreeSet<TaskId>,
+    /// Whether the placement answered at its last asking.
+    placement_known: bool,
 }
 
 impl Tailer {
     fn run(mut self) {
+        // However the thread ends, the job does not wait for its warm-up.
+        let _ends_warm_up = EndsWarmUp(self.shared.clone());
         let mut placed = Instant::now() - PLACEMENT_EVERY;
         while !self.shared.stop.load(Ordering::Relaxed) {
-            // Warming up, the job waits to join: its end is seen sooner.
-            let every = if self.shared.warming.lock().expect("warm-up lock").is_some() { WARMING_PLACEMENT_EVERY } else { PLACEMENT_EVERY };
+            // Until the copies' reports are read, a warming copy (its job
+            // waiting to join) asks again soon: the first copy has none.
+            let every = if self.placement_known { PLACEMENT_EVERY } else { UNKNOWN_PLACEMENT_EVERY };
             if placed.elapsed() >= every {
                 placed = Instant::now();
                 self.place();
@@ -196,7 +218,9 @@ impl Tailer {
     /// warm-up.
     fn place(&mut self) {
         let warming = self.shared.warming.lock().expect("warm-up lock").clone();
-        let Some((wanted, running)) = (self.placement)(warming.is_some()) else {
+        let placed = (self.placement)(warming.is_some());
+        self.placement_known = placed.is_some();
+        let Some((wanted, running)) = placed else {
             if let Some(w) = warming {
                 self.warm_up_step(&w, None);
             }
@@ -231,8 +255,8 @@ impl Tailer {
     }
 
     /// How many records each kept store of `tasks` is behind its
-    /// changelog's end (its high watermark, so records of open
-    /// transactions count too).
+    /// changelog's end (the last stable offset: the consumer reads
+    /// committed records, and so asks for their end).
     fn lags(&self, tasks: &BTreeSet<TaskId>) -> BTreeMap<TaskId, i64> {
         let next: Vec<(TaskId, i64)> = {
             let stores = self.shared.stores.lock().expect("standby stores lock");
@@ -307,6 +331,7 @@ impl Tailer {
         }
         self.consumer.assign(&tpl).map_err(|e| format!("cannot follow the changelogs: {e}"))?;
         self.assigned = wanted.into_keys().collect();
+        self.trusted.clear();
         Ok(())
     }
 
@@ -326,6 +351,7 @@ impl Tailer {
                 Some(Ok(m)) => {
                     let Some(sub) = subs.get(m.topic()) else { continue };
                     let task = TaskId { sub_topology: *sub, partition: m.partition() as u32 };
+                    self.trusted.insert(task);
                     let entry = changes.entry(task).or_default();
                     if let Some(key) = m.key() {
                         entry.0.push((key.to_vec(), m.payload().map(<[u8]>::to_vec)));
@@ -338,7 +364,9 @@ impl Tailer {
         // Where the consumer reads next, past commit markers and aborted
         // records too: every record before it is applied below, so a store
         // whose changelog ends in a marker is current to the end, and the
-        // task taking it over reads nothing.
+        // task taking it over reads nothing. Only a position of the current
+        // assignment counts: an earlier one could be past what a store
+        // reopened empty holds.
         let positions: HashMap<TaskId, i64> = match self.consumer.position() {
             Ok(tpl) => tpl
                 .elements()
@@ -347,6 +375,7 @@ impl Tailer {
                     (Some(sub), Offset::Offset(n)) => Some((TaskId { sub_topology: *sub, partition: e.partition() as u32 }, n)),
                     _ => None,
                 })
+                .filter(|(task, _)| self.trusted.contains(task))
                 .collect(),
             Err(_) => HashMap::new(),
         };

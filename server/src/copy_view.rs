@@ -36,8 +36,11 @@ pub fn start(job: &Arc<Job>, board: &Arc<StatusBoard>) {
             (Some(_), Some(_)) => None,
             _ => Some(Default::default()),
         });
-        // A copy joining while others run warms up first (`runtime::warm_up`).
-        match Standby::start(&job.runner_options, placement, true) {
+        // A copy joining while others run warms up first (`runtime::warm_up`);
+        // not a static member: the group keeps its partitions for it while
+        // it restarts, and their tasks would wait for the warm-up.
+        let warm_up = job.runner_options.group_instance_id.is_none();
+        match Standby::start(&job.runner_options, placement, warm_up) {
             Ok(standby) => *job.standby.lock().expect("standby lock") = Some(standby),
             Err(e) => board.event(beam_kafka_actors::status_board::Level::Warning, format!("no standby replicas: {e}")),
         }

@@ -155,7 +155,9 @@ fn start_producer(opts: &RunnerOptions, task: TaskId) -> Result<KafkaProducer, S
         }
     }
     let producer = create()?;
+    let attempt = Instant::now();
     producer.init_transactions(API_TIMEOUT).map_err(|e| format!("task {task}: cannot initialise transactions ({id}): {}", describe(&e)))?;
+    INIT_PACING.entry(cluster).or_default().succeeded(attempt.elapsed());
     tracing::debug!(task = %task, "transactions of {id} initialised in {:?}", began.elapsed());
     Ok(producer)
 }
