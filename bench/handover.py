@@ -282,11 +282,11 @@ def main():
       handover, work, latency, warm = measure(args.binary, args.bootstrap_servers, ms, workdir, args.group_protocol,
                                               run, args.copies, args.state_mb, args.standbys)
       works.append(work)
-      print('%-18s %-12s %-14s %-20s %s' % ('%d ms' % ms, '%.2f s' % handover, '%.2f s' % work,
+      print('%-18s %-12s %-14s %-20s %s' % ('%d ms' % ms, '%.2f s' % handover, '%.3f s' % work,
                                             '%.2f s' % latency, 'yes' if warm else 'no'), flush=True)
   if len(works) > 1:
     works.sort()
-    print('recovery work over %d runs: median %.2f s, %.2f-%.2f s' % (
+    print('recovery work over %d runs: median %.3f s, %.3f-%.3f s' % (
         len(works), works[len(works) // 2], works[0], works[-1]))
   print('seed (Java runner on Kafka Streams): 8.6-10.0 s at 6000 ms (2.6-4.0 s of recovery work), '
         '55.7 s at 45000 ms; target: recovery work <= 0.5 s')

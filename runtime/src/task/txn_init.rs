@@ -17,9 +17,10 @@ const QUICK_ATTEMPTS: usize = 3;
 const TYPICAL_MULTIPLE: u32 = 3;
 const SHORTEST: Duration = Duration::from_millis(20);
 const LONGEST_QUICK: Duration = Duration::from_millis(400);
-/// Before any initialisation on this cluster was timed: short, as a
-/// distant cluster pays it once (its first attempt is cut short and the
-/// next one waits in full), and a standby's first take-over pays no more.
+/// The first deadline before any initialisation on this cluster was timed:
+/// short, as a distant cluster pays the quick attempts once (the next
+/// initialisation is paced by the last one), and a standby's first
+/// take-over pays no more.
 const UNTIMED: Duration = Duration::from_millis(50);
 
 #[derive(Debug, Default, Clone)]
@@ -34,7 +35,7 @@ impl InitPacing {
     pub fn deadlines(&self) -> Vec<Duration> {
         let first = match self.typical {
             Some(t) => (t * TYPICAL_MULTIPLE).clamp(SHORTEST, LONGEST_QUICK),
-            None => return vec![UNTIMED],
+            None => UNTIMED,
         };
         (0..QUICK_ATTEMPTS as u32).map(|i| (first * 2u32.pow(i)).min(LONGEST_QUICK)).collect()
     }
@@ -57,8 +58,8 @@ mod tests {
     }
 
     #[test]
-    fn before_any_timing_one_generous_quick_attempt() {
-        assert_eq!(InitPacing::default().deadlines(), vec![UNTIMED]);
+    fn before_any_timing_short_deadlines_that_double() {
+        assert_eq!(InitPacing::default().deadlines(), vec![ms(50), ms(100), ms(200)]);
     }
 
     #[test]
