@@ -256,17 +256,30 @@ impl Tailer {
 
     /// How many records each kept store of `tasks` is behind its
     /// changelog's end (the last stable offset: the consumer reads
-    /// committed records, and so asks for their end).
+    /// committed records, and so asks for their end), all asked at once.
     fn lags(&self, tasks: &BTreeSet<TaskId>) -> BTreeMap<TaskId, i64> {
-        let next: Vec<(TaskId, i64)> = {
+        let next: BTreeMap<(String, i32), (TaskId, i64)> = {
             let stores = self.shared.stores.lock().expect("standby stores lock");
-            tasks.iter().filter_map(|t| stores.get(t).map(|w| (*t, w.next))).collect()
+            tasks
+                .iter()
+                .filter_map(|t| stores.get(t).map(|w| (*t, w.next)))
+                .map(|(t, next)| ((changelog_topic(&self.opts.application_id, t.sub_topology), t.partition as i32), (t, next)))
+                .collect()
         };
-        next.into_iter()
-            .filter_map(|(task, next)| {
-                let topic = changelog_topic(&self.opts.application_id, task.sub_topology);
-                let (_, high) = self.consumer.fetch_watermarks(&topic, task.partition as i32, Duration::from_secs(5)).ok()?;
-                Some((task, (high - next).max(0)))
+        if next.is_empty() {
+            return BTreeMap::new();
+        }
+        let mut ask = TopicPartitionList::new();
+        for (topic, partition) in next.keys() {
+            // Cannot fail for `End`.
+            let _ = ask.add_partition_offset(topic, *partition, Offset::End);
+        }
+        let Ok(ends) = self.consumer.offsets_for_times(ask, Duration::from_secs(5)) else { return BTreeMap::new() };
+        ends.elements()
+            .iter()
+            .filter_map(|e| match (next.get(&(e.topic().to_string(), e.partition())), e.offset()) {
+                (Some((task, next)), Offset::Offset(end)) if e.error().is_ok() => Some((*task, (end - next).max(0))),
+                _ => None,
             })
             .collect()
     }

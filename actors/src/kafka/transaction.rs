@@ -137,7 +137,9 @@ fn start_producer(opts: &RunnerOptions, task: TaskId) -> Result<KafkaProducer, S
     let cluster = opts.bootstrap_servers.clone();
     let quick = INIT_PACING.get(&cluster).map(|p| p.deadlines()).unwrap_or_else(|| InitPacing::default().deadlines());
     let began = Instant::now();
-    for deadline in quick {
+    let mut left = quick.len();
+    // The quick attempts, then one that waits as long as the API allows.
+    for deadline in quick.into_iter().chain([API_TIMEOUT]) {
         let producer = create()?;
         let attempt = Instant::now();
         match producer.init_transactions(deadline) {
@@ -150,16 +152,12 @@ fn start_producer(opts: &RunnerOptions, task: TaskId) -> Result<KafkaProducer, S
             // waiting out (CONCURRENT_TRANSACTIONS while the coordinator
             // aborts what the id's last holder left open): a fresh producer
             // asks again now (`txn_init`).
-            Err(e) if init_may_be_retried(&e) => crate::kafka::close_in_background(producer),
+            Err(e) if left > 0 && init_may_be_retried(&e) => crate::kafka::close_in_background(producer),
             Err(e) => return Err(format!("task {task}: cannot initialise transactions ({id}): {}", describe(&e))),
         }
+        left -= 1;
     }
-    let producer = create()?;
-    let attempt = Instant::now();
-    producer.init_transactions(API_TIMEOUT).map_err(|e| format!("task {task}: cannot initialise transactions ({id}): {}", describe(&e)))?;
-    INIT_PACING.entry(cluster).or_default().succeeded(attempt.elapsed());
-    tracing::debug!(task = %task, "transactions of {id} initialised in {:?}", began.elapsed());
-    Ok(producer)
+    unreachable!("the last attempt returns")
 }
 
 /// Commits the open transaction with `offsets` as the consumed input, then
