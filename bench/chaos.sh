@@ -7,7 +7,8 @@
 #   bench/chaos.sh [SECS]
 # Environment: BEAM_KAFKA_CHAOS_SEED (the plan's random seed),
 # BEAM_KAFKA_CHAOS_REPORT (also write the summary to this file),
-# BEAM_KAFKA_CHAOS_GROUP_PROTOCOL=consumer (copies hand tasks over incrementally, KIP-848).
+# BEAM_KAFKA_CHAOS_GROUP_PROTOCOL=consumer (copies hand tasks over incrementally, KIP-848),
+# BEAM_KAFKA_CHAOS_STANDBYS=R (--num_standby_replicas=R).
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/common.sh"
 export BEAM_KAFKA_CHAOS_SECS="${1:-600}"
 "$REPO_ROOT/scripts/setup.sh"

@@ -15,7 +15,9 @@ count must be 1..n exactly once (user state), and the windowed counts must
 sum to what was produced with no pane written twice (GroupByKey). The
 summary (kills, broker restarts, records, lost, duplicated) is printed and
 written to BEAM_KAFKA_CHAOS_REPORT if set. BEAM_KAFKA_CHAOS_GROUP_PROTOCOL=
-consumer runs the copies with --group_protocol=consumer (KIP-848)."""
+consumer runs the copies with --group_protocol=consumer (KIP-848);
+BEAM_KAFKA_CHAOS_STANDBYS=R gives them --num_standby_replicas=R (a killed
+copy's tasks start from a survivor's standby store)."""
 
 import collections
 import json
@@ -52,6 +54,7 @@ BROKER_RESTARTS = int(os.environ.get('BEAM_KAFKA_CHAOS_BROKER_RESTARTS', '3'))
 SCALE_EVERY = float(os.environ.get('BEAM_KAFKA_CHAOS_SCALE_EVERY', '90'))
 # classic (eager rebalancing) or consumer (KIP-848: moving tasks hand over).
 GROUP_PROTOCOL = os.environ.get('BEAM_KAFKA_CHAOS_GROUP_PROTOCOL', 'classic')
+STANDBYS = int(os.environ.get('BEAM_KAFKA_CHAOS_STANDBYS', '0'))
 
 
 def _save(job_server, broker, source, counts, panes, path):
@@ -135,7 +138,7 @@ def _plan(rng):
 
 def test_chaos_soak(job_server, binary, tmp_path):
   rng = random.Random(int(os.environ.get('BEAM_KAFKA_CHAOS_SEED', time.time())))
-  report = {'seconds': SECS, 'group_protocol': GROUP_PROTOCOL,
+  report = {'seconds': SECS, 'group_protocol': GROUP_PROTOCOL, 'standbys': STANDBYS,
             'copy_kills': 0, 'broker_restarts': 0,
             'broker_down_secs': [], 'copies_exited_by_themselves': 0,
             'scale_events': 0}
@@ -153,12 +156,13 @@ def test_chaos_soak(job_server, binary, tmp_path):
 
     def start_copy(i):
       serial[0] += 1
+      extra = ['--num_standby_replicas=%d' % STANDBYS] if STANDBYS else []
       if GROUP_PROTOCOL == 'consumer':
         return Copy(binary, pipeline, broker, app_id,
                     tmp_path / ('c%d-%d' % (i, serial[0])),
-                    extra=['--group_protocol=consumer'], session_timeout_ms=None)
+                    extra=extra + ['--group_protocol=consumer'], session_timeout_ms=None)
       return Copy(binary, pipeline, broker, app_id,
-                  tmp_path / ('c%d-%d' % (i, serial[0])))
+                  tmp_path / ('c%d-%d' % (i, serial[0])), extra=extra)
 
     copies = [start_copy(i) for i in range(3)]
     everyone = list(copies)

@@ -3,12 +3,14 @@
 //! partitions of the tasks this copy stands by for into their local stores,
 //! the directories the tasks themselves use, and gives a store up the
 //! moment its task starts here (`claim`), open and current to the offset
-//! it read to, so the task's restore reads only what followed. A copy
+//! it read to, so the task's restore reads only what followed; a start
+//! that fenced the earlier owner first lets it read to the changelog's end
+//! (`claim_when_current`: the abort marker that fencing wrote). A copy
 //! joining while others run warms up first (`runtime::warm_up`): the job
 //! waits in `warmed` before it joins the group.
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, Condvar, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 use beam_kafka_config::RunnerOptions;
@@ -32,6 +34,9 @@ const UNKNOWN_PLACEMENT_EVERY: Duration = Duration::from_millis(100);
 /// opens only a store no one holds, so a task that stops here is stood by
 /// for again as soon as it closed its store.
 const CLAIM_HOLDS: Duration = Duration::from_secs(5);
+/// How long a poll waits for records: a start that begins waiting for a
+/// store meanwhile waits at least this long.
+const IDLE_POLL: Duration = Duration::from_millis(20);
 /// The most records applied to the stores at once.
 const BATCH: usize = 5_000;
 
@@ -46,6 +51,11 @@ struct Shared {
     warming: Mutex<Option<WarmUp>>,
     stores: Mutex<BTreeMap<TaskId, Warm>>,
     claimed: Mutex<HashMap<TaskId, Instant>>,
+    /// Starts waiting for a store to be current to an offset: the thread
+    /// polls briefly meanwhile and keeps their stores.
+    catching_up: Mutex<BTreeMap<TaskId, i64>>,
+    /// Told (with `stores`' lock) after each batch while starts wait.
+    caught_up: Condvar,
     stop: AtomicBool,
 }
 
@@ -63,6 +73,33 @@ pub fn claim(application_id: &str, task: TaskId) -> Option<(TaskStore, i64)> {
     let warm = stores.remove(&task)?;
     tracing::info!(task = %task, "task {task} starts from this copy's standby store, current to changelog offset {}", warm.next);
     Some((warm.store, warm.next))
+}
+
+/// Whether a standby of this copy keeps `task`'s store.
+pub fn keeps(application_id: &str, task: TaskId) -> bool {
+    STANDBYS.get(application_id).is_some_and(|s| s.stores.lock().expect("standby stores lock").contains_key(&task))
+}
+
+/// `claim`, once the standby read `task`'s changelog up to `end` (its end
+/// after the start fenced the earlier owner, whose open transaction's abort
+/// marker is the usual last record), or after `wait`: a few milliseconds
+/// of the standby's reading spare the start a restore consumer of its own.
+pub fn claim_when_current(application_id: &str, task: TaskId, end: i64, wait: Duration) -> Option<(TaskStore, i64)> {
+    let shared = STANDBYS.get(application_id)?.clone();
+    let deadline = Instant::now() + wait;
+    let mut stores = shared.stores.lock().expect("standby stores lock");
+    if stores.get(&task).is_some_and(|w| w.next < end) {
+        shared.catching_up.lock().expect("catch-up lock").insert(task, end);
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            if stores.get(&task).is_none_or(|w| w.next >= end) {
+                break;
+            }
+            stores = shared.caught_up.wait_timeout(stores, left).expect("standby stores lock").0;
+        }
+        shared.catching_up.lock().expect("catch-up lock").remove(&task);
+    }
+    drop(stores);
+    claim(application_id, task)
 }
 
 /// The job of `application_id` finished and deletes its local state:
@@ -108,7 +145,7 @@ impl Standby {
     /// `warm_up`: the job waits for the standby stores to catch up before
     /// it joins the group.
     pub fn start(opts: &RunnerOptions, placement: Placement, warm_up: bool) -> Result<Standby, String> {
-        let consumer: BaseConsumer = config::base(opts, "standby")
+        let consumer: BaseConsumer = config::standby(opts)
             .set("group.id", format!("{}-standby", opts.application_id))
             .set("enable.auto.commit", "false")
             .set("isolation.level", "read_committed")
@@ -124,6 +161,8 @@ impl Standby {
             warming: Mutex::new(warming),
             stores: Mutex::default(),
             claimed: Mutex::default(),
+            catching_up: Mutex::default(),
+            caught_up: Condvar::new(),
             stop: AtomicBool::new(false),
         });
         STANDBYS.insert(opts.application_id.clone(), shared.clone());
@@ -299,7 +338,9 @@ impl Tailer {
         };
         let here: BTreeSet<TaskId> = running.union(&claimed).copied().collect();
         let tail = self.standing.update(wanted, &here, now_ms());
-        let gone: Vec<TaskId> = stores.keys().filter(|t| !tail.contains(t)).copied().collect();
+        // A store a start waits for stays until the start claims it.
+        let awaited = self.shared.catching_up.lock().expect("catch-up lock").clone();
+        let gone: Vec<TaskId> = stores.keys().filter(|t| !tail.contains(t) && !awaited.contains_key(t)).copied().collect();
         for task in gone {
             if let Some(warm) = stores.remove(&task) {
                 if let Err(e) = warm.store.write_checkpoint(warm.next) {
@@ -353,7 +394,10 @@ impl Tailer {
         let subs: HashMap<String, u32> =
             self.assigned.iter().map(|t| (changelog_topic(&self.opts.application_id, t.sub_topology), t.sub_topology)).collect();
         let mut changes: BTreeMap<TaskId, (Changes, i64)> = BTreeMap::new();
-        let mut wait = Duration::from_millis(100);
+        // A waiting start sees the consumer's position soon after it moves
+        // (past a marker: no record returns from the poll).
+        let awaited = !self.shared.catching_up.lock().expect("catch-up lock").is_empty();
+        let mut wait = if awaited { Duration::from_millis(2) } else { IDLE_POLL };
         for _ in 0..BATCH {
             match self.consumer.poll(wait) {
                 None => break,
@@ -413,5 +457,7 @@ impl Tailer {
                 warm.next = warm.next.max(position);
             }
         }
+        // A start may have begun waiting during the poll.
+        self.shared.caught_up.notify_all();
     }
 }

@@ -45,6 +45,9 @@ use beam_kafka_runtime::user_state::{StateCell, UserState};
 /// How long asking the job's consumer for a changelog's ends may take
 /// before the restore asks on a connection of its own.
 const WARM_ENDS_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a start waits for a standby to read its changelog to the end:
+/// about what a restore consumer of the start's own would take.
+const CATCH_UP_WAIT: Duration = Duration::from_millis(30);
 
 /// Every task's saved state: its local store brought up to date with its
 /// changelog partition.
@@ -77,10 +80,57 @@ async fn restore_states(input: &JobInput, opened: OpenedStores, consumer: &Arc<J
 type OpenedStores = HashMap<TaskId, (TaskStore, i64)>;
 
 /// Opens the stores of `tasks` (waiting for their locks) on blocking
-/// threads; runs while their transaction is prepared.
-fn open_stores(input: &JobInput, tasks: &[TaskId]) -> tokio::task::JoinHandle<Result<OpenedStores, String>> {
+/// threads; runs while their transaction is prepared. Returns them, and
+/// the tasks whose store a standby of this copy keeps: those are taken
+/// once the earlier owners are fenced (`take_standby_stores`).
+fn open_stores(input: &JobInput, tasks: &[TaskId]) -> tokio::task::JoinHandle<Result<(OpenedStores, Vec<TaskId>), String>> {
     let (opts, tasks) = (input.options.clone(), tasks.to_vec());
-    tokio::task::spawn_blocking(move || in_parallel(tasks.into_iter().map(|t| (t, ())).collect(), |t, ()| open_task_store(&opts, t)))
+    tokio::task::spawn_blocking(move || {
+        let (warm, cold): (Vec<TaskId>, Vec<TaskId>) = tasks.iter().partition(|t| crate::standby::keeps(&opts.application_id, **t));
+        in_parallel(cold.into_iter().map(|t| (t, ())).collect(), |t, ()| open_task_store(&opts, t)).map(|opened| (opened, warm))
+    })
+}
+
+/// Opened stores stay trusted for the next try of a start that failed.
+fn keep_trusted(opened: Option<&OpenedStores>) {
+    for (task, (store, from)) in opened.into_iter().flatten() {
+        if let Err(e) = store.write_checkpoint(*from) {
+            tracing::warn!(task = %task, "{e}");
+        }
+    }
+}
+
+/// The stores of `tasks` that a standby of this copy keeps, each once the
+/// standby read to its changelog's end (or for `CATCH_UP_WAIT`): the start
+/// fenced their earlier owners, so the end holds the abort of what they
+/// left open. A store the standby gave up meanwhile is opened.
+fn take_standby_stores(
+    input: &JobInput,
+    tasks: &[TaskId],
+    consumer: &Arc<JobConsumer>,
+) -> impl std::future::Future<Output = Result<OpenedStores, String>> {
+    let (opts, tasks, consumer) = (input.options.clone(), tasks.to_vec(), consumer.clone());
+    async move {
+        if tasks.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let taking = tokio::task::spawn_blocking(move || {
+            in_parallel(tasks.into_iter().map(|t| (t, ())).collect(), |t, ()| {
+                let began = Instant::now();
+                let topic = changelog_topic(&opts.application_id, t.sub_topology);
+                let end = consumer.fetch_watermarks(&topic, t.partition as i32, WARM_ENDS_TIMEOUT).ok().map(|(_, high)| high);
+                let asked = began.elapsed();
+                match end.and_then(|end| crate::standby::claim_when_current(&opts.application_id, t, end, CATCH_UP_WAIT)) {
+                    Some(warm) => {
+                        tracing::debug!(task = %t, "standby store taken after {:?} (changelog end {end:?} asked in {asked:?}; store current to {})", began.elapsed(), warm.1);
+                        Ok(warm)
+                    }
+                    None => open_task_store(&opts, t),
+                }
+            })
+        });
+        taking.await.map_err(|e| format!("taking the standby stores failed: {e}"))?
+    }
 }
 
 /// Runs a blocking step (Kafka round trips, mostly waiting) for every task,
@@ -522,21 +572,21 @@ pub(crate) async fn start_assigned(
     let began = Instant::now();
     let opening = open_stores(input, &to_start);
     let txns = prepare_transactions(input, copy_txns, &to_start, consumer, assignment, seen).await;
-    let opened = opening.await.map_err(|e| format!("opening the state stores failed: {e}"));
-    let (txns, opened) = match (txns, opened) {
-        (Ok(txns), Ok(Ok(opened))) => (txns, opened),
+    let opened = opening.await.map_err(|e| format!("opening the state stores failed: {e}")).and_then(|o| o);
+    let (txns, (mut opened, warm)) = match (txns, opened) {
+        (Ok(txns), Ok(opened)) => (txns, opened),
         (txns, opened) => {
-            let opened = opened.and_then(|o| o);
-            let error = txns.err().or_else(|| opened.as_ref().err().cloned()).unwrap_or_default();
-            // Opened stores stay trusted for the next try.
-            for (task, (store, from)) in opened.into_iter().flatten() {
-                if let Err(e) = store.write_checkpoint(from) {
-                    tracing::warn!(task = %task, "{e}");
-                }
-            }
-            return Err(error);
+            keep_trusted(opened.as_ref().ok().map(|(o, _)| o));
+            return Err(txns.err().or(opened.err()).unwrap_or_default());
         }
     };
+    match take_standby_stores(input, &warm, consumer).await {
+        Ok(taken) => opened.extend(taken),
+        Err(e) => {
+            keep_trusted(Some(&opened));
+            return Err(e);
+        }
+    }
     tracing::debug!("tasks {to_start:?}: transaction ready, stores opened after {:?}", began.elapsed());
     for t in &to_start {
         input.board.restoring(*t);

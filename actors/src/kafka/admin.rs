@@ -154,10 +154,14 @@ impl Admin {
     /// fail within about a second instead of looking like an outage.
     /// Returns the brokers' ids.
     fn check_reachable(&self) -> Result<Vec<i32>, String> {
-        let deadline = std::time::Instant::now() + METADATA_TIMEOUT;
+        let began = std::time::Instant::now();
+        let deadline = began + METADATA_TIMEOUT;
         loop {
             let e = match self.probe.fetch_metadata(None, Duration::from_secs(1)) {
-                Ok(md) => return Ok(md.brokers().iter().map(|b| b.id()).collect()),
+                Ok(md) => {
+                    super::transaction::first_contact(&self.bootstrap, began.elapsed());
+                    return Ok(md.brokers().iter().map(|b| b.id()).collect());
+                }
                 Err(e) => e,
             };
             // Serves the probe's event queue: its error callback (the

@@ -126,6 +126,12 @@ pub fn start(opts: &RunnerOptions, task: TaskId) -> Result<Arc<KafkaProducer>, S
     Ok(Arc::new(producer))
 }
 
+/// A client of this process reached `cluster` for the first time after
+/// `took`: the quick initialisations' pacing until one is timed.
+pub fn first_contact(cluster: &str, took: Duration) {
+    INIT_PACING.entry(cluster.to_string()).or_default().first_contact(took);
+}
+
 fn start_producer(opts: &RunnerOptions, task: TaskId) -> Result<KafkaProducer, String> {
     let id = transactional_id(&opts.application_id, task);
     let mut c = config::producer(opts);
@@ -152,7 +158,10 @@ fn start_producer(opts: &RunnerOptions, task: TaskId) -> Result<KafkaProducer, S
             // waiting out (CONCURRENT_TRANSACTIONS while the coordinator
             // aborts what the id's last holder left open): a fresh producer
             // asks again now (`txn_init`).
-            Err(e) if left > 0 && init_may_be_retried(&e) => crate::kafka::close_in_background(producer),
+            Err(e) if left > 0 && init_may_be_retried(&e) => {
+                tracing::debug!(task = %task, "initialising {id}: an attempt with {deadline:?} ended after {:?} ({e}); asking again", attempt.elapsed());
+                crate::kafka::close_in_background(producer)
+            }
             Err(e) => return Err(format!("task {task}: cannot initialise transactions ({id}): {}", describe(&e))),
         }
         left -= 1;
