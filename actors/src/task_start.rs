@@ -104,33 +104,28 @@ fn keep_trusted(opened: Option<&OpenedStores>) {
 /// standby read to its changelog's end (or for `CATCH_UP_WAIT`): the start
 /// fenced their earlier owners, so the end holds the abort of what they
 /// left open. A store the standby gave up meanwhile is opened.
-fn take_standby_stores(
-    input: &JobInput,
-    tasks: &[TaskId],
-    consumer: &Arc<JobConsumer>,
-) -> impl std::future::Future<Output = Result<OpenedStores, String>> {
-    let (opts, tasks, consumer) = (input.options.clone(), tasks.to_vec(), consumer.clone());
-    async move {
-        if tasks.is_empty() {
-            return Ok(HashMap::new());
-        }
-        let taking = tokio::task::spawn_blocking(move || {
-            in_parallel(tasks.into_iter().map(|t| (t, ())).collect(), |t, ()| {
-                let began = Instant::now();
-                let topic = changelog_topic(&opts.application_id, t.sub_topology);
-                let end = consumer.fetch_watermarks(&topic, t.partition as i32, WARM_ENDS_TIMEOUT).ok().map(|(_, high)| high);
-                let asked = began.elapsed();
-                match end.and_then(|end| crate::standby::claim_when_current(&opts.application_id, t, end, CATCH_UP_WAIT)) {
-                    Some(warm) => {
-                        tracing::debug!(task = %t, "standby store taken after {:?} (changelog end {end:?} asked in {asked:?}; store current to {})", began.elapsed(), warm.1);
-                        Ok(warm)
-                    }
-                    None => open_task_store(&opts, t),
-                }
-            })
-        });
-        taking.await.map_err(|e| format!("taking the standby stores failed: {e}"))?
+async fn take_standby_stores(input: &JobInput, tasks: &[TaskId], consumer: &Arc<JobConsumer>) -> Result<OpenedStores, String> {
+    if tasks.is_empty() {
+        return Ok(HashMap::new());
     }
+    let (opts, tasks, consumer) = (input.options.clone(), tasks.to_vec(), consumer.clone());
+    tokio::task::spawn_blocking(move || {
+        in_parallel(tasks.into_iter().map(|t| (t, ())).collect(), |t, ()| {
+            let began = Instant::now();
+            let topic = changelog_topic(&opts.application_id, t.sub_topology);
+            let end = consumer.fetch_watermarks(&topic, t.partition as i32, WARM_ENDS_TIMEOUT).ok().map(|(_, high)| high);
+            let asked = began.elapsed();
+            match end.and_then(|end| crate::standby::claim_when_current(&opts.application_id, t, end, CATCH_UP_WAIT)) {
+                Some(warm) => {
+                    tracing::debug!(task = %t, "standby store taken after {:?} (changelog end {end:?} asked in {asked:?}; store current to {})", began.elapsed(), warm.1);
+                    Ok(warm)
+                }
+                None => open_task_store(&opts, t),
+            }
+        })
+    })
+    .await
+    .map_err(|e| format!("taking the standby stores failed: {e}"))?
 }
 
 /// Runs a blocking step (Kafka round trips, mostly waiting) for every task,
