@@ -14,16 +14,26 @@
 use std::collections::BTreeSet;
 
 use crate::graph::PipelineGraph;
-use crate::topology::TopologyPlan;
+use crate::plan_facts;
+use crate::topology::names::Names;
+use crate::topology::{TopicKind, TopologyPlan};
+use crate::update::Mapping;
 
 /// The manifest format: a runner whose manifest differs in form bumps it.
-pub const VERSION: &str = "beam-kafka plan manifest v1";
+/// v2: topics say how their records are coded, stateful transforms what
+/// decides how their state is read, and the names table is recorded.
+pub const VERSION: &str = "beam-kafka plan manifest v2";
 
-/// The plan's manifest: sorted lines, the first naming the format.
-pub fn manifest(graph: &PipelineGraph<'_>, plan: &TopologyPlan) -> Vec<String> {
+/// The plan's manifest: sorted lines, the first naming the format, with
+/// `names` (what `TopologyPlan::inherit` returned) as its last lines.
+pub fn manifest(graph: &PipelineGraph<'_>, plan: &TopologyPlan, names: &Names) -> Vec<String> {
     let mut lines = BTreeSet::new();
     for t in &plan.topics {
-        lines.insert(format!("topic {}: {:?}, {} partition(s)", t.name, t.kind, t.partitions));
+        let coded = match t.kind {
+            TopicKind::Source => String::new(),
+            _ => format!(", coded {}", plan_facts::topic_coder(graph, &t.pcollection)),
+        };
+        lines.insert(format!("topic {}: {:?}, {} partition(s){coded}", t.name, t.kind, t.partitions));
     }
     for s in &plan.sub_topologies {
         let transforms: Vec<String> =
@@ -39,7 +49,8 @@ pub fn manifest(graph: &PipelineGraph<'_>, plan: &TopologyPlan) -> Vec<String> {
             lines.insert(format!("sub-topology {} writes {}", s.id, plan.topics[o.topic].name));
         }
     }
-    std::iter::once(VERSION.to_string()).chain(lines).collect()
+    lines.extend(plan_facts::state_lines(graph, plan));
+    std::iter::once(VERSION.to_string()).chain(lines).chain(names.to_lines()).collect()
 }
 
 /// The manifest as one record's value (a line each).
@@ -78,8 +89,9 @@ pub enum Earlier {
     /// Nothing: no runner topic of the application, or only its control
     /// topic (a drain asked before any run).
     Nothing,
-    /// A plan record: the manifest of the run that created the topics.
-    Plan(Vec<String>),
+    /// A plan record: the manifest of the latest version that ran, and of
+    /// the one before it (after an update).
+    Plan { manifest: Vec<String>, previous: Option<Vec<String>> },
     /// A run that ended DONE and kept its topics (`keep_runner_topics`).
     Finished,
     /// Runner topics but no plan record (a runner before plan records, or
@@ -94,24 +106,77 @@ pub enum Verdict {
     Fresh,
     /// The same plan: resume from the earlier run's commits.
     Resume,
+    /// Another version of the pipeline, asked with `--update`, that can
+    /// take over the earlier one's state: record it (keeping the earlier
+    /// as the previous) and resume; the lines say what carries over.
+    Update(Vec<String>),
     /// Start nothing; the message says why and the way out.
     Refuse(String),
 }
 
+/// What the submission asked about an earlier version (`--update`,
+/// `--transform_name_mapping`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UpdateRequest {
+    pub update: bool,
+    pub mapping: Mapping,
+}
+
+/// The manifest without its names table: what a version plans.
+fn planned(manifest: &[String]) -> Vec<&String> {
+    manifest.iter().filter(|l| !l.starts_with("name ") && !l.starts_with("retired ")).collect()
+}
+
 /// Decides whether a run of `manifest` under `application_id` may start.
-pub fn judge(application_id: &str, earlier: &Earlier, manifest: &[String]) -> Verdict {
+pub fn judge(application_id: &str, earlier: &Earlier, manifest: &[String], request: &UpdateRequest) -> Verdict {
     let way_out = format!(
         "Use a new --application_id, or delete what the earlier run left with `beam-kafka reset -- \
          --application_id={application_id} --bootstrap_servers=…` (stop every copy first)"
     );
     match earlier {
         Earlier::Nothing => Verdict::Fresh,
-        Earlier::Plan(m) if m.as_slice() == manifest => Verdict::Resume,
-        Earlier::Plan(m) => {
-            let diff = differences(m, manifest, 6);
+        Earlier::Plan { manifest: m, .. } if m.as_slice() == manifest => Verdict::Resume,
+        Earlier::Plan { manifest: m, .. } if m.first() != manifest.first() => Verdict::Refuse(format!(
+            "application '{application_id}' was run by a runner version that recorded its plan as '{}' (this one: \
+             '{}'), so this run cannot tell what its state means. {way_out}.",
+            m.first().map_or("", String::as_str),
+            manifest.first().map_or("", String::as_str)
+        )),
+        Earlier::Plan { manifest: m, previous } if request.update => {
+            // Going back to the version before the latest (a failed
+            // update rolled back) drops what the latest one added.
+            let mut mapping = request.mapping.clone();
+            let rollback = previous.as_ref().is_some_and(|p| planned(p) == planned(manifest));
+            if rollback {
+                let before: BTreeSet<&String> = previous.iter().flatten().collect();
+                for l in m.iter().filter(|l| !before.contains(l)) {
+                    if let Some((t, _)) = l.strip_prefix("state ").and_then(|r| r.split_once(": ")) {
+                        mapping.dropped.insert(t.to_string());
+                    }
+                }
+            }
+            let (problems, mut notes) = crate::update::check(m, manifest, &mapping);
+            if problems.is_empty() {
+                if rollback {
+                    notes.insert(0, "this is the version before the latest one: the latest one's additions are dropped".into());
+                }
+                Verdict::Update(notes)
+            } else {
+                Verdict::Refuse(format!(
+                    "--update: this version of the pipeline cannot take over the state of application \
+                     '{application_id}', and nothing was changed:\n  {}",
+                    problems.join("\n  ")
+                ))
+            }
+        }
+        Earlier::Plan { manifest: m, .. } => {
+            let owned = |v: Vec<&String>| v.into_iter().cloned().collect::<Vec<String>>();
+            let diff = differences(&owned(planned(m)), &owned(planned(manifest)), 6);
             Verdict::Refuse(format!(
                 "application '{application_id}' already holds the topics and state of an earlier run of another pipeline \
-                 (a failed, cancelled or still running one), which this one cannot resume:\n  {}\n{way_out}.",
+                 (a failed, cancelled or still running one), which this one cannot resume:\n  {}\n\
+                 To carry its state over to this version, stop every copy of it and submit this one with --update. \
+                 Or: {way_out}.",
                 diff.join("\n  ")
             ))
         }
@@ -159,22 +224,29 @@ mod tests {
     fn the_same_plan_resumes_and_another_is_refused_naming_what_differs() {
         let earlier = lines(&["sub-topology 0: 1 partition(s), runs [Count (beam:transform:pardo:v1)]", "topic a: Edge, 4 partition(s)"]);
         let same = earlier.clone();
-        assert_eq!(judge("app", &Earlier::Plan(earlier.clone()), &same), Verdict::Resume);
+        let plan = |m: &Vec<String>| Earlier::Plan { manifest: m.clone(), previous: None };
+        let asked = UpdateRequest::default();
+        assert_eq!(judge("app", &plan(&earlier), &same, &asked), Verdict::Resume);
         let changed = lines(&["sub-topology 0: 1 partition(s), runs [Sum (beam:transform:pardo:v1)]", "topic a: Edge, 4 partition(s)"]);
-        let Verdict::Refuse(why) = judge("app", &Earlier::Plan(earlier), &changed) else { panic!("a changed plan must be refused") };
+        let Verdict::Refuse(why) = judge("app", &plan(&earlier), &changed, &asked) else { panic!("a changed plan must be refused") };
         assert!(why.contains("earlier run: sub-topology 0: 1 partition(s), runs [Count"), "{why}");
         assert!(why.contains("this run: sub-topology 0: 1 partition(s), runs [Sum"), "{why}");
         assert!(!why.contains("topic a"), "what is the same is not named: {why}");
         assert!(why.contains("beam-kafka reset -- --application_id=app"), "{why}");
-        assert_eq!(judge("app", &Earlier::Nothing, &changed), Verdict::Fresh);
+        assert!(why.contains("with --update"), "{why}");
+        assert_eq!(judge("app", &Earlier::Nothing, &changed, &asked), Verdict::Fresh);
+        let older = vec!["beam-kafka plan manifest v1".to_string()];
+        assert!(matches!(judge("app", &plan(&older), &changed, &asked), Verdict::Refuse(w) if w.contains("manifest v1")));
     }
 
     #[test]
     fn a_finished_run_or_topics_without_a_plan_are_refused() {
         let m = lines(&[]);
-        assert!(matches!(judge("app", &Earlier::Finished, &m), Verdict::Refuse(w) if w.contains("ran to the end")));
+        assert!(
+            matches!(judge("app", &Earlier::Finished, &m, &UpdateRequest::default()), Verdict::Refuse(w) if w.contains("ran to the end"))
+        );
         let topics: Vec<String> = (0..7).map(|i| format!("__beam_app_edge_{i}")).collect();
-        let Verdict::Refuse(why) = judge("app", &Earlier::Unrecorded(topics), &m) else { panic!() };
+        let Verdict::Refuse(why) = judge("app", &Earlier::Unrecorded(topics), &m, &UpdateRequest::default()) else { panic!() };
         assert!(why.contains("__beam_app_edge_0") && why.contains("and 2 more"), "{why}");
     }
 
@@ -209,12 +281,18 @@ mod tests {
         let pipeline = b.build();
         let graph = PipelineGraph::new(&pipeline).unwrap();
         let plan = TopologyPlan::plan(&graph, "app", 2).unwrap();
-        let m = manifest(&graph, &plan);
-        assert_eq!(m, manifest(&graph, &TopologyPlan::plan(&graph, "app", 2).unwrap()), "planning again gives the same");
+        let names = plan.names(&graph);
+        let m = manifest(&graph, &plan, &names);
+        assert_eq!(m, manifest(&graph, &TopologyPlan::plan(&graph, "app", 2).unwrap(), &names), "planning again gives the same");
         assert_eq!(m[0], VERSION);
-        assert!(m.iter().any(|l| l.starts_with("topic __beam_app_shuffle_") && l.ends_with("Shuffle, 2 partition(s)")), "{m:#?}");
+        assert!(
+            m.iter().any(|l| l.starts_with("topic __beam_app_shuffle_") && l.ends_with("Shuffle, 2 partition(s), coded bytes:v1")),
+            "{m:#?}"
+        );
+        assert!(m.iter().any(|l| l.starts_with("state gbk: GroupByKey in sub-topology ")), "{m:#?}");
+        assert!(m.iter().any(|l| l.starts_with("name topic __beam_app_shuffle_") && l.ends_with(" = shuffle gbk")), "{m:#?}");
         assert!(m.iter().any(|l| l.contains("runs [") && l.contains("(beam:transform:")), "{m:#?}");
-        let wider = manifest(&graph, &TopologyPlan::plan(&graph, "app", 4).unwrap());
+        let wider = manifest(&graph, &TopologyPlan::plan(&graph, "app", 4).unwrap(), &names);
         assert!(!differences(&m, &wider, 10).is_empty(), "another parallelism is another plan");
     }
 }

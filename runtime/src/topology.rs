@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 
 mod check;
+pub mod names;
 pub mod picture;
 mod reach;
 mod task_id;
@@ -540,7 +541,8 @@ impl TopologyPlan {
     /// Tasks whose output reaches no topic: the job is done when all of them
     /// have reached +∞.
     pub fn terminal_tasks(&self) -> Vec<TaskId> {
-        self.tasks().into_iter().filter(|t| self.sub_topologies[t.sub_topology as usize].outputs.is_empty()).collect()
+        let ends: Vec<u32> = self.sub_topologies.iter().filter(|s| s.outputs.is_empty()).map(|s| s.id).collect();
+        self.tasks().into_iter().filter(|t| ends.contains(&t.sub_topology)).collect()
     }
 
     /// A human-readable description of the plan.

@@ -167,6 +167,8 @@ pub fn check_submission(
     use beam_kafka_runtime::validate::{validate, validate_kafka_clusters};
     // Nothing below walks a pipeline whose composites or coders loop.
     beam_kafka_runtime::structure::check(pipeline).map_err(|e| vec![format!("malformed pipeline: {e}")])?;
+    // Ids that a changed pipeline keeps (state is keyed by them).
+    beam_kafka_runtime::stable_ids::rename(pipeline);
     // Combine before the shuffle where the client did not (streaming).
     beam_kafka_runtime::lift::lift_combiners(pipeline);
     // Splittable DoFns run as pair → split → (edge topic) → process.

@@ -25,6 +25,7 @@ impl TopologyPlan {
                 break;
             }
         }
-        self.terminal_tasks().into_iter().filter(|t| subs[t.sub_topology as usize]).collect()
+        let reached: Vec<u32> = self.sub_topologies.iter().zip(subs).filter(|(_, r)| *r).map(|(s, _)| s.id).collect();
+        self.terminal_tasks().into_iter().filter(|t| reached.contains(&t.sub_topology)).collect()
     }
 }

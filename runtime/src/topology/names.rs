@@ -1,0 +1,177 @@
+//! Names that outlive a version of the pipeline.
+//!
+//! A plan numbers its topics and sub-topologies as it meets them, so a
+//! changed pipeline would number them differently: a GroupByKey's shuffle
+//! topic, or the changelog and transactional ids of the sub-topology that
+//! reads it, would change with a step added elsewhere. Every topic and
+//! sub-topology has an *identity* instead, said in the pipeline's own
+//! terms (the GroupByKey a shuffle feeds, the topics a sub-topology reads),
+//! and the plan record keeps which name each identity got. A later version
+//! takes the recorded names for the identities it still has and new
+//! numbers, never used before, for the others; those it no longer has are
+//! retired, their numbers never given again (their topics may still hold
+//! what the earlier version left).
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use super::{InputKind, SubTopology, TopicKind, TopologyPlan};
+use crate::graph::PipelineGraph;
+
+/// Which name each identity has, and the names no identity has any more.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Names {
+    pub topics: BTreeMap<String, String>,
+    pub sub_topologies: BTreeMap<String, u32>,
+    pub retired_topics: BTreeSet<String>,
+    pub retired_sub_topologies: BTreeSet<u32>,
+}
+
+impl TopologyPlan {
+    /// What topic `i` is for: an Impulse's or a GroupByKey's by transform,
+    /// a side input's by PCollection, an edge's by PCollection and the
+    /// transform reading it.
+    pub fn topic_identity(&self, graph: &PipelineGraph, i: usize) -> String {
+        let t = &self.topics[i];
+        let reader = self.sub_topologies.iter().find_map(|s| s.inputs.iter().find(|x| x.topic == i).map(|x| (s, x)));
+        match t.kind {
+            TopicKind::Impulse => format!("impulse {}", t.upstream),
+            TopicKind::Empty => format!("empty {}", t.upstream),
+            TopicKind::TestStream => format!("teststream {}", t.pcollection),
+            TopicKind::Source => format!("source {}", t.name),
+            TopicKind::Side => format!("side {}", t.pcollection),
+            TopicKind::Shuffle => match reader.map(|(_, x)| &x.kind) {
+                Some(InputKind::GroupByKey { transform }) => format!("shuffle {transform}"),
+                _ => format!("shuffle of {}", t.pcollection),
+            },
+            TopicKind::Edge => {
+                let to = reader.map(|(s, x)| {
+                    let consumer = s.stage.transforms.iter().find(|tr| graph.inputs_of(tr).contains(&x.pcollection));
+                    consumer.or(s.stage.outputs.first()).cloned().unwrap_or_else(|| s.stage.id.clone())
+                });
+                format!("edge {} to {}", t.pcollection, to.unwrap_or_default())
+            }
+        }
+    }
+
+    /// What a sub-topology is: the reader of its input topics (a topic
+    /// partition feeds one task, so no two sub-topologies read the same).
+    pub fn sub_topology_identity(&self, graph: &PipelineGraph, s: &SubTopology) -> String {
+        let mut reads: Vec<String> = s.inputs.iter().map(|x| self.topic_identity(graph, x.topic)).collect();
+        reads.sort();
+        reads.dedup();
+        format!("reader of {}", reads.join(" + "))
+    }
+
+    /// This plan's names, nothing retired.
+    pub fn names(&self, graph: &PipelineGraph) -> Names {
+        let topics = (0..self.topics.len())
+            .filter(|i| self.topics[*i].kind != TopicKind::Source)
+            .map(|i| (self.topic_identity(graph, i), self.topics[i].name.clone()))
+            .collect();
+        let sub_topologies = self.sub_topologies.iter().map(|s| (self.sub_topology_identity(graph, s), s.id)).collect();
+        Names { topics, sub_topologies, ..Names::default() }
+    }
+
+    /// Renames this plan's topics and renumbers its sub-topologies after
+    /// `earlier`'s (a first run, `earlier` empty, keeps its own); returns
+    /// the names to record, with what `earlier` had and this plan has not
+    /// retired.
+    pub fn inherit(&mut self, graph: &PipelineGraph, earlier: &Names) -> Names {
+        let mine = self.names(graph);
+        if earlier == &Names::default() {
+            return mine;
+        }
+        // Topics: recorded names, then new numbers per kind past every
+        // number the application ever used.
+        let mut used: HashMap<String, u64> = HashMap::new();
+        for name in earlier.topics.values().chain(&earlier.retired_topics) {
+            if let Some((kind, n)) = numbered(name) {
+                let next = used.entry(kind).or_default();
+                *next = (*next).max(n + 1);
+            }
+        }
+        let identities: Vec<Option<String>> =
+            (0..self.topics.len()).map(|i| (self.topics[i].kind != TopicKind::Source).then(|| self.topic_identity(graph, i))).collect();
+        for (t, identity) in self.topics.iter_mut().zip(identities) {
+            let Some(identity) = identity else { continue };
+            t.name = match earlier.topics.get(&identity) {
+                Some(name) => name.clone(),
+                None => match numbered(&t.name) {
+                    Some((kind, _)) => {
+                        let next = used.entry(kind.clone()).or_default();
+                        *next += 1;
+                        format!("{kind}{}", *next - 1)
+                    }
+                    None => t.name.clone(),
+                },
+            };
+        }
+        // Sub-topologies, the same way.
+        let mut next_id = earlier.sub_topologies.values().chain(&earlier.retired_sub_topologies).map(|n| n + 1).max().unwrap_or(0);
+        let identities: Vec<String> = self.sub_topologies.iter().map(|s| self.sub_topology_identity(graph, s)).collect();
+        let mut new_id: HashMap<u32, u32> = HashMap::new();
+        for (s, identity) in self.sub_topologies.iter_mut().zip(identities) {
+            let id = earlier.sub_topologies.get(&identity).copied().unwrap_or_else(|| {
+                next_id += 1;
+                next_id - 1
+            });
+            new_id.insert(s.id, id);
+            s.id = id;
+        }
+        for t in &mut self.topics {
+            let upstream = t.upstream.strip_prefix("sub-").and_then(|n| n.parse::<u32>().ok());
+            if let Some(id) = upstream.and_then(|old| new_id.get(&old)) {
+                t.upstream = super::sub_topology_source(*id);
+            }
+        }
+        let now = self.names(graph);
+        let mut retired_topics = earlier.retired_topics.clone();
+        retired_topics.extend(earlier.topics.iter().filter(|(i, _)| !now.topics.contains_key(*i)).map(|(_, n)| n.clone()));
+        let mut retired_sub_topologies = earlier.retired_sub_topologies.clone();
+        retired_sub_topologies.extend(earlier.sub_topologies.iter().filter(|(i, _)| !now.sub_topologies.contains_key(*i)).map(|(_, n)| *n));
+        Names { retired_topics, retired_sub_topologies, ..now }
+    }
+}
+
+/// A runner topic's name as its kind's prefix and number.
+fn numbered(name: &str) -> Option<(String, u64)> {
+    let digits = name.len() - name.bytes().rev().take_while(u8::is_ascii_digit).count();
+    let (kind, n) = name.split_at(digits);
+    Some((kind.to_string(), n.parse().ok()?)).filter(|(k, _)| k.ends_with('_'))
+}
+
+impl Names {
+    /// The table as lines of the plan record (identities may hold any text
+    /// but a line break, which is escaped).
+    pub fn to_lines(&self) -> Vec<String> {
+        let esc = |s: &str| s.replace('\\', "\\\\").replace('\n', "\\n");
+        let mut out = Vec::new();
+        out.extend(self.topics.iter().map(|(i, n)| format!("name topic {n} = {}", esc(i))));
+        out.extend(self.sub_topologies.iter().map(|(i, n)| format!("name sub-topology {n} = {}", esc(i))));
+        out.extend(self.retired_topics.iter().map(|n| format!("retired topic {n}")));
+        out.extend(self.retired_sub_topologies.iter().map(|n| format!("retired sub-topology {n}")));
+        out
+    }
+
+    /// The table in a plan record's lines (other lines are skipped).
+    pub fn from_lines(lines: &[String]) -> Names {
+        let unesc = |s: &str| s.replace("\\n", "\n").replace("\\\\", "\\");
+        let mut names = Names::default();
+        for l in lines {
+            if let Some((n, i)) = l.strip_prefix("name topic ").and_then(|r| r.split_once(" = ")) {
+                names.topics.insert(unesc(i), n.to_string());
+            } else if let Some((n, i)) = l.strip_prefix("name sub-topology ").and_then(|r| r.split_once(" = ")) {
+                if let Ok(n) = n.parse() {
+                    names.sub_topologies.insert(unesc(i), n);
+                }
+            } else if let Some(n) = l.strip_prefix("retired topic ") {
+                names.retired_topics.insert(n.to_string());
+            } else if let Some(n) = l.strip_prefix("retired sub-topology ").and_then(|n| n.parse().ok()) {
+                names.retired_sub_topologies.insert(n);
+            }
+        }
+        names
+    }
+}
+
+#[cfg(test)]
+mod tests;
