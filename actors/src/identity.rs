@@ -17,6 +17,8 @@ use crate::kafka::config;
 use crate::kafka::producer::{KafkaProducer, Writes};
 
 const PLAN_KEY: &[u8] = b"plan";
+/// The version before the latest, kept by an update (for a rollback).
+const PREVIOUS_KEY: &[u8] = b"previous";
 const STATUS_KEY: &[u8] = b"status";
 const FINISHED: &[u8] = b"finished";
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
@@ -48,7 +50,8 @@ pub async fn earlier_run(opts: &RunnerOptions) -> Result<Earlier, String> {
                 return Ok(Earlier::Finished);
             }
             if let Some(m) = last(PLAN_KEY) {
-                return Ok(Earlier::Plan(identity::decode(&m)));
+                let previous = last(PREVIOUS_KEY).map(|p| identity::decode(&p));
+                return Ok(Earlier::Plan { manifest: identity::decode(&m), previous });
             }
         }
         // A control topic alone is a drain asked before any run; a copies
@@ -66,13 +69,25 @@ pub(crate) fn topic_spec(application_id: &str) -> TopicSpec {
     TopicSpec { name: plan_topic(application_id), partitions: 1, compacted: true, keep_forever: true, segment_ms: None, grows: false }
 }
 
-/// Records this run's plan (a first run; its topics exist by now) with the
-/// job's producer, before any task starts.
-pub(crate) async fn record_plan(producer: &KafkaProducer, application_id: &str, manifest: &[String]) -> Result<(), String> {
+/// Records this run's plan (a first run or an update; its topics exist by
+/// now) with the job's producer, before any task starts; an update keeps
+/// the version it replaces as the previous one.
+pub(crate) async fn record_plan(producer: &KafkaProducer, application_id: &str, record: &PlanRecord) -> Result<(), String> {
     let writes = Writes::new();
     let topic = plan_topic(application_id);
-    writes.send(producer, &topic, 0, Some(PLAN_KEY), Some(&identity::encode(manifest))).await?;
+    if let Some(previous) = &record.previous {
+        writes.send(producer, &topic, 0, Some(PREVIOUS_KEY), Some(&identity::encode(previous))).await?;
+    }
+    writes.send(producer, &topic, 0, Some(PLAN_KEY), Some(&identity::encode(&record.manifest))).await?;
     writes.wait().await.map(|_| ()).map_err(|e| format!("cannot record the plan on {topic}: {e}"))
+}
+
+/// What a run records before its tasks start: its manifest, and after an
+/// update the manifest of the version it took over from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlanRecord {
+    pub manifest: Vec<String>,
+    pub previous: Option<Vec<String>>,
 }
 
 /// Records that the application ran to the end and kept its topics.

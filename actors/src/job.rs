@@ -74,7 +74,7 @@ pub fn run_job(
     // A panic in the job's own code (not an actor's: the hook reports those)
     // fails the job with what it said, where it said it.
     let mut input = input;
-    let first_run = input.plan_record.is_some();
+    let first_run = input.plan_record.as_ref().is_some_and(|r| r.previous.is_none());
     let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         system.block_on(async {
             let mut next = Some(events);
@@ -226,7 +226,7 @@ async fn drive(
     let (plan_producer, plan_app, plan) = (producer.clone(), opts.application_id.clone(), input.plan_record.clone());
     let mut plan_write = actix_rt::spawn(async move {
         match plan {
-            Some(manifest) => crate::identity::record_plan(&plan_producer, &plan_app, &manifest).await,
+            Some(record) => crate::identity::record_plan(&plan_producer, &plan_app, &record).await,
             None => Ok(()),
         }
     });

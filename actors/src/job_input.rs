@@ -27,7 +27,7 @@ pub struct JobInput {
     /// What this copy knows of the job's tasks, for the status page and
     /// the exported metrics.
     pub board: Arc<crate::status_board::StatusBoard>,
-    /// The application's first run: its plan's manifest, recorded with its
+    /// The application's first run or an update: what to record with its
     /// topics before any task starts (`runtime::identity`).
-    pub plan_record: Option<Vec<String>>,
+    pub plan_record: Option<crate::identity::PlanRecord>,
 }

@@ -2,6 +2,7 @@
 //! description (advertised through `DescribePipelineOptions`), and parsing with
 //! validation into [`RunnerOptions`]. Pure: no I/O, no dependencies.
 pub mod defaults;
+mod name_mapping;
 mod options;
 mod parse;
 pub mod secrets;

@@ -237,6 +237,24 @@ pub static OPTIONS: &[OptionSpec] = &[
         description: "Keep the runner-owned topics of a finished bounded job instead of deleting them.",
     },
     OptionSpec {
+        name: "update",
+        java_name: "update",
+        kind: OptionKind::Boolean,
+        default: Some("false"),
+        description: "Dataflow's option: this job is a new version of the pipeline running (or stopped) under its \
+                      --application_id, and takes over its state where compatible; an incompatible one is refused \
+                      naming each transform and why, before anything changes. Stop every copy of the earlier version \
+                      first.",
+    },
+    OptionSpec {
+        name: "transform_name_mapping",
+        java_name: "transformNameMapping",
+        kind: OptionKind::String,
+        default: None,
+        description: "Dataflow's option, with --update: a JSON object of earlier transform names to new ones, \
+                      {\"oldName\":\"newName\"}; a name mapped to \"\" is dropped with its state.",
+    },
+    OptionSpec {
         name: "sdk_worker_parallelism",
         java_name: "sdkWorkerParallelism",
         kind: OptionKind::Integer,

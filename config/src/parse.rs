@@ -56,6 +56,10 @@ pub struct RunnerOptions {
     /// Extra client properties, in the order given.
     pub kafka_properties: Vec<(String, String)>,
     pub keep_runner_topics: bool,
+    /// `--update`: take over an earlier version's state.
+    pub update: bool,
+    /// `--transform_name_mapping`: earlier name → new name ("" drops it).
+    pub transform_name_mapping: std::collections::BTreeMap<String, String>,
     /// SDK harnesses per copy; 0: one per core (`harness_count`).
     pub sdk_worker_parallelism: u32,
     /// Beam's own `--streaming` flag.
@@ -311,6 +315,14 @@ impl RunnerOptions {
         let entries = r.list("kafka_property");
         let kafka_properties = parse_properties(&mut r, entries);
         let keep_runner_topics = r.bool("keep_runner_topics");
+        let update = r.bool("update");
+        let transform_name_mapping = match crate::name_mapping::parse(r.raw("transform_name_mapping")) {
+            Ok(m) => m,
+            Err(e) => {
+                r.fail("transform_name_mapping", e);
+                Default::default()
+            }
+        };
         let sdk_worker_parallelism = r.int("sdk_worker_parallelism", 0, 256) as u32;
         let streaming = matches!(values.get("streaming"), Some(OptionValue::Bool(true)));
         if !r.errors.is_empty() {
@@ -341,6 +353,8 @@ impl RunnerOptions {
             transaction_timeout_ms,
             kafka_properties,
             keep_runner_topics,
+            update,
+            transform_name_mapping,
             sdk_worker_parallelism,
             streaming,
             record_max_bytes: None,

@@ -7,6 +7,8 @@ pub enum OptionValue {
     Number(f64),
     String(String),
     List(Vec<OptionValue>),
+    /// A dictionary (Python sends `--transform_name_mapping` as one).
+    Map(Vec<(String, OptionValue)>),
     Other,
 }
 

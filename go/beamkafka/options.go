@@ -47,5 +47,7 @@ var Options = []Option{
 	{"kafka_property", List, "beam-kafka: extra Kafka client property key=value for the runner's clients"},
 	{"job_server_token", String, "beam-kafka: the job server's token, for a server started with --auth-token-file"},
 	{"keep_runner_topics", Boolean, "beam-kafka: keep the topics of a finished bounded job"},
+	{"update", Boolean, "beam-kafka: a new version of the pipeline under its application_id takes over its state"},
+	{"transform_name_mapping", String, "beam-kafka: with --update, a JSON object of earlier transform names to new ones (\"\" drops one)"},
 	{"sdk_worker_parallelism", Integer, "beam-kafka: SDK harnesses per environment"},
 }

@@ -82,6 +82,20 @@ class KafkaStreamsRunnerOptions(PipelineOptions):
         default=1,
         help='Replication factor of the topics the runner creates '
         '(default: 1).')
+    # Dataflow's names; Beam's GoogleCloudOptions usually declares them.
+    _add(
+        parser,
+        '--update',
+        action='store_true',
+        default=False,
+        help='This is a new version of the pipeline running (or stopped) '
+        'under its --application_id: take over its state where compatible.')
+    _add(
+        parser,
+        '--transform_name_mapping',
+        default=None,
+        help='With --update: a JSON object of earlier transform names to new '
+        'ones; a name mapped to "" is dropped with its state.')
     _add(
         parser,
         '--keep_runner_topics',

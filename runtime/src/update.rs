@@ -68,8 +68,9 @@ fn parts(lines: &[String]) -> Parts<'_> {
 /// The transform a topic belongs to, from its identity.
 fn owner(identity: &str) -> String {
     let after = |p: &str| identity.strip_prefix(p).map(str::to_string);
-    if let Some(edge) = identity.strip_prefix("edge ") {
-        return edge.rsplit_once(" to ").map_or(edge.to_string(), |(_, to)| to.to_string());
+    if let Some(edge) = identity.strip_prefix("edge to ") {
+        let end = [" input ", " of "].iter().filter_map(|m| edge.rfind(m)).max().unwrap_or(edge.len());
+        return edge[..end].to_string();
     }
     let pc = |s: String| s.rsplit_once('.').map_or(s.clone(), |(p, _)| p.to_string());
     after("shuffle ")

@@ -3,6 +3,7 @@
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, SystemTime};
 
+use beam_kafka_actors::identity::PlanRecord;
 use beam_kafka_actors::test_stream::TestStreamJob;
 use beam_kafka_actors::{run_job, EnvironmentWorker, Harnesses, JobInput, JobOutcome};
 use beam_kafka_fnapi::environment::{self, Endpoints, Harness};
@@ -12,9 +13,11 @@ use beam_kafka_proto::fn_execution as fn_pb;
 use beam_kafka_proto::job_management as jm;
 use beam_kafka_runtime::graph::PipelineGraph;
 use beam_kafka_runtime::harnesses;
-use beam_kafka_runtime::identity::{self, Verdict};
+use beam_kafka_runtime::identity::{self, Earlier, UpdateRequest, Verdict};
 use beam_kafka_runtime::lower;
+use beam_kafka_runtime::topology::names::Names;
 use beam_kafka_runtime::topology::TopologyPlan;
+use beam_kafka_runtime::update::Mapping;
 use dashmap::DashMap;
 use jm::job_message::MessageImportance as Importance;
 use jm::job_state::Enum as State;
@@ -209,15 +212,22 @@ fn report(job: &Job, outcome: JobOutcome) {
 }
 
 /// Whether this run may use what an earlier run under its application id
-/// left (`runtime::identity`): a first run gets its plan's manifest back,
-/// to record with its topics; the same plan resumes (and says so); another
-/// is refused before anything starts.
-async fn check_earlier_run(job: &Arc<Job>, graph: &PipelineGraph<'_>, plan: &TopologyPlan) -> Result<Option<Vec<String>>, String> {
+/// left (`runtime::identity`), after naming the plan's topics and
+/// sub-topologies as the earlier run did (`topology::names`): a first run
+/// or an update gets what to record with its topics; the same plan
+/// resumes (and says so); another is refused before anything starts.
+async fn check_earlier_run(job: &Arc<Job>, graph: &PipelineGraph<'_>, plan: &mut TopologyPlan) -> Result<Option<PlanRecord>, String> {
     let opts = &job.runner_options;
-    let manifest = identity::manifest(graph, plan);
     let earlier = beam_kafka_actors::identity::earlier_run(opts).await?;
-    match identity::judge(&opts.application_id, &earlier, &manifest) {
-        Verdict::Fresh => Ok(Some(manifest)),
+    let (earlier_names, earlier_manifest) = match &earlier {
+        Earlier::Plan { manifest, .. } => (Names::from_lines(manifest), Some(manifest.clone())),
+        _ => (Names::default(), None),
+    };
+    let names = plan.inherit(graph, &earlier_names);
+    let manifest = identity::manifest(graph, plan, &names);
+    let request = UpdateRequest { update: opts.update, mapping: Mapping::new(&opts.transform_name_mapping) };
+    match identity::judge(&opts.application_id, &earlier, &manifest, &request) {
+        Verdict::Fresh => Ok(Some(PlanRecord { manifest, previous: None })),
         Verdict::Resume => {
             job.message(
                 Importance::JobMessageBasic,
@@ -228,6 +238,17 @@ async fn check_earlier_run(job: &Arc<Job>, graph: &PipelineGraph<'_>, plan: &Top
                 ),
             );
             Ok(None)
+        }
+        Verdict::Update(notes) => {
+            job.message(
+                Importance::JobMessageBasic,
+                format!(
+                    "--update: this version of the pipeline takes over the state of application '{}':\n  {}",
+                    opts.application_id,
+                    notes.join("\n  ")
+                ),
+            );
+            Ok(Some(PlanRecord { manifest, previous: earlier_manifest }))
         }
         Verdict::Refuse(why) => Err(why),
     }
@@ -244,9 +265,9 @@ async fn prepare_and_run(
     let planning = SystemTime::now();
     let pipeline = job.pipeline.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let graph = PipelineGraph::new(&pipeline)?;
-    let plan = TopologyPlan::plan(&graph, &job.runner_options.application_id, job.runner_options.internal_parallelism)?;
+    let mut plan = TopologyPlan::plan(&graph, &job.runner_options.application_id, job.runner_options.internal_parallelism)?;
+    let plan_record = check_earlier_run(job, &graph, &mut plan).await?;
     tracing::info!(job = %job.id, "plan:\n{}", plan.describe(&graph));
-    let plan_record = check_earlier_run(job, &graph, &plan).await?;
     tracing::debug!(job = %job.id, "start-up: earlier runs checked after {:?}", planning.elapsed().unwrap_or_default());
     let board = StatusBoard::new(&job.id, &job.runner_options.application_id);
     let _ = job.topology_svg.set(plan.to_svg(&graph));

@@ -77,7 +77,7 @@ fn convert(v: &Value) -> OptionValue {
         Some(Kind::NumberValue(n)) => OptionValue::Number(*n),
         Some(Kind::StringValue(s)) => OptionValue::String(s.clone()),
         Some(Kind::ListValue(l)) => OptionValue::List(l.values.iter().map(convert).collect()),
-        Some(Kind::StructValue(_)) => OptionValue::Other,
+        Some(Kind::StructValue(s)) => OptionValue::Map(s.fields.iter().map(|(k, v)| (k.clone(), convert(v))).collect()),
     }
 }
 

@@ -43,13 +43,37 @@ impl TopologyPlan {
                 _ => format!("shuffle of {}", t.pcollection),
             },
             TopicKind::Edge => {
-                let to = reader.map(|(s, x)| {
-                    let consumer = s.stage.transforms.iter().find(|tr| graph.inputs_of(tr).contains(&x.pcollection));
-                    consumer.or(s.stage.outputs.first()).cloned().unwrap_or_else(|| s.stage.id.clone())
-                });
-                format!("edge {} to {}", t.pcollection, to.unwrap_or_default())
+                // By the transform reading it, not by the PCollection: a step
+                // added before the reader keeps the topic (and the records in
+                // flight on it, coded alike, go to the reader as before).
+                let base = self.edge_reader(graph, i);
+                let shared = (0..self.topics.len())
+                    .filter(|j| self.topics[*j].kind == TopicKind::Edge && self.edge_reader(graph, *j) == base)
+                    .count();
+                if shared > 1 {
+                    format!("{base} from {}", t.pcollection)
+                } else {
+                    base
+                }
             }
         }
+    }
+
+    /// "edge to <transform> input <tag>": the transform reading edge topic
+    /// `i` in its sub-topology (or the stage's first output, for a stage of
+    /// no transforms).
+    fn edge_reader(&self, graph: &PipelineGraph, i: usize) -> String {
+        let reader = self.sub_topologies.iter().find_map(|s| s.inputs.iter().find(|x| x.topic == i).map(|x| (s, x)));
+        let Some((s, x)) = reader else { return format!("edge of {}", self.topics[i].pcollection) };
+        let consumer = s.stage.transforms.iter().find_map(|tr| {
+            let t = graph.transform(tr);
+            let mut tags: Vec<&String> = t.inputs.iter().filter(|(_, pc)| **pc == x.pcollection).map(|(tag, _)| tag).collect();
+            tags.sort();
+            tags.first().map(|tag| format!("edge to {tr} input {tag}"))
+        });
+        consumer.unwrap_or_else(|| {
+            format!("edge to {} of {}", s.stage.outputs.first().map_or(s.stage.id.as_str(), String::as_str), x.pcollection)
+        })
     }
 
     /// What a sub-topology is: the reader of its input topics (a topic

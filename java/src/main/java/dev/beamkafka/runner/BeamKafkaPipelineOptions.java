@@ -72,6 +72,16 @@ public interface BeamKafkaPipelineOptions extends PortablePipelineOptions {
 
   void setKeepRunnerTopics(Boolean value);
 
+  @Description("A new version of the pipeline under its applicationId: take over its state where compatible.")
+  Boolean getUpdate();
+
+  void setUpdate(Boolean value);
+
+  @Description("With update: a JSON object of earlier transform names to new ones; a name mapped to \"\" is dropped.")
+  String getTransformNameMapping();
+
+  void setTransformNameMapping(String value);
+
   @Description("The job server's token, for a server started with --auth-token-file.")
   String getJobServerToken();
 
