@@ -357,11 +357,27 @@ impl TaskSupervisor {
             .filter_map(|(t, r)| r.gbk.as_ref().map(|g| (t.clone(), GbkView::new(r.source_transform.clone(), g))))
             .collect();
         // Unreadable ones were refused when the task's state was restored.
+        // An element stored by an earlier version of the pipeline names the
+        // data source of the PCollection that then fed the stage; an update
+        // that added a step before it feeds the same topic (coded alike, as
+        // the update checked) through another: a stage with one data source
+        // takes it there.
+        let only_source = (window_coders.len() == 1).then(|| window_coders.keys().next().cloned()).flatten();
+        let source_now = |source: String| match &only_source {
+            Some(only) if !window_coders.contains_key(&source) => {
+                tracing::info!(task = %cfg.task, "an element stored for {source} goes to {only}, the stage's data source now");
+                only.clone()
+            }
+            _ => source,
+        };
         let restore = |entries: Vec<(u64, String, Vec<u8>)>| {
             let mut held = HeldElements::default();
             for (seq, source, element) in entries {
-                if let Some(h) = window_coders.get(&source).and_then(|c| input::held_element(c, source.clone(), element).ok()) {
-                    held.restore(seq, h);
+                let source = source_now(source);
+                match window_coders.get(&source).map(|c| input::held_element(c, source.clone(), element)) {
+                    Some(Ok(h)) => held.restore(seq, h),
+                    Some(Err(e)) => tracing::error!(task = %cfg.task, "a held element for {source} cannot be read: {e}"),
+                    None => tracing::error!(task = %cfg.task, "a held element names {source}, which this stage no longer reads"),
                 }
             }
             held
@@ -369,7 +385,8 @@ impl TaskSupervisor {
         let held = restore(restored.held);
         let (side_maps, side_maps_to_ask) = side_maps::wanted_by_held(&held, &cfg.side_inputs);
         let mut deferred = DeferredWork::default();
-        for (seq, d) in restored.deferred {
+        for (seq, mut d) in restored.deferred {
+            d.source = source_now(d.source);
             deferred.restore(seq, d);
         }
         // Its state was restored before it was created.

@@ -68,6 +68,9 @@ fn a_gone_grouping_is_refused_unless_dropped_and_a_new_one_starts_empty() {
     let (problems, notes) = check(&v1, &v2, &drop);
     assert!(problems.is_empty(), "{problems:#?}");
     assert!(notes.iter().any(|n| n.contains("'group2' and its state are dropped")), "{notes:#?}");
+    let rename = Mapping::new(&[("group2".to_string(), "tally".to_string())].into_iter().collect());
+    let (problems, _) = check(&v1, &v2, &rename);
+    assert!(problems.iter().any(|p| p.contains("renames 'group2' to 'tally'")), "{problems:#?}");
     let v3 = manifest_after(&version(false, false, true), &v2);
     let (problems, notes) = check(&v2, &v3, &Mapping::default());
     assert!(problems.is_empty(), "{problems:#?}");
