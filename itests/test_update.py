@@ -1,9 +1,11 @@
 """A new version of a running streaming pipeline, submitted with Dataflow's
 --update under the same application id, takes over the earlier version's
 state: a stateless step added and a DoFn's code changed keep a stateful
-DoFn's counts going, exactly. An incompatible version (a key coder changed)
-is refused before anything changes, naming the transform, and the running
-version goes on."""
+DoFn's counts going and a window's buffer, exactly (it fires once); a new
+stateful DoFn starts empty; a failed version is rolled back by submitting
+the one before it. An incompatible version (a key coder changed) is refused
+before anything changes, naming the transform, and the running version goes
+on."""
 
 import collections
 import time
@@ -12,9 +14,11 @@ import typing
 import apache_beam as beam
 import pytest
 from apache_beam.coders import VarIntCoder
+from apache_beam.io.kafka import ReadFromKafka
 from apache_beam.io.kafka import WriteToKafka
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.runner import PipelineState
+from apache_beam.transforms import window
 from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
 
 from conftest import kafka_args
@@ -28,6 +32,8 @@ from kafka_topics import unique_topic
 
 STRING_DESER = 'org.apache.kafka.common.serialization.StringDeserializer'
 KEYS = ['x', 'y', 'z']
+WINDOW_MS = 60_000
+BASE = 1_700_000_000_000 - 1_700_000_000_000 % WINDOW_MS
 
 
 class RunningCount(beam.DoFn):
@@ -40,24 +46,47 @@ class RunningCount(beam.DoFn):
     yield kv[0], n
 
 
+class Broken(beam.DoFn):
+  """A stateful step whose version fails on its first element."""
+  SEEN = ReadModifyWriteStateSpec('seen', VarIntCoder())
+
+  def process(self, kv, seen=beam.DoFn.StateParam(SEEN)):
+    raise ValueError('version 4 is broken')
+
+
+def _format(tag):
+  return beam.Map(lambda kv: (str(kv[0]).encode(), tag + b'%d' % kv[1])).with_output_types(typing.Tuple[bytes, bytes])
+
+
 def _pipeline(job_server, broker, app, state, source, sink, version, extra=()):
-  """Version 1: key → count → format. Version 2: a stateless step added
-  before the count, and the format's code changed. Version 'int': the
-  key's coder changed (incompatible)."""
+  """Version 1: key → running count, and per-minute sums. Version 2: a
+  stateless step added before the count, the format's code changed.
+  Version 3: version 2 and a new stateful count. Version 4: version 3 and a
+  new stateful step that fails. Version 'int': the key's coder changed."""
   args = portable_args(job_server) + kafka_args(broker, app, state) + ['--streaming'] + list(extra)
   p = beam.Pipeline(options=PipelineOptions(args))
-  read = p | read_from_start(job_server, broker, source, value_deserializer=STRING_DESER)
+  read = p | read_from_start(
+      job_server, broker, source, value_deserializer=STRING_DESER, timestamp_policy=ReadFromKafka.create_time_policy)
   if version == 'int':
     keyed = read | 'Key' >> beam.Map(lambda kv: (len(kv[1]), 1)).with_output_types(typing.Tuple[int, int])
   else:
     keyed = read | 'Key' >> beam.Map(lambda kv: (kv[1], 1)).with_output_types(typing.Tuple[str, int])
-  if version == 2:
+  if version in (2, 3, 4):
     keyed = keyed | 'Lower' >> beam.Map(lambda kv: (kv[0].lower(), kv[1])).with_output_types(typing.Tuple[str, int])
-  tag = b'v2:' if version == 2 else b''
-  _ = (
+  counts = [keyed | 'RunningCount' >> beam.ParDo(RunningCount()) | 'Format' >> _format(b'v2:' if version in (2, 3, 4) else b'')]
+  if version in (3, 4):
+    counts.append(keyed | 'NewCount' >> beam.ParDo(RunningCount()) | 'FormatNew' >> _format(b'new:'))
+  if version == 4:
+    counts.append(keyed | 'Broken' >> beam.ParDo(Broken()) | 'FormatBroken' >> _format(b'broken:'))
+  counts.append(
       keyed
-      | 'RunningCount' >> beam.ParDo(RunningCount())
-      | 'Format' >> beam.Map(lambda kv: (str(kv[0]).encode(), tag + b'%d' % kv[1])).with_output_types(typing.Tuple[bytes, bytes])
+      | 'Window' >> beam.WindowInto(window.FixedWindows(WINDOW_MS // 1000))
+      | 'Sum' >> beam.CombinePerKey(sum)
+      | 'FormatSum' >> beam.Map(lambda kv, w=beam.DoFn.WindowParam: (b'%s@%d' % (str(kv[0]).encode(), int(w.start)), b'sum:%d' % kv[1]))
+      .with_output_types(typing.Tuple[bytes, bytes]))
+  _ = (
+      counts
+      | beam.Flatten().with_output_types(typing.Tuple[bytes, bytes])
       | WriteToKafka(
           producer_config={'bootstrap.servers': broker},
           topic=sink,
@@ -66,8 +95,14 @@ def _pipeline(job_server, broker, app, state, source, sink, version, extra=()):
 
 
 def _produce(broker, source, per_key, start):
+  """`per_key` records of each key, in the minute after `start`."""
   records = [(i % 2, None, KEYS[i % 3].encode(), start + i) for i in range(per_key * len(KEYS))]
   produce(broker, source, records)
+
+
+def _tick(broker, source, at):
+  """A record on each partition at `at`: the watermark passes what is before it."""
+  produce(broker, source, [(p, None, b'tick', at) for p in range(2)])
 
 
 def _wait_for(broker, sink, count, timeout):
@@ -87,40 +122,93 @@ def _cancel(result):
 
 
 def _counts(out):
-  """Each key's outputs, as (tag, count) pairs in order of count."""
-  by_key = collections.defaultdict(list)
+  """Each key's running counts as (tag, count) in order of count, and each
+  key and window's sums (the ticks left out)."""
+  by_key, sums = collections.defaultdict(list), collections.defaultdict(list)
   for _, key, value in out:
+    key = key.decode()
+    if key.startswith('tick'):
+      continue
     tag, _, n = value.rpartition(b':')
-    by_key[key.decode()].append((tag.decode(), int(n)))
-  return {k: sorted(v, key=lambda tn: tn[1]) for k, v in by_key.items()}
+    if tag == b'sum':
+      sums[key].append(int(n))
+    else:
+      by_key[key].append((tag.decode(), int(n)))
+  return {k: sorted(v, key=lambda tn: (tn[0] == 'new', tn[1])) for k, v in by_key.items()}, dict(sums)
 
 
-def test_a_stateless_step_added_and_a_changed_dofn_carry_the_counts_over(job_server, broker, tmp_path):
+def _running(out):
+  return _counts(out)[0]
+
+
+# A version's first run holds windows back (no idle partition moves the
+# watermark); ticks move it.
+HOLD = ['--read_idle_timeout_ms=3600000']
+
+
+def test_a_stateless_step_added_and_a_changed_dofn_carry_the_counts_and_windows_over(job_server, broker, tmp_path):
   source, sink = unique_topic('update-in'), unique_topic('update-out')
   create_topic(broker, source, 2)
   create_topic(broker, sink, 1)
   app, state = make_app_id('update'), tmp_path / 'state'
-  _produce(broker, source, 10, 1_700_000_000_000)
+  _produce(broker, source, 10, BASE)
 
-  first = _pipeline(job_server, broker, app, state, source, sink, 1)
+  first = _pipeline(job_server, broker, app, state, source, sink, 1, HOLD)
   assert len(_wait_for(broker, sink, 30, timeout=120)) == 30, 'version 1 did not count the first records'
+  time.sleep(2)  # a few commit cycles: the open window's buffer is in the changelog
   _cancel(first)
 
   # Without --update, another version is refused and told about it.
-  refused = _pipeline(job_server, broker, app, state, source, sink, 2)
+  refused = _pipeline(job_server, broker, app, state, source, sink, 2, HOLD)
   with pytest.raises(RuntimeError) as excinfo:
     refused.wait_until_finish()
-  print(excinfo.value)
   assert '--update' in str(excinfo.value), excinfo.value
 
-  second = _pipeline(job_server, broker, app, state, source, sink, 2, ['--update'])
-  _produce(broker, source, 10, 1_700_000_100_000)
-  out = _wait_for(broker, sink, 60, timeout=120)
+  second = _pipeline(job_server, broker, app, state, source, sink, 2, HOLD + ['--update'])
+  _produce(broker, source, 10, BASE + 1_000)
+  _tick(broker, source, BASE + 3 * WINDOW_MS)
+  # 30 + 30 counts, 2 of the ticks, and the first minute's 3 sums.
+  out = _wait_for(broker, sink, 65, timeout=120)
   _cancel(second)
 
-  assert len(out) == 60, 'expected 30 counts from each version, got %d' % len(out)
+  running, sums = _counts(out)
   expected = [('', n) for n in range(1, 11)] + [('v2', n) for n in range(11, 21)]
-  assert _counts(out) == {k: expected for k in KEYS}, _counts(out)
+  assert running == {k: expected for k in KEYS}, running
+  assert sums == {'%s@%d' % (k, BASE // 1000): [20] for k in KEYS}, 'each key\'s first minute fires once, with both versions\' records: %s' % sums
+
+
+def test_a_new_stateful_transform_starts_empty_and_a_failed_update_rolls_back(job_server, broker, tmp_path):
+  source, sink = unique_topic('update-in'), unique_topic('update-out')
+  create_topic(broker, source, 2)
+  create_topic(broker, sink, 1)
+  app, state = make_app_id('update-rollback'), tmp_path / 'state'
+  _produce(broker, source, 5, BASE)
+  first = _pipeline(job_server, broker, app, state, source, sink, 1, HOLD)
+  assert len(_wait_for(broker, sink, 15, timeout=120)) == 15
+  _cancel(first)
+
+  third = _pipeline(job_server, broker, app, state, source, sink, 3, HOLD + ['--update'])
+  _produce(broker, source, 5, BASE + 1_000)
+  assert len(_wait_for(broker, sink, 45, timeout=120)) == 45, 'version 3 did not count on'
+  _cancel(third)
+
+  # Version 4 adds a stateful step that fails: the job fails, having
+  # committed nothing of the records it was given.
+  _produce(broker, source, 5, BASE + 2_000)
+  fourth = _pipeline(job_server, broker, app, state, source, sink, 4, HOLD + ['--update'])
+  with pytest.raises(RuntimeError, match='version 4 is broken'):
+    fourth.wait_until_finish()
+  assert fourth.state == PipelineState.FAILED
+
+  # Version 3 again: a rollback (its plan is the one before version 4's),
+  # so dropping version 4's stateful step needs no mapping.
+  back = _pipeline(job_server, broker, app, state, source, sink, 3, HOLD + ['--update'])
+  out = _wait_for(broker, sink, 75, timeout=120)
+  _cancel(back)
+  running = _running(out)
+  expected = [('', n) for n in range(1, 6)] + [('v2', n) for n in range(6, 16)] + [('new', n) for n in range(1, 11)]
+  assert running == {k: expected for k in KEYS}, running
+  assert not any(v.startswith(b'broken:') for _, _, v in out)
 
 
 def test_a_changed_key_coder_is_refused_naming_the_transform_and_the_running_version_goes_on(
@@ -129,21 +217,20 @@ def test_a_changed_key_coder_is_refused_naming_the_transform_and_the_running_ver
   create_topic(broker, source, 2)
   create_topic(broker, sink, 1)
   app, state = make_app_id('update-refused'), tmp_path / 'state'
-  _produce(broker, source, 5, 1_700_000_000_000)
-  running = _pipeline(job_server, broker, app, state, source, sink, 1)
+  _produce(broker, source, 5, BASE)
+  running = _pipeline(job_server, broker, app, state, source, sink, 1, HOLD)
   assert len(_wait_for(broker, sink, 15, timeout=120)) == 15
 
   refused = _pipeline(job_server, broker, app, state, source, sink, 'int', ['--update'])
   with pytest.raises(RuntimeError) as excinfo:
     refused.wait_until_finish()
   why = str(excinfo.value)
-  print(why)
   assert refused.state == PipelineState.FAILED
   assert 'nothing was changed' in why and "'RunningCount'" in why, why
   assert 'string_utf8' in why and 'varint' in why, why
 
   # The running version never noticed: it counts on from its state.
-  _produce(broker, source, 5, 1_700_000_100_000)
+  _produce(broker, source, 5, BASE + 1_000)
   out = _wait_for(broker, sink, 30, timeout=120)
   _cancel(running)
-  assert _counts(out) == {k: [('', n) for n in range(1, 11)] for k in KEYS}, _counts(out)
+  assert _running(out) == {k: [('', n) for n in range(1, 11)] for k in KEYS}, _running(out)
