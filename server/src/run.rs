@@ -203,6 +203,13 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
                         if msg.importance == jm::job_message::MessageImportance::JobMessageError as i32 {
                             last_error = Some(msg.message_text.clone());
                         }
+                        // The runner's own notices (what an earlier run left
+                        // and what this one does about it, harnesses): a
+                        // copy's operator reads them here. SDK warnings reach
+                        // the log through the harness's logging already.
+                        if msg.importance == jm::job_message::MessageImportance::JobMessageBasic as i32 {
+                            tracing::info!("{}", msg.message_text);
+                        }
                     }
                 }
             }
