@@ -62,7 +62,8 @@ def _pipeline(job_server, broker, app, state, source, sink, version, extra=()):
   """Version 1: key → running count, and per-minute sums. Version 2: a
   stateless step added before the count, the format's code changed.
   Version 3: version 2 and a new stateful count. Version 4: version 3 and a
-  new stateful step that fails. Version 'int': the key's coder changed."""
+  new stateful step that fails. Version 'renamed': version 1 with the
+  count and the sums renamed. Version 'int': the key's coder changed."""
   args = portable_args(job_server) + kafka_args(broker, app, state) + ['--streaming'] + list(extra)
   p = beam.Pipeline(options=PipelineOptions(args))
   read = p | read_from_start(
@@ -73,7 +74,12 @@ def _pipeline(job_server, broker, app, state, source, sink, version, extra=()):
     keyed = read | 'Key' >> beam.Map(lambda kv: (kv[1], 1)).with_output_types(typing.Tuple[str, int])
   if version in (2, 3, 4):
     keyed = keyed | 'Lower' >> beam.Map(lambda kv: (kv[0].lower(), kv[1])).with_output_types(typing.Tuple[str, int])
-  counts = [keyed | 'RunningCount' >> beam.ParDo(RunningCount()) | 'Format' >> _format(b'v2:' if version in (2, 3, 4) else b'')]
+  renamed = version == 'renamed'
+  counts = [
+      keyed
+      | ('Counter' if renamed else 'RunningCount') >> beam.ParDo(RunningCount())
+      | 'Format' >> _format(b'v2:' if version in (2, 3, 4, 'renamed') else b'')
+  ]
   if version in (3, 4):
     counts.append(keyed | 'NewCount' >> beam.ParDo(RunningCount()) | 'FormatNew' >> _format(b'new:'))
   if version == 4:
@@ -81,7 +87,7 @@ def _pipeline(job_server, broker, app, state, source, sink, version, extra=()):
   counts.append(
       keyed
       | 'Window' >> beam.WindowInto(window.FixedWindows(WINDOW_MS // 1000))
-      | 'Sum' >> beam.CombinePerKey(sum)
+      | ('Total' if renamed else 'Sum') >> beam.CombinePerKey(sum)
       | 'FormatSum' >> beam.Map(lambda kv, w=beam.DoFn.WindowParam: (b'%s@%d' % (str(kv[0]).encode(), int(w.start)), b'sum:%d' % kv[1]))
       .with_output_types(typing.Tuple[bytes, bytes]))
   _ = (
@@ -209,6 +215,45 @@ def test_a_new_stateful_transform_starts_empty_and_a_failed_update_rolls_back(jo
   expected = [('', n) for n in range(1, 6)] + [('v2', n) for n in range(6, 16)] + [('new', n) for n in range(1, 11)]
   assert running == {k: expected for k in KEYS}, running
   assert not any(v.startswith(b'broken:') for _, _, v in out)
+
+
+def test_transforms_renamed_with_a_mapping_keep_their_state(job_server, broker, tmp_path):
+  source, sink = unique_topic('update-in'), unique_topic('update-out')
+  create_topic(broker, source, 2)
+  create_topic(broker, sink, 1)
+  app, state = make_app_id('update-renamed'), tmp_path / 'state'
+  _produce(broker, source, 5, BASE)
+  first = _pipeline(job_server, broker, app, state, source, sink, 1, HOLD)
+  assert len(_wait_for(broker, sink, 15, timeout=120)) == 15
+  time.sleep(2)
+  _cancel(first)
+
+  # Renamed without a mapping: the earlier state would be lost.
+  refused = _pipeline(job_server, broker, app, state, source, sink, 'renamed', HOLD + ['--update'])
+  with pytest.raises(RuntimeError, match="stateful 'RunningCount' is gone"):
+    refused.wait_until_finish()
+
+  mapping = '--transform_name_mapping={"RunningCount": "Counter", "Sum": "Total"}'
+  renamed = _pipeline(job_server, broker, app, state, source, sink, 'renamed', HOLD + ['--update', mapping])
+  _produce(broker, source, 5, BASE + 1_000)
+  assert len(_wait_for(broker, sink, 30, timeout=120)) == 30
+  _cancel(renamed)
+
+  # The renamed version again, as a restarted copy would run it: with the
+  # same flags, and with none (the rename is on record).
+  for extra in ([mapping, '--update'], []):
+    again = _pipeline(job_server, broker, app, state, source, sink, 'renamed', HOLD + extra)
+    time.sleep(3)
+    _cancel(again)
+  final = _pipeline(job_server, broker, app, state, source, sink, 'renamed', HOLD)
+  _produce(broker, source, 5, BASE + 2_000)
+  _tick(broker, source, BASE + 3 * WINDOW_MS)
+  out = _wait_for(broker, sink, 50, timeout=120)
+  _cancel(final)
+  running, sums = _counts(out)
+  expected = [('', n) for n in range(1, 6)] + [('v2', n) for n in range(6, 16)]
+  assert running == {k: expected for k in KEYS}, running
+  assert sums == {'%s@%d' % (k, BASE // 1000): [15] for k in KEYS}, sums
 
 
 def test_a_changed_key_coder_is_refused_naming_the_transform_and_the_running_version_goes_on(

@@ -50,6 +50,7 @@ pub fn manifest(graph: &PipelineGraph<'_>, plan: &TopologyPlan, names: &Names) -
         }
     }
     lines.extend(plan_facts::state_lines(graph, plan));
+    lines.extend(graph.leaves.iter().map(|id| format!("transform {id}")));
     std::iter::once(VERSION.to_string()).chain(lines).chain(names.to_lines()).collect()
 }
 

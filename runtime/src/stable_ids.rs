@@ -15,9 +15,48 @@ use crate::pb;
 /// Rewrites every transform and PCollection id of `pipeline`; returns how
 /// many ids changed.
 pub fn rename(pipeline: &mut pb::Pipeline) -> usize {
-    let Some(c) = pipeline.components.as_mut() else { return 0 };
+    let Some(c) = pipeline.components.as_ref() else { return 0 };
     let transforms = transform_ids(c);
     let pcollections = pcollection_ids(c, &transforms);
+    apply(pipeline, &transforms, &pcollections)
+}
+
+/// Gives transforms the ids an earlier version had for them: `aliases`
+/// maps an id (a unique name, after `rename`), or what is under it, to the
+/// id or prefix to use instead (a rename asked with
+/// `--transform_name_mapping`, or a new id for a name whose earlier state
+/// was dropped); PCollections follow their producers. Fails, changing
+/// nothing, when two transforms would get one id.
+pub fn alias(pipeline: &mut pb::Pipeline, aliases: &BTreeMap<String, String>) -> Result<usize, String> {
+    let Some(c) = pipeline.components.as_ref() else { return Ok(0) };
+    if aliases.is_empty() {
+        return Ok(0);
+    }
+    let transforms: HashMap<String, String> = c.transforms.keys().map(|id| (id.clone(), aliased(aliases, id))).collect();
+    let mut owners: BTreeMap<&String, Vec<&String>> = BTreeMap::new();
+    for (id, new) in &transforms {
+        owners.entry(new).or_default().push(id);
+    }
+    if let Some((new, mut ids)) = owners.into_iter().find(|(_, ids)| ids.len() > 1) {
+        ids.sort();
+        return Err(format!("'{}' and '{}' would both take the place of the earlier '{new}': map only one of them to it", ids[0], ids[1]));
+    }
+    let pcollections = pcollection_ids(c, &transforms);
+    Ok(apply(pipeline, &transforms, &pcollections))
+}
+
+/// `id` with the longest prefix `aliases` has for it replaced.
+pub fn aliased(aliases: &BTreeMap<String, String>, id: &str) -> String {
+    let under = |k: &str| id == k || id.strip_prefix(k).is_some_and(|r| r.starts_with('/'));
+    match aliases.iter().filter(|(k, _)| under(k)).max_by_key(|(k, _)| k.len()) {
+        Some((k, v)) => format!("{v}{}", &id[k.len()..]),
+        None => id.to_string(),
+    }
+}
+
+/// Rewrites ids as `transforms` and `pcollections` say.
+fn apply(pipeline: &mut pb::Pipeline, transforms: &HashMap<String, String>, pcollections: &HashMap<String, String>) -> usize {
+    let Some(c) = pipeline.components.as_mut() else { return 0 };
     let changed = transforms.iter().filter(|(a, b)| a != b).count() + pcollections.iter().filter(|(a, b)| a != b).count();
     if changed == 0 {
         return 0;
@@ -181,6 +220,26 @@ mod tests {
         assert_eq!(c.transforms["Read"].subtransforms, ["Read/Impulse", "Read/Parse"]);
         assert_eq!(c.transforms["Read"].outputs["i0"], "Read/Parse.i0", "named by the leaf, not the composite");
         assert_eq!(p.root_transform_ids, ["Read"]);
+    }
+
+    #[test]
+    fn aliases_give_a_renamed_transform_and_its_parts_their_earlier_ids() {
+        let mut b = Builder::new();
+        b.leaf("Tally/Pair", PAR_DO, &["in"], &["p"], true).leaf("Tally/Group", GROUP_BY_KEY, &["p"], &["g"], false);
+        let mut p = b.build();
+        let aliases: BTreeMap<String, String> = [("Tally".to_string(), "Count".to_string())].into_iter().collect();
+        assert_eq!(alias(&mut p, &aliases), Ok(4));
+        let c = p.components.as_ref().unwrap();
+        assert!(c.transforms.contains_key("Count/Pair") && c.transforms.contains_key("Count/Group"));
+        assert_eq!(c.transforms["Count/Group"].inputs["i0"], "Count/Pair.i0");
+        assert_eq!(c.transforms["Count/Group"].unique_name, "Tally/Group", "names stay the user's");
+        assert_eq!(aliased(&aliases, "Tallyho"), "Tallyho", "a prefix is a whole step of the name");
+        let clash: BTreeMap<String, String> = [("Count/Pair".to_string(), "Count/Group".to_string())].into_iter().collect();
+        let before = p.clone();
+        assert!(alias(&mut p, &clash)
+            .unwrap_err()
+            .contains("'Count/Group' and 'Count/Pair' would both take the place of the earlier 'Count/Group'"));
+        assert_eq!(p, before, "a refused alias changes nothing");
     }
 
     #[test]

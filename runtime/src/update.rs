@@ -38,6 +38,62 @@ impl Mapping {
     }
 }
 
+/// The transform ids a manifest lists.
+pub fn transform_ids(manifest: &[String]) -> BTreeSet<String> {
+    manifest.iter().filter_map(|l| l.strip_prefix("transform ")).map(str::to_string).collect()
+}
+
+/// The stateful transforms a manifest lists.
+pub fn stateful_ids(manifest: &[String]) -> BTreeSet<String> {
+    parts(manifest).states.keys().map(|t| t.to_string()).collect()
+}
+
+/// The aliases (`stable_ids::alias`) this version runs with, given the
+/// ids of its transforms as submitted (`ids_now`): the earlier version's,
+/// each rename asked (the new name takes the id its earlier name had), and
+/// a new id for each transform whose id names dropped state. A rename
+/// already on record (a copy restarted with the same flags) is kept as it
+/// is. Errors name each rename that cannot be.
+pub fn aliases(
+    earlier: &Names,
+    earlier_ids: &BTreeSet<String>,
+    mapping: &Mapping,
+    ids_now: &BTreeSet<String>,
+) -> Result<BTreeMap<String, String>, Vec<String>> {
+    use crate::stable_ids::aliased;
+    let has = |ids: &BTreeSet<String>, prefix: &str| {
+        ids.iter().any(|i| i == prefix || i.strip_prefix(prefix).is_some_and(|r| r.starts_with('/')))
+    };
+    let mut aliases = earlier.aliases.clone();
+    let mut problems = Vec::new();
+    for (old, new) in &mapping.renamed {
+        let id = aliased(&earlier.aliases, old);
+        if earlier.aliases.get(new) == Some(&id) {
+            continue;
+        }
+        if !has(earlier_ids, &id) {
+            problems.push(format!("--transform_name_mapping renames '{old}', which the earlier version does not have"));
+        } else if !has(ids_now, new) {
+            problems.push(format!("--transform_name_mapping renames '{old}' to '{new}', which this version does not have"));
+        } else {
+            aliases.retain(|k, _| !(k == old || k.strip_prefix(old.as_str()).is_some_and(|r| r.starts_with('/'))));
+            aliases.insert(new.clone(), id);
+        }
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    let taken: BTreeSet<String> = earlier_ids.iter().chain(&earlier.retired_transforms).chain(aliases.values()).cloned().collect();
+    for id in ids_now {
+        let now = aliased(&aliases, id);
+        if earlier.retired_transforms.contains(&now) {
+            let fresh = (2..).map(|k| format!("{now}~{k}")).find(|f| !taken.contains(f)).expect("a free id");
+            aliases.insert(id.clone(), fresh);
+        }
+    }
+    Ok(aliases)
+}
+
 /// A manifest taken apart: topics and sub-topologies by name, stateful
 /// transforms by id, and the names table.
 struct Parts<'a> {
@@ -96,12 +152,6 @@ pub fn check(earlier: &[String], now: &[String], mapping: &Mapping) -> (Vec<Stri
     let (e, n) = (parts(earlier), parts(now));
     let mut problems = Vec::new();
     let mut notes = Vec::new();
-    for (old, new) in &mapping.renamed {
-        problems.push(format!(
-            "--transform_name_mapping renames '{old}' to '{new}', which this runner cannot do yet (only dropping, \
-             with \"\"): keep the name '{old}' for this version"
-        ));
-    }
     let identity_of = |name: &str| e.names.topics.iter().find(|(_, v)| v.as_str() == name).map(|(i, _)| i.clone());
     for (name, what) in &e.topics {
         let Some(identity) = identity_of(name) else { continue };

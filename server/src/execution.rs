@@ -3,7 +3,6 @@
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, SystemTime};
 
-use beam_kafka_actors::identity::PlanRecord;
 use beam_kafka_actors::test_stream::TestStreamJob;
 use beam_kafka_actors::{run_job, EnvironmentWorker, Harnesses, JobInput, JobOutcome};
 use beam_kafka_fnapi::environment::{self, Endpoints, Harness};
@@ -13,11 +12,8 @@ use beam_kafka_proto::fn_execution as fn_pb;
 use beam_kafka_proto::job_management as jm;
 use beam_kafka_runtime::graph::PipelineGraph;
 use beam_kafka_runtime::harnesses;
-use beam_kafka_runtime::identity::{self, Earlier, UpdateRequest, Verdict};
 use beam_kafka_runtime::lower;
-use beam_kafka_runtime::topology::names::Names;
 use beam_kafka_runtime::topology::TopologyPlan;
-use beam_kafka_runtime::update::Mapping;
 use dashmap::DashMap;
 use jm::job_message::MessageImportance as Importance;
 use jm::job_state::Enum as State;
@@ -211,49 +207,6 @@ fn report(job: &Job, outcome: JobOutcome) {
     }
 }
 
-/// Whether this run may use what an earlier run under its application id
-/// left (`runtime::identity`), after naming the plan's topics and
-/// sub-topologies as the earlier run did (`topology::names`): a first run
-/// or an update gets what to record with its topics; the same plan
-/// resumes (and says so); another is refused before anything starts.
-async fn check_earlier_run(job: &Arc<Job>, graph: &PipelineGraph<'_>, plan: &mut TopologyPlan) -> Result<Option<PlanRecord>, String> {
-    let opts = &job.runner_options;
-    let earlier = beam_kafka_actors::identity::earlier_run(opts).await?;
-    let (earlier_names, earlier_manifest) = match &earlier {
-        Earlier::Plan { manifest, .. } => (Names::from_lines(manifest), Some(manifest.clone())),
-        _ => (Names::default(), None),
-    };
-    let names = plan.inherit(graph, &earlier_names);
-    let manifest = identity::manifest(graph, plan, &names);
-    let request = UpdateRequest { update: opts.update, mapping: Mapping::new(&opts.transform_name_mapping) };
-    match identity::judge(&opts.application_id, &earlier, &manifest, &request) {
-        Verdict::Fresh => Ok(Some(PlanRecord { manifest, previous: None })),
-        Verdict::Resume => {
-            job.message(
-                Importance::JobMessageBasic,
-                format!(
-                    "application '{}' already has the topics and state of a run of this same pipeline (an earlier run, or \
-                     another copy running now): this run resumes from their last commits",
-                    opts.application_id
-                ),
-            );
-            Ok(None)
-        }
-        Verdict::Update(notes) => {
-            job.message(
-                Importance::JobMessageBasic,
-                format!(
-                    "--update: this version of the pipeline takes over the state of application '{}':\n  {}",
-                    opts.application_id,
-                    notes.join("\n  ")
-                ),
-            );
-            Ok(Some(PlanRecord { manifest, previous: earlier_manifest }))
-        }
-        Verdict::Refuse(why) => Err(why),
-    }
-}
-
 /// Runs the job; leaves its started harnesses (and worker ids) in `started`
 /// for the caller to stop, and what says its thread ended in `job_thread`.
 async fn prepare_and_run(
@@ -263,10 +216,11 @@ async fn prepare_and_run(
     job_thread: &mut Option<oneshot::Receiver<()>>,
 ) -> Result<JobOutcome, String> {
     let planning = SystemTime::now();
-    let pipeline = job.pipeline.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let mut pipeline = job.pipeline.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let found = crate::earlier_run::take_ids(job, &mut pipeline).await?;
     let graph = PipelineGraph::new(&pipeline)?;
     let mut plan = TopologyPlan::plan(&graph, &job.runner_options.application_id, job.runner_options.internal_parallelism)?;
-    let plan_record = check_earlier_run(job, &graph, &mut plan).await?;
+    let plan_record = crate::earlier_run::judge(job, &found, &graph, &mut plan)?;
     tracing::info!(job = %job.id, "plan:\n{}", plan.describe(&graph));
     tracing::debug!(job = %job.id, "start-up: earlier runs checked after {:?}", planning.elapsed().unwrap_or_default());
     let board = StatusBoard::new(&job.id, &job.runner_options.application_id);

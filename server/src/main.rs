@@ -4,6 +4,7 @@ mod auth;
 mod copy_view;
 mod describe;
 mod drain;
+mod earlier_run;
 mod execution;
 mod expansion_backends;
 mod expansion_service;

@@ -23,6 +23,13 @@ pub struct Names {
     pub sub_topologies: BTreeMap<String, u32>,
     pub retired_topics: BTreeSet<String>,
     pub retired_sub_topologies: BTreeSet<u32>,
+    /// Transform ids a version runs under other names
+    /// (`stable_ids::alias`): a name, or what is under it, → the id.
+    pub aliases: BTreeMap<String, String>,
+    /// Ids of stateful transforms whose state an update dropped: a later
+    /// transform of that name gets another id (its state is still in the
+    /// changelog).
+    pub retired_transforms: BTreeSet<String>,
 }
 
 impl TopologyPlan {
@@ -101,8 +108,8 @@ impl TopologyPlan {
     /// retired.
     pub fn inherit(&mut self, graph: &PipelineGraph, earlier: &Names) -> Names {
         let mine = self.names(graph);
-        if earlier == &Names::default() {
-            return mine;
+        if earlier.topics.is_empty() && earlier.sub_topologies.is_empty() {
+            return Names { aliases: earlier.aliases.clone(), retired_transforms: earlier.retired_transforms.clone(), ..mine };
         }
         // Topics: recorded names, then new numbers per kind past every
         // number the application ever used.
@@ -152,7 +159,13 @@ impl TopologyPlan {
         retired_topics.extend(earlier.topics.iter().filter(|(i, _)| !now.topics.contains_key(*i)).map(|(_, n)| n.clone()));
         let mut retired_sub_topologies = earlier.retired_sub_topologies.clone();
         retired_sub_topologies.extend(earlier.sub_topologies.iter().filter(|(i, _)| !now.sub_topologies.contains_key(*i)).map(|(_, n)| *n));
-        Names { retired_topics, retired_sub_topologies, ..now }
+        Names {
+            retired_topics,
+            retired_sub_topologies,
+            aliases: earlier.aliases.clone(),
+            retired_transforms: earlier.retired_transforms.clone(),
+            ..now
+        }
     }
 }
 
@@ -173,6 +186,8 @@ impl Names {
         out.extend(self.sub_topologies.iter().map(|(i, n)| format!("name sub-topology {n} = {}", esc(i))));
         out.extend(self.retired_topics.iter().map(|n| format!("retired topic {n}")));
         out.extend(self.retired_sub_topologies.iter().map(|n| format!("retired sub-topology {n}")));
+        out.extend(self.aliases.iter().map(|(n, id)| format!("alias {} = {}", esc(n), esc(id))));
+        out.extend(self.retired_transforms.iter().map(|id| format!("retired transform {}", esc(id))));
         out
     }
 
@@ -191,6 +206,10 @@ impl Names {
                 names.retired_topics.insert(n.to_string());
             } else if let Some(n) = l.strip_prefix("retired sub-topology ").and_then(|n| n.parse().ok()) {
                 names.retired_sub_topologies.insert(n);
+            } else if let Some((n, id)) = l.strip_prefix("alias ").and_then(|r| r.split_once(" = ")) {
+                names.aliases.insert(unesc(n), unesc(id));
+            } else if let Some(id) = l.strip_prefix("retired transform ") {
+                names.retired_transforms.insert(unesc(id));
             }
         }
         names

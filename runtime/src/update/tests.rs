@@ -68,9 +68,6 @@ fn a_gone_grouping_is_refused_unless_dropped_and_a_new_one_starts_empty() {
     let (problems, notes) = check(&v1, &v2, &drop);
     assert!(problems.is_empty(), "{problems:#?}");
     assert!(notes.iter().any(|n| n.contains("'group2' and its state are dropped")), "{notes:#?}");
-    let rename = Mapping::new(&[("group2".to_string(), "tally".to_string())].into_iter().collect());
-    let (problems, _) = check(&v1, &v2, &rename);
-    assert!(problems.iter().any(|p| p.contains("renames 'group2' to 'tally'")), "{problems:#?}");
     let v3 = manifest_after(&version(false, false, true), &v2);
     let (problems, notes) = check(&v2, &v3, &Mapping::default());
     assert!(problems.is_empty(), "{problems:#?}");
@@ -92,4 +89,63 @@ fn an_update_needs_asking_and_a_failed_one_rolls_back_to_the_version_before() {
     assert!(notes[0].contains("version before the latest"), "{notes:#?}");
     // Without the previous version on record, dropping group2 is refused.
     assert!(matches!(judge("app", &latest(&v2, None), &back, &asked), Verdict::Refuse(w) if w.contains("'group2' is gone")));
+}
+
+/// `version(false, false, false)` with the grouping named `name`.
+fn renamed(name: &str) -> crate::pb::Pipeline {
+    let mut p = version(false, false, false);
+    let c = p.components.as_mut().unwrap();
+    let mut t = c.transforms.remove("group").unwrap();
+    t.unique_name = name.into();
+    c.transforms.insert(name.into(), t);
+    for r in p.root_transform_ids.iter_mut().filter(|r| *r == "group") {
+        *r = name.into();
+    }
+    p
+}
+
+fn ids(p: &crate::pb::Pipeline) -> BTreeSet<String> {
+    p.components.as_ref().unwrap().transforms.keys().cloned().collect()
+}
+
+#[test]
+fn a_renamed_transform_keeps_its_id_and_state_and_the_rename_stays_on_record() {
+    let v1 = manifest_after(&version(false, false, false), &[]);
+    let mapping = Mapping::new(&[("group".to_string(), "Grouping".to_string())].into_iter().collect());
+    let mut v2 = renamed("Grouping");
+    let earlier = Names::from_lines(&v1);
+    let asked = aliases(&earlier, &transform_ids(&v1), &mapping, &ids(&v2)).unwrap();
+    assert_eq!(asked.get("Grouping").map(String::as_str), Some("group"));
+    crate::stable_ids::alias(&mut v2, &asked).unwrap();
+    let graph = PipelineGraph::new(&v2).unwrap();
+    let mut plan = TopologyPlan::plan(&graph, "app", 2).unwrap();
+    let mut names = plan.inherit(&graph, &earlier);
+    names.aliases = asked.clone();
+    let m2 = manifest(&graph, &plan, &names);
+    let (problems, notes) = check(&v1, &m2, &Mapping::default());
+    assert!(problems.is_empty(), "{problems:#?}");
+    assert!(notes.iter().any(|n| n == "'group' keeps its state"), "{notes:#?}");
+    // A copy restarted with the same flags finds the rename on record.
+    let again = aliases(&Names::from_lines(&m2), &transform_ids(&m2), &mapping, &ids(&renamed("Grouping"))).unwrap();
+    assert_eq!(again, asked);
+    // Without the mapping, the next version still finds it.
+    let next = aliases(&Names::from_lines(&m2), &transform_ids(&m2), &Mapping::default(), &ids(&renamed("Grouping"))).unwrap();
+    assert_eq!(next, asked);
+    // Names neither version has are refused.
+    let typo = Mapping::new(&[("grup".to_string(), "Grouping".to_string())].into_iter().collect());
+    let e = aliases(&earlier, &transform_ids(&v1), &typo, &ids(&renamed("Grouping"))).unwrap_err();
+    assert!(e[0].contains("renames 'grup', which the earlier version does not have"), "{e:?}");
+    let missing = Mapping::new(&[("group".to_string(), "Nope".to_string())].into_iter().collect());
+    let e = aliases(&earlier, &transform_ids(&v1), &missing, &ids(&renamed("Grouping"))).unwrap_err();
+    assert!(e[0].contains("to 'Nope', which this version does not have"), "{e:?}");
+}
+
+#[test]
+fn a_name_whose_state_was_dropped_gets_a_new_id() {
+    let v1 = manifest_after(&version(false, false, true), &[]);
+    let mut earlier = Names::from_lines(&v1);
+    earlier.retired_transforms.insert("group2".into());
+    let given = aliases(&earlier, &transform_ids(&v1), &Mapping::default(), &ids(&version(false, false, true))).unwrap();
+    assert_eq!(given.get("group2").map(String::as_str), Some("group2~2"));
+    assert_eq!(stateful_ids(&v1), ["group".to_string(), "group2".to_string()].into_iter().collect());
 }

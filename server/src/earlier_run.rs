@@ -1,0 +1,105 @@
+//! What a job does about what earlier runs left under its application id
+//! (`runtime::identity`), around planning: before, it reads the plan record
+//! and gives the pipeline's transforms the ids the earlier version had for
+//! them (renames asked with `--transform_name_mapping`, and renames and
+//! dropped state on record: `runtime::update::aliases`); after, it names
+//! the plan's topics and sub-topologies as the record does
+//! (`topology::names`) and judges: a first run or an update gets what to
+//! record with its topics, the same plan resumes (and says so), another
+//! is refused before anything starts.
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use beam_kafka_actors::identity::PlanRecord;
+use beam_kafka_proto::job_management as jm;
+use beam_kafka_proto::pipeline::Pipeline;
+use beam_kafka_runtime::graph::PipelineGraph;
+use beam_kafka_runtime::identity::{self, Earlier, UpdateRequest, Verdict};
+use beam_kafka_runtime::topology::names::Names;
+use beam_kafka_runtime::topology::TopologyPlan;
+use beam_kafka_runtime::update::{self, Mapping};
+use jm::job_message::MessageImportance as Importance;
+
+use crate::jobs::Job;
+
+/// What the plan record says, and the aliases this run took.
+pub struct Found {
+    earlier: Earlier,
+    names: Names,
+    aliases: BTreeMap<String, String>,
+    request: UpdateRequest,
+}
+
+impl Found {
+    fn manifest(&self) -> Option<&Vec<String>> {
+        match &self.earlier {
+            Earlier::Plan { manifest, .. } => Some(manifest),
+            _ => None,
+        }
+    }
+}
+
+/// Reads the plan record and rewrites `pipeline`'s ids after the earlier
+/// version's (the job's copy too, so its metrics and status page agree).
+pub async fn take_ids(job: &Arc<Job>, pipeline: &mut Pipeline) -> Result<Found, String> {
+    let opts = &job.runner_options;
+    let request = UpdateRequest { update: opts.update, mapping: Mapping::new(&opts.transform_name_mapping) };
+    if !opts.transform_name_mapping.is_empty() && !opts.update {
+        return Err("--transform_name_mapping says how an earlier version's transforms are named in this one: it goes with \
+                    --update"
+            .into());
+    }
+    let earlier = beam_kafka_actors::identity::earlier_run(opts).await?;
+    let mut found = Found { earlier, names: Names::default(), aliases: BTreeMap::new(), request };
+    let Some(manifest) = found.manifest().cloned() else { return Ok(found) };
+    found.names = Names::from_lines(&manifest);
+    let ids_now: BTreeSet<String> = pipeline.components.iter().flat_map(|c| c.transforms.keys().cloned()).collect();
+    found.aliases = update::aliases(&found.names, &update::transform_ids(&manifest), &found.request.mapping, &ids_now)
+        .map_err(|problems| format!("--update: nothing was changed:\n  {}", problems.join("\n  ")))?;
+    beam_kafka_runtime::stable_ids::alias(pipeline, &found.aliases).map_err(|e| format!("--transform_name_mapping: {e}"))?;
+    *job.pipeline.lock().unwrap_or_else(|e| e.into_inner()) = pipeline.clone();
+    Ok(found)
+}
+
+/// Names the plan after the record and judges whether this run may start.
+pub fn judge(job: &Arc<Job>, found: &Found, graph: &PipelineGraph<'_>, plan: &mut TopologyPlan) -> Result<Option<PlanRecord>, String> {
+    let opts = &job.runner_options;
+    let mut names = plan.inherit(graph, &found.names);
+    names.aliases = found.aliases.clone();
+    // Stateful transforms this version no longer has: their ids are not
+    // given again (an update that keeps them is refused, or drops them).
+    if let Some(earlier) = found.manifest() {
+        let now = update::stateful_ids(&identity::manifest(graph, plan, &names));
+        names.retired_transforms.extend(update::stateful_ids(earlier).into_iter().filter(|t| !now.contains(t)));
+    }
+    let manifest = identity::manifest(graph, plan, &names);
+    match identity::judge(&opts.application_id, &found.earlier, &manifest, &found.request) {
+        Verdict::Fresh => Ok(Some(PlanRecord { manifest, previous: None })),
+        Verdict::Resume => {
+            job.message(
+                Importance::JobMessageBasic,
+                format!(
+                    "application '{}' already has the topics and state of a run of this same pipeline (an earlier run, or \
+                     another copy running now): this run resumes from their last commits",
+                    opts.application_id
+                ),
+            );
+            Ok(None)
+        }
+        Verdict::Update(mut notes) => {
+            for (old, new) in &found.request.mapping.renamed {
+                notes.insert(0, format!("'{old}' is named '{new}' now"));
+            }
+            job.message(
+                Importance::JobMessageBasic,
+                format!(
+                    "--update: this version of the pipeline takes over the state of application '{}':\n  {}",
+                    opts.application_id,
+                    notes.join("\n  ")
+                ),
+            );
+            Ok(Some(PlanRecord { manifest, previous: found.manifest().cloned() }))
+        }
+        Verdict::Refuse(why) => Err(why),
+    }
+}
