@@ -16,6 +16,7 @@ use crate::store::task_dir;
 pub(crate) async fn cleanup(admin: &Admin, input: &JobInput, events: &mpsc::UnboundedSender<JobEvent>, drained: bool) {
     let mut names: Vec<String> = input.plan.runner_topics().map(|t| t.name.clone()).collect();
     names.extend(input.plan.sub_topologies.iter().map(|s| changelog_topic(&input.options.application_id, s.id)));
+    names.extend(input.retired_topics.iter().cloned());
     names.push(control::control_topic(&input.options.application_id));
     names.push(crate::copies::copies_topic(&input.options.application_id));
     names.push(crate::identity::plan_topic(&input.options.application_id));

@@ -30,4 +30,7 @@ pub struct JobInput {
     /// The application's first run or an update: what to record with its
     /// topics before any task starts (`runtime::identity`).
     pub plan_record: Option<crate::identity::PlanRecord>,
+    /// Topics of earlier versions this one no longer uses (kept for a
+    /// rollback): a drain's clean-up deletes them with the rest.
+    pub retired_topics: Vec<String>,
 }

@@ -75,6 +75,36 @@ impl Heard {
     }
 }
 
+/// Copies whose last report says they run another version of the
+/// pipeline than `plan` (or do not say which: an older runner) and may
+/// still be running: not left, heard within [`SILENT_AFTER_MS`]. A copy
+/// killed a moment ago looks the same as a live one; whether it reports
+/// again tells them apart (`reported_again`).
+pub fn other_versions_maybe_running(reports: &[(Heard, Option<String>)], plan: &str, now_ms: i64) -> Vec<String> {
+    reports
+        .iter()
+        .filter(|(h, p)| p.as_deref() != Some(plan) && h.presence(now_ms) == Some(Presence::Running))
+        .map(|(h, _)| h.copy.clone())
+        .collect()
+}
+
+/// Which of `copies` wrote a report in `later` after the one in `earlier`:
+/// they are running. Read [`REPORT_EVERY_MS`] × 2.5 apart, a running
+/// copy has reported again; a killed one never will.
+pub fn reported_again(earlier: &[(Heard, Option<String>)], later: &[(Heard, Option<String>)], copies: &[String]) -> Vec<String> {
+    let written =
+        |reports: &[(Heard, Option<String>)], copy: &str| reports.iter().find(|(h, _)| h.copy == copy).map(|(h, _)| (h.written_ms, h.left));
+    copies
+        .iter()
+        .filter(|c| match (written(earlier, c), written(later, c)) {
+            (Some((before, _)), Some((after, left))) => after > before && !left,
+            (None, Some((_, left))) => !left,
+            _ => false,
+        })
+        .cloned()
+        .collect()
+}
+
 /// Which copy's row each task shows, from the tasks running copies report
 /// (`(copy, written_ms, task)`): this copy's own first (it knows its tasks
 /// as they are now), else the copy that reported it last. Tasks only
@@ -94,6 +124,31 @@ pub fn task_owners<'a>(reported: impl IntoIterator<Item = (&'a str, i64, TaskId)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn versioned(copy: &str, written_ms: i64, left: bool, plan: Option<&str>) -> (Heard, Option<String>) {
+        (Heard { copy: copy.into(), written_ms, received_ms: written_ms, left }, plan.map(str::to_string))
+    }
+
+    #[test]
+    fn an_update_waits_for_copies_of_another_version_and_only_a_live_one_stops_it() {
+        let now = 100_000;
+        let first = [
+            versioned("old-live", now - 1_000, false, Some("v1")),
+            versioned("old-killed", now - 1_500, false, Some("v1")),
+            versioned("old-left", now - 500, true, Some("v1")),
+            versioned("old-silent", now - SILENT_AFTER_MS - 1, false, Some("v1")),
+            versioned("older-runner", now - 700, false, None),
+            versioned("new", now - 300, false, Some("v2")),
+        ];
+        let maybe = other_versions_maybe_running(&first, "v2", now);
+        assert_eq!(maybe, ["old-live", "old-killed", "older-runner"]);
+        let later = [
+            versioned("old-live", now + 1_000, false, Some("v1")),
+            versioned("old-killed", now - 1_500, false, Some("v1")),
+            versioned("older-runner", now + 900, true, None),
+        ];
+        assert_eq!(reported_again(&first, &later, &maybe), ["old-live"]);
+    }
 
     fn heard(written_ms: i64, received_ms: i64, left: bool) -> Heard {
         Heard { copy: "a:1".into(), written_ms, received_ms, left }

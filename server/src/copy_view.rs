@@ -28,6 +28,7 @@ pub fn start(job: &Arc<Job>, board: &Arc<StatusBoard>) {
     });
     let read_up = reporting.read_up.clone();
     let _ = job.copies.set(reporting);
+    crate::superseded::watch(job);
     let replicas = job.runner_options.num_standby_replicas as usize;
     if replicas > 0 {
         let (job_ref, board_ref) = (Arc::downgrade(job), Arc::downgrade(board));
@@ -97,6 +98,7 @@ fn report(job: &Job, board: &StatusBoard, left: bool) -> Vec<u8> {
         "status_address": crate::status_server::address(),
         "time_ms": now_ms(),
         "left": left,
+        "plan": job.plan_fingerprint.get(),
         "tasks": if left { Vec::new() } else { tasks },
     });
     serde_json::to_vec(&value).unwrap_or_default()
@@ -117,6 +119,12 @@ fn parse(copy: &str, report: &Report) -> Option<Read> {
         left: body["left"].as_bool().unwrap_or(false),
     };
     Some(Read { heard, body })
+}
+
+/// Each copy's report as who wrote it, when, and which version of the
+/// pipeline it runs (`plan`: a fingerprint of its manifest).
+pub fn versions(reports: &[(String, Report)]) -> Vec<(Heard, Option<String>)> {
+    reports.iter().filter_map(|(c, r)| parse(c, r)).map(|r| (r.heard, r.body["plan"].as_str().map(str::to_string))).collect()
 }
 
 fn task_id(row: &Value) -> Option<TaskId> {

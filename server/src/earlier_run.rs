@@ -61,8 +61,67 @@ pub async fn take_ids(job: &Arc<Job>, pipeline: &mut Pipeline) -> Result<Found, 
     Ok(found)
 }
 
+/// The fingerprint of a manifest a copy reports (`copy_view`).
+pub fn fingerprint(manifest: &[String]) -> String {
+    format!("{:016x}", beam_kafka_runtime::plan_facts::fingerprint(&identity::encode(manifest)))
+}
+
+/// An update starts only once no copy of another version runs: the new
+/// version's tasks would share the group with the earlier one's. A copy
+/// killed a moment ago still looks current, so copies that reported
+/// lately are read again after two and a half report intervals: a running
+/// one has reported again.
+async fn no_other_version_runs(job: &Arc<Job>, plan: &str) -> Result<(), String> {
+    use beam_kafka_runtime::copies::{other_versions_maybe_running, reported_again, REPORT_EVERY_MS};
+    let read = || {
+        let opts = job.runner_options.clone();
+        async move {
+            let reports = tokio::task::spawn_blocking(move || beam_kafka_actors::copies::read_all(&opts))
+                .await
+                .map_err(|e| format!("reading the copies' reports: {e}"))??;
+            Ok::<_, String>(crate::copy_view::versions(&reports.unwrap_or_default()))
+        }
+    };
+    let first = read().await?;
+    let maybe = other_versions_maybe_running(&first, plan, beam_kafka_actors::status_board::now_ms());
+    if maybe.is_empty() {
+        return Ok(());
+    }
+    tokio::time::sleep(std::time::Duration::from_millis((REPORT_EVERY_MS * 5 / 2) as u64)).await;
+    let running = reported_again(&first, &read().await?, &maybe);
+    if running.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "--update: copies of another version of application '{}' are still running ({}): nothing was changed. Stop \
+         every copy of the running version first (a Kubernetes Deployment: strategy Recreate, or scale it to 0), then \
+         start this one with --update.",
+        job.runner_options.application_id,
+        running.join(", ")
+    ))
+}
+
+/// What this run judged: what to record, and the topics earlier versions
+/// left that this one does not use.
+pub struct Judged {
+    pub record: Option<PlanRecord>,
+    pub retired_topics: Vec<String>,
+}
+
 /// Names the plan after the record and judges whether this run may start.
-pub fn judge(job: &Arc<Job>, found: &Found, graph: &PipelineGraph<'_>, plan: &mut TopologyPlan) -> Result<Option<PlanRecord>, String> {
+pub async fn judge(job: &Arc<Job>, found: &Found, graph: &PipelineGraph<'_>, plan: &mut TopologyPlan) -> Result<Judged, String> {
+    let mut retired = Vec::new();
+    let record = judge_record(job, found, graph, plan, &mut retired).await?;
+    Ok(Judged { record, retired_topics: retired })
+}
+
+async fn judge_record(
+    job: &Arc<Job>,
+    found: &Found,
+    graph: &PipelineGraph<'_>,
+    plan: &mut TopologyPlan,
+    retired: &mut Vec<String>,
+) -> Result<Option<PlanRecord>, String> {
     let opts = &job.runner_options;
     let mut names = plan.inherit(graph, &found.names);
     names.aliases = found.aliases.clone();
@@ -73,6 +132,9 @@ pub fn judge(job: &Arc<Job>, found: &Found, graph: &PipelineGraph<'_>, plan: &mu
         names.retired_transforms.extend(update::stateful_ids(earlier).into_iter().filter(|t| !now.contains(t)));
     }
     let manifest = identity::manifest(graph, plan, &names);
+    let _ = job.plan_fingerprint.set(fingerprint(&manifest));
+    retired.extend(names.retired_topics.iter().cloned());
+    retired.extend(names.retired_sub_topologies.iter().map(|s| beam_kafka_runtime::topology::changelog_topic(&opts.application_id, *s)));
     match identity::judge(&opts.application_id, &found.earlier, &manifest, &found.request) {
         Verdict::Fresh => Ok(Some(PlanRecord { manifest, previous: None })),
         Verdict::Resume => {
@@ -87,6 +149,7 @@ pub fn judge(job: &Arc<Job>, found: &Found, graph: &PipelineGraph<'_>, plan: &mu
             Ok(None)
         }
         Verdict::Update(mut notes) => {
+            no_other_version_runs(job, &fingerprint(&manifest)).await?;
             for (old, new) in &found.request.mapping.renamed {
                 notes.insert(0, format!("'{old}' is named '{new}' now"));
             }

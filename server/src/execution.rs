@@ -220,7 +220,7 @@ async fn prepare_and_run(
     let found = crate::earlier_run::take_ids(job, &mut pipeline).await?;
     let graph = PipelineGraph::new(&pipeline)?;
     let mut plan = TopologyPlan::plan(&graph, &job.runner_options.application_id, job.runner_options.internal_parallelism)?;
-    let plan_record = crate::earlier_run::judge(job, &found, &graph, &mut plan)?;
+    let judged = crate::earlier_run::judge(job, &found, &graph, &mut plan).await?;
     tracing::info!(job = %job.id, "plan:\n{}", plan.describe(&graph));
     tracing::debug!(job = %job.id, "start-up: earlier runs checked after {:?}", planning.elapsed().unwrap_or_default());
     let board = StatusBoard::new(&job.id, &job.runner_options.application_id);
@@ -263,7 +263,8 @@ async fn prepare_and_run(
         harnesses_ready: Some(ready_rx),
         test_stream,
         board: board.clone(),
-        plan_record,
+        plan_record: judged.record,
+        retired_topics: judged.retired_topics,
     };
     let (events_tx, events_rx) = mpsc::unbounded_channel();
     let (done_tx, done_rx) = oneshot::channel();

@@ -34,6 +34,10 @@ pub struct Job {
     /// of its topology (for the status page).
     pub board: std::sync::OnceLock<Arc<beam_kafka_actors::status_board::StatusBoard>>,
     pub topology_svg: std::sync::OnceLock<String>,
+    /// Once judged: a fingerprint of the plan this copy runs (its
+    /// manifest), in its reports, so an update can tell the copies of
+    /// another version from this one's (`earlier_run`).
+    pub plan_fingerprint: std::sync::OnceLock<String>,
     /// Once planned: this copy's reports to the application's copies topic,
     /// and the other copies' it read.
     pub copies: std::sync::OnceLock<Arc<beam_kafka_actors::copies::Reporting>>,
@@ -77,6 +81,7 @@ impl Job {
             staging_started: false.into(),
             board: Default::default(),
             topology_svg: Default::default(),
+            plan_fingerprint: Default::default(),
             copies: Default::default(),
             standby: Default::default(),
         }

@@ -24,6 +24,7 @@ mod run;
 mod status_api;
 mod status_cli;
 mod status_server;
+mod superseded;
 mod tls;
 mod user_metrics;
 
