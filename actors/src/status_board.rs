@@ -116,7 +116,12 @@ pub fn live_boards() -> Vec<Arc<StatusBoard>> {
 
 impl StatusBoard {
     pub fn new(job_id: &str, application_id: &str) -> Arc<StatusBoard> {
-        let copy = this_copy();
+        // A job server may run two jobs of one application at once (a new
+        // version submitted with --update while the earlier one runs):
+        // each is a copy of its own, named apart, or their reports on the
+        // copies topic would overwrite each other's.
+        let running = live_boards().iter().filter(|b| b.application_id == application_id && b.ended_at().is_none()).count();
+        let copy = if running == 0 { this_copy() } else { format!("{}#{}", this_copy(), running + 1) };
         let attributes = vec![
             KeyValue::new("beam_kafka.application.id", application_id.to_string()),
             KeyValue::new("beam_kafka.job.id", job_id.to_string()),

@@ -109,8 +109,9 @@ pub enum Verdict {
     Resume,
     /// Another version of the pipeline, asked with `--update`, that can
     /// take over the earlier one's state: record it (keeping the earlier
-    /// as the previous) and resume; the lines say what carries over.
-    Update(Vec<String>),
+    /// as the previous) and resume; `notes` say what carries over.
+    /// `rollback`: it is the version before the latest one.
+    Update { notes: Vec<String>, rollback: bool },
     /// Start nothing; the message says why and the way out.
     Refuse(String),
 }
@@ -161,7 +162,7 @@ pub fn judge(application_id: &str, earlier: &Earlier, manifest: &[String], reque
                 if rollback {
                     notes.insert(0, "this is the version before the latest one: the latest one's additions are dropped".into());
                 }
-                Verdict::Update(notes)
+                Verdict::Update { notes, rollback }
             } else {
                 Verdict::Refuse(format!(
                     "--update: this version of the pipeline cannot take over the state of application \

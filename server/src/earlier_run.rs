@@ -66,11 +66,13 @@ pub fn fingerprint(manifest: &[String]) -> String {
     format!("{:016x}", beam_kafka_runtime::plan_facts::fingerprint(&identity::encode(manifest)))
 }
 
-/// An update starts only once no copy of another version runs: the new
-/// version's tasks would share the group with the earlier one's. A copy
-/// killed a moment ago still looks current, so copies that reported
-/// lately are read again after two and a half report intervals: a running
-/// one has reported again.
+/// A rollback starts only once no copy of another version runs: those
+/// run the version it would replace, which replaced it a moment ago (a
+/// copy of the earlier version restarted mid-rollout, still asking
+/// --update), and the two would take turns. A copy killed a moment ago
+/// still looks current, so copies that reported lately are read again
+/// after two and a half report intervals: a running one has reported
+/// again.
 async fn no_other_version_runs(job: &Arc<Job>, plan: &str) -> Result<(), String> {
     use beam_kafka_runtime::copies::{other_versions_maybe_running, reported_again, REPORT_EVERY_MS};
     let read = || {
@@ -93,9 +95,9 @@ async fn no_other_version_runs(job: &Arc<Job>, plan: &str) -> Result<(), String>
         return Ok(());
     }
     Err(format!(
-        "--update: copies of another version of application '{}' are still running ({}): nothing was changed. Stop \
-         every copy of the running version first (a Kubernetes Deployment: strategy Recreate, or scale it to 0), then \
-         start this one with --update.",
+        "--update: this is the version before the one application '{}' runs now, whose copies are still running \
+         ({}): nothing was changed. To roll back, stop every copy of the running version first, then start this one \
+         with --update.",
         job.runner_options.application_id,
         running.join(", ")
     ))
@@ -148,8 +150,13 @@ async fn judge_record(
             );
             Ok(None)
         }
-        Verdict::Update(mut notes) => {
-            no_other_version_runs(job, &fingerprint(&manifest)).await?;
+        Verdict::Update { mut notes, rollback } => {
+            // Forward, the earlier version's copies step down once this one
+            // is on record (`superseded`); back, they would be the version
+            // that just replaced this one, and both would take turns.
+            if rollback {
+                no_other_version_runs(job, &fingerprint(&manifest)).await?;
+            }
             for (old, new) in &found.request.mapping.renamed {
                 notes.insert(0, format!("'{old}' is named '{new}' now"));
             }

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use beam_kafka_actors::status_board::now_ms;
 use beam_kafka_proto::job_management::job_message::MessageImportance as Importance;
+use beam_kafka_proto::job_management::job_state::Enum as State;
 use beam_kafka_runtime::copies::{Presence, REPORT_EVERY_MS};
 use beam_kafka_runtime::identity::Earlier;
 
@@ -52,6 +53,7 @@ pub fn watch(job: &Arc<Job>) {
             );
             tracing::warn!(job = %job.id, "{text}");
             job.message(Importance::JobMessageError, text);
+            job.set_state(State::Cancelling);
             job.cancel.send_replace(true);
             return;
         }

@@ -82,10 +82,12 @@ fn an_update_needs_asking_and_a_failed_one_rolls_back_to_the_version_before() {
     let asked = UpdateRequest { update: true, mapping: Mapping::default() };
     let latest = |m: &Vec<String>, previous: Option<&Vec<String>>| Earlier::Plan { manifest: m.clone(), previous: previous.cloned() };
     assert!(matches!(judge("app", &latest(&v1, None), &v2, &UpdateRequest::default()), Verdict::Refuse(w) if w.contains("--update")));
-    assert!(matches!(judge("app", &latest(&v1, None), &v2, &asked), Verdict::Update(_)));
+    assert!(matches!(judge("app", &latest(&v1, None), &v2, &asked), Verdict::Update { rollback: false, .. }));
     // v2 failed: v1 again, planned after v2's names, goes back.
     let back = manifest_after(&version(false, false, false), &v2);
-    let Verdict::Update(notes) = judge("app", &latest(&v2, Some(&v1)), &back, &asked) else { panic!("a rollback is an update") };
+    let Verdict::Update { notes, rollback: true } = judge("app", &latest(&v2, Some(&v1)), &back, &asked) else {
+        panic!("a rollback is an update")
+    };
     assert!(notes[0].contains("version before the latest"), "{notes:#?}");
     // Without the previous version on record, dropping group2 is refused.
     assert!(matches!(judge("app", &latest(&v2, None), &back, &asked), Verdict::Refuse(w) if w.contains("'group2' is gone")));
