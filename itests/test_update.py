@@ -27,8 +27,9 @@ from conftest import portable_args
 from conftest import read_from_start
 from kafka_topics import create_topic
 from kafka_topics import produce
-from kafka_topics import read_committed
 from kafka_topics import unique_topic
+from test_restart import _cancel
+from test_restart import _wait_for
 
 STRING_DESER = 'org.apache.kafka.common.serialization.StringDeserializer'
 KEYS = ['x', 'y', 'z']
@@ -111,20 +112,23 @@ def _tick(broker, source, at):
   produce(broker, source, [(p, None, b'tick', at) for p in range(2)])
 
 
-def _wait_for(broker, sink, count, timeout):
-  deadline = time.monotonic() + timeout
-  out = []
-  while time.monotonic() < deadline:
-    out = read_committed(broker, sink, expected=count, timeout=5, settle=0.5)
-    if len(out) >= count:
-      break
-  return out
+def _topics(broker):
+  """A new source of 2 partitions and a sink of 1."""
+  source, sink = unique_topic('update-in'), unique_topic('update-out')
+  create_topic(broker, source, 2)
+  create_topic(broker, sink, 1)
+  return source, sink
 
 
-def _cancel(result):
-  result.cancel()
-  with pytest.raises(RuntimeError, match='CANCELLED'):
-    result.wait_until_finish()
+def _version_one_counted(job_server, broker, tmp_path, name):
+  """New topics, 5 records of each key, and version 1 running under a new
+  application id once it counted them: (source, sink, app, state, result)."""
+  source, sink = _topics(broker)
+  app, state = make_app_id(name), tmp_path / 'state'
+  _produce(broker, source, 5, BASE)
+  result = _pipeline(job_server, broker, app, state, source, sink, 1, HOLD)
+  assert len(_wait_for(broker, sink, 15, timeout=120)) == 15, 'version 1 did not count the first records'
+  return source, sink, app, state, result
 
 
 def _counts(out):
@@ -147,15 +151,24 @@ def _running(out):
   return _counts(out)[0]
 
 
+def _assert_counted_on(out, first, last, window_sum=None):
+  """Each key counted 1..first by version 1 (untagged), then on to `last`
+  by version 2 (tagged); with `window_sum`, each key's first minute fired
+  once, with that sum."""
+  running, sums = _counts(out)
+  expected = [('', n) for n in range(1, first + 1)] + [('v2', n) for n in range(first + 1, last + 1)]
+  assert running == {k: expected for k in KEYS}, running
+  if window_sum is not None:
+    assert sums == {'%s@%d' % (k, BASE // 1000): [window_sum] for k in KEYS}, sums
+
+
 # A version's first run holds windows back (no idle partition moves the
 # watermark); ticks move it.
 HOLD = ['--read_idle_timeout_ms=3600000']
 
 
 def test_a_stateless_step_added_and_a_changed_dofn_carry_the_counts_and_windows_over(job_server, broker, tmp_path):
-  source, sink = unique_topic('update-in'), unique_topic('update-out')
-  create_topic(broker, source, 2)
-  create_topic(broker, sink, 1)
+  source, sink = _topics(broker)
   app, state = make_app_id('update'), tmp_path / 'state'
   _produce(broker, source, 10, BASE)
 
@@ -177,20 +190,12 @@ def test_a_stateless_step_added_and_a_changed_dofn_carry_the_counts_and_windows_
   out = _wait_for(broker, sink, 65, timeout=120)
   _cancel(second)
 
-  running, sums = _counts(out)
-  expected = [('', n) for n in range(1, 11)] + [('v2', n) for n in range(11, 21)]
-  assert running == {k: expected for k in KEYS}, running
-  assert sums == {'%s@%d' % (k, BASE // 1000): [20] for k in KEYS}, 'each key\'s first minute fires once, with both versions\' records: %s' % sums
+  # Each key's first minute fires once, with both versions' records.
+  _assert_counted_on(out, 10, 20, window_sum=20)
 
 
 def test_a_new_stateful_transform_starts_empty_and_a_failed_update_rolls_back(job_server, broker, tmp_path):
-  source, sink = unique_topic('update-in'), unique_topic('update-out')
-  create_topic(broker, source, 2)
-  create_topic(broker, sink, 1)
-  app, state = make_app_id('update-rollback'), tmp_path / 'state'
-  _produce(broker, source, 5, BASE)
-  first = _pipeline(job_server, broker, app, state, source, sink, 1, HOLD)
-  assert len(_wait_for(broker, sink, 15, timeout=120)) == 15
+  source, sink, app, state, first = _version_one_counted(job_server, broker, tmp_path, 'update-rollback')
   _cancel(first)
 
   third = _pipeline(job_server, broker, app, state, source, sink, 3, HOLD + ['--update'])
@@ -218,13 +223,7 @@ def test_a_new_stateful_transform_starts_empty_and_a_failed_update_rolls_back(jo
 
 
 def test_transforms_renamed_with_a_mapping_keep_their_state(job_server, broker, tmp_path):
-  source, sink = unique_topic('update-in'), unique_topic('update-out')
-  create_topic(broker, source, 2)
-  create_topic(broker, sink, 1)
-  app, state = make_app_id('update-renamed'), tmp_path / 'state'
-  _produce(broker, source, 5, BASE)
-  first = _pipeline(job_server, broker, app, state, source, sink, 1, HOLD)
-  assert len(_wait_for(broker, sink, 15, timeout=120)) == 15
+  source, sink, app, state, first = _version_one_counted(job_server, broker, tmp_path, 'update-renamed')
   time.sleep(2)
   _cancel(first)
 
@@ -250,21 +249,12 @@ def test_transforms_renamed_with_a_mapping_keep_their_state(job_server, broker, 
   _tick(broker, source, BASE + 3 * WINDOW_MS)
   out = _wait_for(broker, sink, 50, timeout=120)
   _cancel(final)
-  running, sums = _counts(out)
-  expected = [('', n) for n in range(1, 6)] + [('v2', n) for n in range(6, 16)]
-  assert running == {k: expected for k in KEYS}, running
-  assert sums == {'%s@%d' % (k, BASE // 1000): [15] for k in KEYS}, sums
+  _assert_counted_on(out, 5, 15, window_sum=15)
 
 
 def test_a_changed_key_coder_is_refused_naming_the_transform_and_the_running_version_goes_on(
     job_server, broker, tmp_path):
-  source, sink = unique_topic('update-in'), unique_topic('update-out')
-  create_topic(broker, source, 2)
-  create_topic(broker, sink, 1)
-  app, state = make_app_id('update-refused'), tmp_path / 'state'
-  _produce(broker, source, 5, BASE)
-  running = _pipeline(job_server, broker, app, state, source, sink, 1, HOLD)
-  assert len(_wait_for(broker, sink, 15, timeout=120)) == 15
+  source, sink, app, state, running = _version_one_counted(job_server, broker, tmp_path, 'update-refused')
 
   refused = _pipeline(job_server, broker, app, state, source, sink, 'int', ['--update'])
   with pytest.raises(RuntimeError) as excinfo:
@@ -278,17 +268,11 @@ def test_a_changed_key_coder_is_refused_naming_the_transform_and_the_running_ver
   _produce(broker, source, 5, BASE + 1_000)
   out = _wait_for(broker, sink, 30, timeout=120)
   _cancel(running)
-  assert _running(out) == {k: [('', n) for n in range(1, 11)] for k in KEYS}, _running(out)
+  _assert_counted_on(out, 10, 10)
 
 
 def test_an_update_while_the_earlier_version_runs_takes_over_and_that_one_steps_down(job_server, broker, tmp_path):
-  source, sink = unique_topic('update-in'), unique_topic('update-out')
-  create_topic(broker, source, 2)
-  create_topic(broker, sink, 1)
-  app, state = make_app_id('update-busy'), tmp_path / 'state'
-  _produce(broker, source, 5, BASE)
-  running = _pipeline(job_server, broker, app, state, source, sink, 1, HOLD)
-  assert len(_wait_for(broker, sink, 15, timeout=120)) == 15
+  source, sink, app, state, running = _version_one_counted(job_server, broker, tmp_path, 'update-busy')
   time.sleep(3)  # it has reported itself on the copies topic
 
   # As Dataflow's --update replaces a running job: the new version takes
@@ -306,5 +290,4 @@ def test_an_update_while_the_earlier_version_runs_takes_over_and_that_one_steps_
     back.wait_until_finish()
   out = _wait_for(broker, sink, 30, timeout=30)
   _cancel(second)
-  expected = [('', n) for n in range(1, 6)] + [('v2', n) for n in range(6, 11)]
-  assert _running(out) == {k: expected for k in KEYS}, _running(out)
+  _assert_counted_on(out, 5, 10)
