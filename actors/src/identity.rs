@@ -90,6 +90,29 @@ pub struct PlanRecord {
     pub previous: Option<Vec<String>>,
 }
 
+/// Fences the transactional ids of every task of `sub_topologies` (those
+/// an update retired), as many as their changelogs have partitions.
+/// Blocks; a failure is only logged (the broker aborts what was left open
+/// once its transaction times out).
+pub fn fence_retired(opts: &RunnerOptions, sub_topologies: &[u32]) {
+    let admin = match Admin::connect(opts) {
+        Ok(a) => a,
+        Err(e) => return tracing::warn!("cannot fence the tasks of retired sub-topologies: {e}"),
+    };
+    for &sub in sub_topologies {
+        let changelog = beam_kafka_runtime::topology::changelog_topic(&opts.application_id, sub);
+        let partitions = admin.partitions(&changelog).ok().flatten().unwrap_or(0);
+        for partition in 0..partitions {
+            let task = beam_kafka_runtime::topology::TaskId { sub_topology: sub, partition };
+            match crate::kafka::transaction::fence(opts, task) {
+                Ok(()) => tracing::debug!("fenced retired task {task}"),
+                Err(e) => tracing::warn!("cannot fence retired task {task}: {e}"),
+            }
+        }
+    }
+    crate::kafka::close_in_background(admin);
+}
+
 /// Records that the application ran to the end and kept its topics.
 pub async fn record_finished(opts: &RunnerOptions) -> Result<(), String> {
     let admin = Admin::connect(opts)?;

@@ -223,6 +223,12 @@ async fn drive(
     // The plan record is written while the group join runs; no task starts
     // before it is on record (a restart after a crash before that is
     // refused: work a task committed meanwhile would be done twice).
+    if !input.retired_sub_topologies.is_empty() {
+        let (fencing_opts, retired) = (opts.clone(), std::mem::take(&mut input.retired_sub_topologies));
+        actix_rt::spawn(async move {
+            let _ = tokio::task::spawn_blocking(move || crate::identity::fence_retired(&fencing_opts, &retired)).await;
+        });
+    }
     let (plan_producer, plan_app, plan) = (producer.clone(), opts.application_id.clone(), input.plan_record.clone());
     let mut plan_write = actix_rt::spawn(async move {
         match plan {

@@ -33,4 +33,9 @@ pub struct JobInput {
     /// Topics of earlier versions this one no longer uses (kept for a
     /// rollback): a drain's clean-up deletes them with the rest.
     pub retired_topics: Vec<String>,
+    /// Sub-topologies an update just retired: their tasks' transactional
+    /// ids are fenced at the start (no task of this version fences them,
+    /// and what a killed copy left open under one would hold readers of
+    /// the topics it wrote until the transaction timed out).
+    pub retired_sub_topologies: Vec<u32>,
 }

@@ -120,8 +120,10 @@ impl StatusBoard {
         // version submitted with --update while the earlier one runs):
         // each is a copy of its own, named apart, or their reports on the
         // copies topic would overwrite each other's.
-        let running = live_boards().iter().filter(|b| b.application_id == application_id && b.ended_at().is_none()).count();
-        let copy = if running == 0 { this_copy() } else { format!("{}#{}", this_copy(), running + 1) };
+        // (Numbered once for the process: a name is never given twice.)
+        static NEXT: AtomicU64 = AtomicU64::new(2);
+        let running = live_boards().iter().any(|b| b.application_id == application_id && b.ended_at().is_none());
+        let copy = if running { format!("{}#{}", this_copy(), NEXT.fetch_add(1, Ordering::Relaxed)) } else { this_copy() };
         let attributes = vec![
             KeyValue::new("beam_kafka.application.id", application_id.to_string()),
             KeyValue::new("beam_kafka.job.id", job_id.to_string()),

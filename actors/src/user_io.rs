@@ -84,8 +84,6 @@ pub async fn resolve_sources(admin: &Admin, input: &mut JobInput, first_run: boo
             counts.insert(i.topic.clone(), n);
             let spec = src.spec();
             let start = match (spec.start_read_time_millis, spec.consumer_config.get("auto.offset.reset").map(String::as_str)) {
-                // A partition added since the first run: all of it is new.
-                _ if unseeded_start(first_run) == Unseeded::FromStart => StartAt::Earliest,
                 (Some(t), _) => StartAt::Time(t),
                 (None, Some("earliest" | "smallest")) => StartAt::Earliest,
                 // Kafka's default, as for Beam's Java reader.
@@ -108,7 +106,12 @@ pub async fn resolve_sources(admin: &Admin, input: &mut JobInput, first_run: boo
         }
     }
     for (topic, start) in starts {
-        for (p, offset) in admin.seed_offsets(&topic, counts[&topic], start).await? {
+        // A partition added since the first run: all of it is new.
+        let start_for = |has_commits| match unseeded_start(first_run, has_commits) {
+            Unseeded::AsAsked => start,
+            Unseeded::FromStart => StartAt::Earliest,
+        };
+        for (p, offset) in admin.seed_offsets(&topic, counts[&topic], start_for).await? {
             start_offsets.insert((topic.clone(), p), offset);
         }
     }

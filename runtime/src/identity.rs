@@ -50,7 +50,7 @@ pub fn manifest(graph: &PipelineGraph<'_>, plan: &TopologyPlan, names: &Names) -
         }
     }
     lines.extend(plan_facts::state_lines(graph, plan));
-    lines.extend(graph.leaves.iter().map(|id| format!("transform {id}")));
+    lines.extend(graph.leaves.iter().map(|id| format!("transform {}", plan_facts::one_line(id))));
     std::iter::once(VERSION.to_string()).chain(lines).chain(names.to_lines()).collect()
 }
 
@@ -124,9 +124,11 @@ pub struct UpdateRequest {
     pub mapping: Mapping,
 }
 
-/// The manifest without its names table: what a version plans.
+/// The manifest without its names table and aliases: what a version
+/// plans (a version restarted after a later one renamed its transforms
+/// carries their aliases, and plans the same).
 fn planned(manifest: &[String]) -> Vec<&String> {
-    manifest.iter().filter(|l| !l.starts_with("name ") && !l.starts_with("retired ")).collect()
+    manifest.iter().filter(|l| !l.starts_with("name ") && !l.starts_with("retired ") && !l.starts_with("alias ")).collect()
 }
 
 /// Decides whether a run of `manifest` under `application_id` may start.
@@ -149,13 +151,9 @@ pub fn judge(application_id: &str, earlier: &Earlier, manifest: &[String], reque
             // update rolled back) drops what the latest one added.
             let mut mapping = request.mapping.clone();
             let rollback = previous.as_ref().is_some_and(|p| planned(p) == planned(manifest));
-            if rollback {
-                let before: BTreeSet<&String> = previous.iter().flatten().collect();
-                for l in m.iter().filter(|l| !before.contains(l)) {
-                    if let Some((t, _)) = l.strip_prefix("state ").and_then(|r| r.split_once(": ")) {
-                        mapping.dropped.insert(t.to_string());
-                    }
-                }
+            if let Some(before) = previous.as_ref().filter(|_| rollback) {
+                let kept = crate::update::stateful_ids(before);
+                mapping.dropped.extend(crate::update::stateful_ids(m).into_iter().filter(|t| !kept.contains(t)));
             }
             let (problems, mut notes) = crate::update::check(m, manifest, &mapping);
             if problems.is_empty() {

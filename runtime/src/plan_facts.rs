@@ -2,21 +2,17 @@
 //! pipeline can be compared: coders by structure (their ids are numbered
 //! by the SDK), windowing strategies by what they do, and the state each
 //! stateful transform keeps. Pickled user code is left out (a DoFn whose
-//! code changed reads its state as before); a custom coder's payload is
-//! kept as a fingerprint, so a changed custom coder counts as changed.
+//! code changed reads its state as before); a coder's payload (a custom
+//! or pickled coder, a row's schema) is kept as a fingerprint, so a
+//! changed one counts as changed.
 use prost::Message;
 
 use crate::graph::PipelineGraph;
 use crate::pb;
 use crate::topology::{InputKind, TopologyPlan};
 
-/// Coders whose payload says nothing about the bytes (or is deterministic).
-fn standard(urn: &str) -> bool {
-    urn.starts_with("beam:coder:") && !matches!(urn, "beam:coder:custom_window:v1" | "beam:coder:row:v1")
-}
-
 /// A coder as its structure: `urn(component, …)`, with a fingerprint of
-/// the payload of a coder outside Beam's standard ones.
+/// its payload when it has one.
 pub fn coder(c: &pb::Components, id: &str) -> String {
     coder_at(c, id, 0)
 }
@@ -25,7 +21,9 @@ fn coder_at(c: &pb::Components, id: &str, depth: usize) -> String {
     let Some(coder) = c.coders.get(id) else { return format!("missing coder {id}") };
     let Some(spec) = coder.spec.as_ref() else { return "coder without a spec".into() };
     let mut out = spec.urn.trim_start_matches("beam:coder:").to_string();
-    if !standard(&spec.urn) {
+    // A payload (a row's schema, a pickled Python or serialized Java coder)
+    // is part of what the coder reads.
+    if !spec.payload.is_empty() {
         out.push_str(&format!("#{:016x}", fingerprint(&spec.payload)));
     }
     if !coder.component_coder_ids.is_empty() && depth < 32 {
@@ -90,7 +88,8 @@ pub fn state_lines(graph: &PipelineGraph, plan: &TopologyPlan) -> Vec<String> {
             if let InputKind::GroupByKey { transform } = &i.kind {
                 let input = &plan.topics[i.topic].pcollection;
                 out.push(format!(
-                    "state {transform}: GroupByKey in sub-topology {}; input {}; {}",
+                    "state {}: GroupByKey in sub-topology {}; input {}; {}",
+                    one_line(transform),
                     s.id,
                     pcollection_coder(graph, input),
                     pcollection_windowing(graph, input)
@@ -111,7 +110,8 @@ pub fn state_lines(graph: &PipelineGraph, plan: &TopologyPlan) -> Vec<String> {
             );
             cells.sort();
             out.push(format!(
-                "state {t}: user state in sub-topology {}; input {}; {}; {}",
+                "state {}: user state in sub-topology {}; input {}; {}; {}",
+                one_line(t),
                 s.id,
                 pcollection_coder(graph, &main),
                 pcollection_windowing(graph, &main),
@@ -120,6 +120,12 @@ pub fn state_lines(graph: &PipelineGraph, plan: &TopologyPlan) -> Vec<String> {
         }
     }
     out
+}
+
+/// An id as it goes on a manifest's line (a line break in a unique name
+/// would split it).
+pub fn one_line(id: &str) -> String {
+    id.replace('\n', "\\n")
 }
 
 /// The coder of what a runner topic carries.

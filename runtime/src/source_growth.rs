@@ -21,9 +21,11 @@ pub enum Unseeded {
 /// The application's first run gives every partition of its sources a
 /// starting offset (where the user asked) before any task runs; a
 /// partition without one in a later run, or once a running job planned
-/// again, was added since, so none of its records were read yet.
-pub fn unseeded_start(first_run: bool) -> Unseeded {
-    if first_run {
+/// again, was added since, so none of its records were read yet. A topic
+/// none of whose partitions has one is new to the application (a source
+/// an update added): it starts where the user asked.
+pub fn unseeded_start(first_run: bool, topic_has_commits: bool) -> Unseeded {
+    if first_run || !topic_has_commits {
         Unseeded::AsAsked
     } else {
         Unseeded::FromStart
@@ -65,8 +67,9 @@ mod tests {
 
     #[test]
     fn only_a_first_run_starts_unseeded_partitions_where_the_user_asked() {
-        assert_eq!(unseeded_start(true), Unseeded::AsAsked);
-        assert_eq!(unseeded_start(false), Unseeded::FromStart);
+        assert_eq!(unseeded_start(true, false), Unseeded::AsAsked);
+        assert_eq!(unseeded_start(false, true), Unseeded::FromStart);
+        assert_eq!(unseeded_start(false, false), Unseeded::AsAsked, "a source topic an update added");
     }
 
     #[test]

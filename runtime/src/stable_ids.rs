@@ -41,13 +41,22 @@ pub fn alias(pipeline: &mut pb::Pipeline, aliases: &BTreeMap<String, String>) ->
         ids.sort();
         return Err(format!("'{}' and '{}' would both take the place of the earlier '{new}': map only one of them to it", ids[0], ids[1]));
     }
-    let pcollections = pcollection_ids(c, &transforms);
+    // A PCollection follows by the same prefix: `<producer>.<tag>`, and the
+    // ones lifting and splittable DoFns made, `<composite>/…`. Others keep
+    // their ids, whatever recomputing them would give.
+    let pcollections: HashMap<String, String> = c.pcollections.keys().map(|id| (id.clone(), aliased(aliases, id))).collect();
+    let distinct: HashSet<&String> = pcollections.values().collect();
+    if distinct.len() != pcollections.len() {
+        return Err("two PCollections would have one id: map fewer names".into());
+    }
     Ok(apply(pipeline, &transforms, &pcollections))
 }
 
-/// `id` with the longest prefix `aliases` has for it replaced.
+/// `id` with the longest prefix `aliases` has for it replaced (a prefix
+/// is a whole step of the name: followed by `/`, or by `.` and a
+/// PCollection's tag).
 pub fn aliased(aliases: &BTreeMap<String, String>, id: &str) -> String {
-    let under = |k: &str| id == k || id.strip_prefix(k).is_some_and(|r| r.starts_with('/'));
+    let under = |k: &str| id == k || id.strip_prefix(k).is_some_and(|r| r.starts_with('/') || r.starts_with('.'));
     match aliases.iter().filter(|(k, _)| under(k)).max_by_key(|(k, _)| k.len()) {
         Some((k, v)) => format!("{v}{}", &id[k.len()..]),
         None => id.to_string(),
@@ -227,6 +236,7 @@ mod tests {
         let mut b = Builder::new();
         b.leaf("Tally/Pair", PAR_DO, &["in"], &["p"], true).leaf("Tally/Group", GROUP_BY_KEY, &["p"], &["g"], false);
         let mut p = b.build();
+        rename(&mut p);
         let aliases: BTreeMap<String, String> = [("Tally".to_string(), "Count".to_string())].into_iter().collect();
         assert_eq!(alias(&mut p, &aliases), Ok(4));
         let c = p.components.as_ref().unwrap();

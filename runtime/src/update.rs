@@ -61,10 +61,9 @@ pub fn aliases(
     ids_now: &BTreeSet<String>,
 ) -> Result<BTreeMap<String, String>, Vec<String>> {
     use crate::stable_ids::aliased;
-    let has = |ids: &BTreeSet<String>, prefix: &str| {
-        ids.iter().any(|i| i == prefix || i.strip_prefix(prefix).is_some_and(|r| r.starts_with('/')))
-    };
-    let mut aliases = earlier.aliases.clone();
+    let under = |id: &str, prefix: &str| id == prefix || id.strip_prefix(prefix).is_some_and(|r| r.starts_with('/'));
+    let has = |ids: &BTreeSet<String>, prefix: &str| ids.iter().any(|i| under(i, prefix));
+    let mut renames = Vec::new();
     let mut problems = Vec::new();
     for (old, new) in &mapping.renamed {
         let id = aliased(&earlier.aliases, old);
@@ -76,18 +75,30 @@ pub fn aliases(
         } else if !has(ids_now, new) {
             problems.push(format!("--transform_name_mapping renames '{old}' to '{new}', which this version does not have"));
         } else {
-            aliases.retain(|k, _| !(k == old || k.strip_prefix(old.as_str()).is_some_and(|r| r.starts_with('/'))));
-            aliases.insert(new.clone(), id);
+            renames.push((old, new, id));
         }
     }
     if !problems.is_empty() {
         return Err(problems);
     }
-    let taken: BTreeSet<String> = earlier_ids.iter().chain(&earlier.retired_transforms).chain(aliases.values()).cloned().collect();
+    // All at once, so that names may swap: an earlier name renamed again
+    // gives up its own aliases.
+    let mut aliases = earlier.aliases.clone();
+    aliases.retain(|k, _| !renames.iter().any(|(old, _, _)| under(k, old)));
+    for (_, new, id) in renames {
+        aliases.insert(new.clone(), id);
+    }
+    // A transform not renamed whose id is retired (its state dropped), or
+    // taken by a renamed one (an earlier name used again), gets a new id.
+    let taken: BTreeSet<String> = ids_now.iter().map(|id| aliased(&aliases, id)).collect();
+    let mut used: BTreeSet<String> =
+        earlier_ids.iter().chain(&earlier.retired_transforms).chain(aliases.values()).chain(&taken).cloned().collect();
     for id in ids_now {
-        let now = aliased(&aliases, id);
-        if earlier.retired_transforms.contains(&now) {
-            let fresh = (2..).map(|k| format!("{now}~{k}")).find(|f| !taken.contains(f)).expect("a free id");
+        let renamed = aliased(&aliases, id) != *id;
+        let clashes = ids_now.iter().any(|other| other != id && aliased(&aliases, other) == *id);
+        if !renamed && (earlier.retired_transforms.contains(id) || clashes) {
+            let fresh = (2..).map(|k| format!("{id}~{k}")).find(|f| !used.contains(f)).expect("a free id");
+            used.insert(fresh.clone());
             aliases.insert(id.clone(), fresh);
         }
     }

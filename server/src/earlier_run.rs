@@ -108,13 +108,22 @@ async fn no_other_version_runs(job: &Arc<Job>, plan: &str) -> Result<(), String>
 pub struct Judged {
     pub record: Option<PlanRecord>,
     pub retired_topics: Vec<String>,
+    /// Sub-topologies this update retired (their tasks' ids are fenced).
+    pub newly_retired: Vec<u32>,
 }
 
 /// Names the plan after the record and judges whether this run may start.
 pub async fn judge(job: &Arc<Job>, found: &Found, graph: &PipelineGraph<'_>, plan: &mut TopologyPlan) -> Result<Judged, String> {
     let mut retired = Vec::new();
     let record = judge_record(job, found, graph, plan, &mut retired).await?;
-    Ok(Judged { record, retired_topics: retired })
+    let newly_retired = match &record {
+        Some(PlanRecord { previous: Some(_), manifest }) => {
+            let now = Names::from_lines(manifest).retired_sub_topologies;
+            now.difference(&found.names.retired_sub_topologies).copied().collect()
+        }
+        _ => Vec::new(),
+    };
+    Ok(Judged { record, retired_topics: retired, newly_retired })
 }
 
 async fn judge_record(

@@ -265,6 +265,7 @@ async fn prepare_and_run(
         board: board.clone(),
         plan_record: judged.record,
         retired_topics: judged.retired_topics,
+        retired_sub_topologies: judged.newly_retired,
     };
     let (events_tx, events_rx) = mpsc::unbounded_channel();
     let (done_tx, done_rx) = oneshot::channel();

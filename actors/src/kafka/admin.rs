@@ -397,7 +397,14 @@ impl Admin {
     /// asked (ReadFromKafka's start_read_time / auto.offset.reset) and later
     /// runs resume where they committed. Returns each partition's starting
     /// offset (committed or seeded).
-    pub async fn seed_offsets(&self, topic: &str, partitions: u32, start: StartAt) -> Result<HashMap<i32, i64>, String> {
+    /// `start_for(whether any partition of the topic has a commit)`: where
+    /// a partition without one starts.
+    pub async fn seed_offsets(
+        &self,
+        topic: &str,
+        partitions: u32,
+        start_for: impl Fn(bool) -> StartAt,
+    ) -> Result<HashMap<i32, i64>, String> {
         let mut all = TopicPartitionList::new();
         for p in 0..partitions as i32 {
             all.add_partition(topic, p);
@@ -414,6 +421,7 @@ impl Admin {
         if missing.is_empty() {
             return Ok(starts);
         }
+        let start = start_for(!starts.is_empty());
         let mut seed = TopicPartitionList::new();
         for &p in &missing {
             let (low, high) = retry_transient(|| self.probe.fetch_watermarks(topic, p, METADATA_TIMEOUT))

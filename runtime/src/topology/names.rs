@@ -148,7 +148,9 @@ impl TopologyPlan {
             new_id.insert(s.id, id);
             s.id = id;
         }
-        for t in &mut self.topics {
+        // The writers of shuffle, edge and side topics are sub-topologies
+        // (an impulse's is its transform, whatever its name).
+        for t in self.topics.iter_mut().filter(|t| matches!(t.kind, TopicKind::Shuffle | TopicKind::Edge | TopicKind::Side)) {
             let upstream = t.upstream.strip_prefix("sub-").and_then(|n| n.parse::<u32>().ok());
             if let Some(id) = upstream.and_then(|old| new_id.get(&old)) {
                 t.upstream = super::sub_topology_source(*id);
@@ -169,6 +171,30 @@ impl TopologyPlan {
     }
 }
 
+/// A name or identity as a record's line holds it: no line break, and no
+/// `=` (the lines split at " = ").
+fn escape(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('\n', "\\n").replace('=', "\\e")
+}
+
+fn unescape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('n') => out.push('\n'),
+            Some('e') => out.push('='),
+            Some(other) => out.push(other),
+            None => out.push('\\'),
+        }
+    }
+    out
+}
+
 /// A runner topic's name as its kind's prefix and number.
 fn numbered(name: &str) -> Option<(String, u64)> {
     let digits = name.len() - name.bytes().rev().take_while(u8::is_ascii_digit).count();
@@ -177,39 +203,37 @@ fn numbered(name: &str) -> Option<(String, u64)> {
 }
 
 impl Names {
-    /// The table as lines of the plan record (identities may hold any text
-    /// but a line break, which is escaped).
+    /// The table as lines of the plan record (identities and aliases
+    /// escaped: they may hold any text).
     pub fn to_lines(&self) -> Vec<String> {
-        let esc = |s: &str| s.replace('\\', "\\\\").replace('\n', "\\n");
         let mut out = Vec::new();
-        out.extend(self.topics.iter().map(|(i, n)| format!("name topic {n} = {}", esc(i))));
-        out.extend(self.sub_topologies.iter().map(|(i, n)| format!("name sub-topology {n} = {}", esc(i))));
+        out.extend(self.topics.iter().map(|(i, n)| format!("name topic {n} = {}", escape(i))));
+        out.extend(self.sub_topologies.iter().map(|(i, n)| format!("name sub-topology {n} = {}", escape(i))));
         out.extend(self.retired_topics.iter().map(|n| format!("retired topic {n}")));
         out.extend(self.retired_sub_topologies.iter().map(|n| format!("retired sub-topology {n}")));
-        out.extend(self.aliases.iter().map(|(n, id)| format!("alias {} = {}", esc(n), esc(id))));
-        out.extend(self.retired_transforms.iter().map(|id| format!("retired transform {}", esc(id))));
+        out.extend(self.aliases.iter().map(|(n, id)| format!("alias {} = {}", escape(n), escape(id))));
+        out.extend(self.retired_transforms.iter().map(|id| format!("retired transform {}", escape(id))));
         out
     }
 
     /// The table in a plan record's lines (other lines are skipped).
     pub fn from_lines(lines: &[String]) -> Names {
-        let unesc = |s: &str| s.replace("\\n", "\n").replace("\\\\", "\\");
         let mut names = Names::default();
         for l in lines {
             if let Some((n, i)) = l.strip_prefix("name topic ").and_then(|r| r.split_once(" = ")) {
-                names.topics.insert(unesc(i), n.to_string());
+                names.topics.insert(unescape(i), n.to_string());
             } else if let Some((n, i)) = l.strip_prefix("name sub-topology ").and_then(|r| r.split_once(" = ")) {
                 if let Ok(n) = n.parse() {
-                    names.sub_topologies.insert(unesc(i), n);
+                    names.sub_topologies.insert(unescape(i), n);
                 }
             } else if let Some(n) = l.strip_prefix("retired topic ") {
                 names.retired_topics.insert(n.to_string());
             } else if let Some(n) = l.strip_prefix("retired sub-topology ").and_then(|n| n.parse().ok()) {
                 names.retired_sub_topologies.insert(n);
             } else if let Some((n, id)) = l.strip_prefix("alias ").and_then(|r| r.split_once(" = ")) {
-                names.aliases.insert(unesc(n), unesc(id));
+                names.aliases.insert(unescape(n), unescape(id));
             } else if let Some(id) = l.strip_prefix("retired transform ") {
-                names.retired_transforms.insert(unesc(id));
+                names.retired_transforms.insert(unescape(id));
             }
         }
         names

@@ -151,3 +151,20 @@ fn a_name_whose_state_was_dropped_gets_a_new_id() {
     assert_eq!(given.get("group2").map(String::as_str), Some("group2~2"));
     assert_eq!(stateful_ids(&v1), ["group".to_string(), "group2".to_string()].into_iter().collect());
 }
+
+#[test]
+fn names_may_swap_and_an_earlier_name_used_again_gets_a_new_id() {
+    let earlier_ids: BTreeSet<String> = ["A", "B", "Count/Pair"].iter().map(|s| s.to_string()).collect();
+    let swap = Mapping::new(&[("A".to_string(), "B".to_string()), ("B".to_string(), "A".to_string())].into_iter().collect());
+    let got = aliases(&Names::default(), &earlier_ids, &swap, &earlier_ids).unwrap();
+    assert_eq!((got["A"].as_str(), got["B"].as_str()), ("B", "A"));
+    // Count renamed Tally; later a new Count comes: it does not get Count's id.
+    let mut earlier = Names::default();
+    earlier.aliases.insert("Tally".into(), "Count".into());
+    let now: BTreeSet<String> = ["Tally", "Tally/Pair", "Count", "Count/Pair"].iter().map(|s| s.to_string()).collect();
+    let got = aliases(&earlier, &earlier_ids, &Mapping::default(), &now).unwrap();
+    assert_eq!(got["Tally"], "Count");
+    assert_eq!(got["Count"], "Count~2");
+    let ids: BTreeSet<String> = now.iter().map(|id| crate::stable_ids::aliased(&got, id)).collect();
+    assert_eq!(ids.len(), now.len(), "every transform keeps an id of its own: {ids:?}");
+}

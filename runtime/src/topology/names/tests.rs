@@ -84,3 +84,15 @@ fn a_later_version_keeps_the_names_of_what_it_still_has_and_numbers_the_rest_ane
     assert_ne!(shuffle_of(&v3, &g3, "a-group"), shuffle_of(&v2, &g2, "a-group"), "a retired name is never given again");
     assert!(!v3.sub_topologies.iter().any(|s| back.retired_sub_topologies.contains(&s.id)));
 }
+
+#[test]
+fn any_text_survives_the_record() {
+    let mut names = Names::default();
+    for odd in ["a = b", "Split on \\n", "line\nbreak", "back\\slash\\", "x=y\\e"] {
+        names.topics.insert(format!("shuffle {odd}"), "__beam_app_shuffle_0".into());
+        names.aliases.insert(odd.to_string(), format!("{odd}~2"));
+        names.retired_transforms.insert(odd.to_string());
+    }
+    assert_eq!(Names::from_lines(&names.to_lines()), names);
+    assert!(names.to_lines().iter().all(|l| !l.contains('\n')));
+}
