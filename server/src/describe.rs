@@ -33,7 +33,9 @@ pub fn describe(args: DescribeArgs) -> anyhow::Result<()> {
     let bytes = std::fs::read(&args.pipeline).with_context(|| format!("cannot read {}", args.pipeline.display()))?;
     let mut pipeline =
         Pipeline::decode(bytes.as_slice()).with_context(|| format!("{} is not a binary Beam Pipeline proto", args.pipeline.display()))?;
-    beam_kafka_runtime::stable_ids::rename(&mut pipeline);
+    if !crate::options::submitted_from_java(&pipeline) {
+        beam_kafka_runtime::stable_ids::rename(&mut pipeline);
+    }
     lift_combiners(&mut pipeline);
     beam_kafka_runtime::sdf::expand_splittable(&mut pipeline);
     let problems = validate_topology(&pipeline);

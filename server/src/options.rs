@@ -167,8 +167,11 @@ pub fn check_submission(
     use beam_kafka_runtime::validate::{validate, validate_kafka_clusters};
     // Nothing below walks a pipeline whose composites or coders loop.
     beam_kafka_runtime::structure::check(pipeline).map_err(|e| vec![format!("malformed pipeline: {e}")])?;
-    // Ids that a changed pipeline keeps (state is keyed by them).
-    beam_kafka_runtime::stable_ids::rename(pipeline);
+    // Ids that a changed pipeline keeps (state is keyed by them). Java
+    // writes its ids so already (by unique name): its pipelines stay as sent.
+    if !submitted_from_java(pipeline) {
+        beam_kafka_runtime::stable_ids::rename(pipeline);
+    }
     // Combine before the shuffle where the client did not (streaming).
     beam_kafka_runtime::lift::lift_combiners(pipeline);
     // Splittable DoFns run as pair → split → (edge topic) → process.
