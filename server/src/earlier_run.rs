@@ -114,40 +114,39 @@ pub struct Judged {
 
 /// Names the plan after the record and judges whether this run may start.
 pub async fn judge(job: &Arc<Job>, found: &Found, graph: &PipelineGraph<'_>, plan: &mut TopologyPlan) -> Result<Judged, String> {
-    let mut retired = Vec::new();
-    let record = judge_record(job, found, graph, plan, &mut retired).await?;
+    let (record, names) = judge_record(job, found, graph, plan).await?;
+    let app = &job.runner_options.application_id;
+    let mut retired_topics: Vec<String> = names.retired_topics.iter().cloned().collect();
+    retired_topics.extend(names.retired_sub_topologies.iter().map(|s| beam_kafka_runtime::topology::changelog_topic(app, *s)));
     let newly_retired = match &record {
-        Some(PlanRecord { previous: Some(_), manifest }) => {
-            let now = Names::from_lines(manifest).retired_sub_topologies;
-            now.difference(&found.names.retired_sub_topologies).copied().collect()
+        Some(PlanRecord { previous: Some(_), .. }) => {
+            names.retired_sub_topologies.difference(&found.names.retired_sub_topologies).copied().collect()
         }
         _ => Vec::new(),
     };
-    Ok(Judged { record, retired_topics: retired, newly_retired })
+    Ok(Judged { record, retired_topics, newly_retired })
 }
 
+/// What to record (if anything), and the names this run took.
 async fn judge_record(
     job: &Arc<Job>,
     found: &Found,
     graph: &PipelineGraph<'_>,
     plan: &mut TopologyPlan,
-    retired: &mut Vec<String>,
-) -> Result<Option<PlanRecord>, String> {
+) -> Result<(Option<PlanRecord>, Names), String> {
     let opts = &job.runner_options;
     let mut names = plan.inherit(graph, &found.names);
     names.aliases = found.aliases.clone();
     // Stateful transforms this version no longer has: their ids are not
     // given again (an update that keeps them is refused, or drops them).
     if let Some(earlier) = found.manifest() {
-        let now = update::stateful_ids(&identity::manifest(graph, plan, &names));
+        let now = update::stateful_ids(&beam_kafka_runtime::plan_facts::state_lines(graph, plan));
         names.retired_transforms.extend(update::stateful_ids(earlier).into_iter().filter(|t| !now.contains(t)));
     }
     let manifest = identity::manifest(graph, plan, &names);
     let _ = job.plan_fingerprint.set(fingerprint(&manifest));
-    retired.extend(names.retired_topics.iter().cloned());
-    retired.extend(names.retired_sub_topologies.iter().map(|s| beam_kafka_runtime::topology::changelog_topic(&opts.application_id, *s)));
-    match identity::judge(&opts.application_id, &found.earlier, &manifest, &found.request) {
-        Verdict::Fresh => Ok(Some(PlanRecord { manifest, previous: None })),
+    let record = match identity::judge(&opts.application_id, &found.earlier, &manifest, &found.request) {
+        Verdict::Fresh => Some(PlanRecord { manifest, previous: None }),
         Verdict::Resume => {
             job.message(
                 Importance::JobMessageBasic,
@@ -157,7 +156,7 @@ async fn judge_record(
                     opts.application_id
                 ),
             );
-            Ok(None)
+            None
         }
         Verdict::Update { mut notes, rollback } => {
             // Forward, the earlier version's copies step down once this one
@@ -177,8 +176,9 @@ async fn judge_record(
                     notes.join("\n  ")
                 ),
             );
-            Ok(Some(PlanRecord { manifest, previous: found.manifest().cloned() }))
+            Some(PlanRecord { manifest, previous: found.manifest().cloned() })
         }
-        Verdict::Refuse(why) => Err(why),
-    }
+        Verdict::Refuse(why) => return Err(why),
+    };
+    Ok((record, names))
 }
