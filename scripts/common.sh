@@ -7,7 +7,7 @@ export BEAM_KAFKA_CACHE="${BEAM_KAFKA_CACHE:-$HOME/.cache/beam-kafka}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$BEAM_KAFKA_CACHE/target}"
 BEAM_VERSION="2.73.0"
 # The Python SDK releases the runner supports: CI runs Beam's suite on both
-# ends (runtime/src/sdk_version.rs refuses others at Prepare; keep in step).
+# ends (runtime/src/plan/sdk_version.rs refuses others at Prepare; keep in step).
 BEAM_PYTHON_SDK_OLDEST="$BEAM_VERSION"
 BEAM_PYTHON_SDK_NEWEST="2.77.0"
 KAFKA_VERSION="4.3.2"

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use beam_kafka_fnapi::state::kind_of;
 use beam_kafka_fnapi::StateHandler;
 use beam_kafka_proto::fn_execution as fn_pb;
-use beam_kafka_runtime::state_api;
-use beam_kafka_runtime::user_state::UserState;
+use beam_kafka_runtime::state::state_api;
+use beam_kafka_runtime::state::user_state::UserState;
 use fn_pb::state_key::Type as Key;
 use fn_pb::state_response::Response;
 

@@ -3,7 +3,7 @@
 //! the group; a drained job keeps its sources' positions for the next run.
 use std::time::Duration;
 
-use beam_kafka_runtime::topology::{changelog_topic, TopicKind};
+use beam_kafka_runtime::plan::topology::{changelog_topic, TopicKind};
 use tokio::sync::mpsc;
 
 use crate::control;

@@ -17,7 +17,7 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{Message, Offset, TopicPartitionList};
 use tokio::sync::mpsc;
 
-use beam_kafka_runtime::topology::TaskId;
+use beam_kafka_runtime::plan::topology::TaskId;
 
 use crate::kafka::admin::{Admin, TopicSpec};
 use crate::kafka::config;
@@ -47,7 +47,7 @@ const WATCH_EVERY: Duration = Duration::from_millis(500);
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub fn control_topic(application_id: &str) -> String {
-    format!("{}control", beam_kafka_runtime::topology::topic_prefix(application_id))
+    format!("{}control", beam_kafka_runtime::plan::topology::topic_prefix(application_id))
 }
 
 pub fn topic_spec(application_id: &str) -> TopicSpec {

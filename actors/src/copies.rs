@@ -2,13 +2,13 @@
 //! partition): each copy's latest report of itself and its tasks, keyed by
 //! the copy, so any copy's status page, and `beam-kafka status`, show the
 //! whole application. What a report says is the server's business (bytes
-//! here); when a report counts as current is `runtime::copies`'.
+//! here); when a report counts as current is `runtime::app::copies`'.
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use beam_kafka_config::RunnerOptions;
-use beam_kafka_runtime::copies::REPORT_EVERY_MS;
+use beam_kafka_runtime::app::copies::REPORT_EVERY_MS;
 use dashmap::DashMap;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
@@ -23,7 +23,7 @@ const READ_TIMEOUT: Duration = Duration::from_secs(10);
 const LAST_REPORT_TIMEOUT: Duration = Duration::from_secs(3);
 
 pub fn copies_topic(application_id: &str) -> String {
-    format!("{}copies", beam_kafka_runtime::topology::topic_prefix(application_id))
+    format!("{}copies", beam_kafka_runtime::plan::topology::topic_prefix(application_id))
 }
 
 /// Created with the job's other topics. Compaction skips a partition's

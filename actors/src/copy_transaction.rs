@@ -18,10 +18,10 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use beam_kafka_config::RunnerOptions;
+use beam_kafka_runtime::plan::topology::TaskId;
 use beam_kafka_runtime::task::cycle::{Offsets, COMMIT_ATTEMPTS};
 use beam_kafka_runtime::task::shared_txn::{Action, MemberId, Phase, Refusal, SharedTransaction};
 use beam_kafka_runtime::task::txn_ids::{self, Current, IdPlan};
-use beam_kafka_runtime::topology::TaskId;
 use rdkafka::consumer::Consumer;
 use rdkafka::producer::Producer;
 use rdkafka::{Offset, TopicPartitionList};

@@ -15,18 +15,18 @@
 //!
 //! A batch GroupByKey keeps its panes in the task's store once the
 //! GroupByKeys of the process hold more than `group_by_key_memory_mb`
-//! (`runtime::gbk_spill`): it reads them back from there to fire them.
+//! (`runtime::gbk::spill`): it reads them back from there to fire them.
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use actix::prelude::*;
+use beam_kafka_runtime::codec::packed::Pack;
+use beam_kafka_runtime::gbk::merge::MergeRequests;
+use beam_kafka_runtime::gbk::spill::SpillStore;
 use beam_kafka_runtime::gbk::GroupByKey;
-use beam_kafka_runtime::gbk_merge::MergeRequests;
-use beam_kafka_runtime::gbk_spill::SpillStore;
-use beam_kafka_runtime::packed::Pack;
-use beam_kafka_runtime::task_state;
-use beam_kafka_runtime::window_fns::Merge;
+use beam_kafka_runtime::state::task_state;
+use beam_kafka_runtime::window::window_fns::Merge;
 
 use crate::messages::{GbkCommand, GbkEvent, Shutdown};
 use crate::store::TaskStore;
@@ -134,7 +134,7 @@ impl GroupByKeyActor {
 
     /// What the SDK must tell about a batch first: the ends of windows not
     /// seen before, and merges. `None` if nothing.
-    fn to_ask(&self, values: &[Pack]) -> Result<Option<(Vec<beam_kafka_runtime::windowed::Window>, MergeRequests)>, String> {
+    fn to_ask(&self, values: &[Pack]) -> Result<Option<(Vec<beam_kafka_runtime::codec::windowed::Window>, MergeRequests)>, String> {
         if self.window_fns.is_none() {
             return Ok(None);
         }

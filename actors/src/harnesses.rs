@@ -1,11 +1,11 @@
 //! The SDK harnesses of this copy, and which one each task's stage uses
-//! (`runtime::harnesses` decides): a stage holds a lease on a harness of its
+//! (`runtime::app::harnesses` decides): a stage holds a lease on a harness of its
 //! own SDK environment for as long as it lives, so a task that stops frees
 //! its place.
 use std::sync::{Arc, Mutex, OnceLock};
 
 use beam_kafka_fnapi::SdkWorker;
-use beam_kafka_runtime::harnesses::least_loaded_where;
+use beam_kafka_runtime::app::harnesses::least_loaded_where;
 
 /// One connected harness and the environment (its id in the pipeline) it
 /// runs.

@@ -1,13 +1,13 @@
 //! The application's plan record (`__beam_<app>_plan`, one compacted
 //! partition): what the run that created its topics planned, so a later
-//! run under the same id resumes only the same plan (`runtime::identity`
+//! run under the same id resumes only the same plan (`runtime::app::identity`
 //! decides), and whether a run ended DONE keeping its topics. Also
 //! `reset`: deleting everything a run left under an application id.
 use std::path::Path;
 use std::time::Duration;
 
 use beam_kafka_config::RunnerOptions;
-use beam_kafka_runtime::identity::{self, Earlier};
+use beam_kafka_runtime::app::identity::{self, Earlier};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{Message, Offset, TopicPartitionList};
@@ -24,7 +24,7 @@ const FINISHED: &[u8] = b"finished";
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub fn plan_topic(application_id: &str) -> String {
-    format!("{}plan", beam_kafka_runtime::topology::topic_prefix(application_id))
+    format!("{}plan", beam_kafka_runtime::plan::topology::topic_prefix(application_id))
 }
 
 /// What an earlier run left under the application id: one metadata
@@ -100,10 +100,10 @@ pub fn fence_retired(opts: &RunnerOptions, sub_topologies: &[u32]) {
         Err(e) => return tracing::warn!("cannot fence the tasks of retired sub-topologies: {e}"),
     };
     for &sub in sub_topologies {
-        let changelog = beam_kafka_runtime::topology::changelog_topic(&opts.application_id, sub);
+        let changelog = beam_kafka_runtime::plan::topology::changelog_topic(&opts.application_id, sub);
         let partitions = admin.partitions(&changelog).ok().flatten().unwrap_or(0);
         for partition in 0..partitions {
-            let task = beam_kafka_runtime::topology::TaskId { sub_topology: sub, partition };
+            let task = beam_kafka_runtime::plan::topology::TaskId { sub_topology: sub, partition };
             match crate::kafka::transaction::fence(opts, task) {
                 Ok(()) => tracing::debug!("fenced retired task {task}"),
                 Err(e) => tracing::warn!("cannot fence retired task {task}: {e}"),

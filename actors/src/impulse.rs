@@ -9,16 +9,16 @@
 //! written and committed while the group join runs (`write`).
 use std::time::Duration;
 
-use beam_kafka_runtime::coders::impulse_element;
-use beam_kafka_runtime::timestamp::Watermark;
-use beam_kafka_runtime::topology::{TopicKind, TopicPlan};
+use beam_kafka_runtime::codec::coders::impulse_element;
+use beam_kafka_runtime::codec::timestamp::Watermark;
+use beam_kafka_runtime::plan::topology::{TopicKind, TopicPlan};
 use rdkafka::producer::Producer;
 
 use crate::job_input::JobInput;
 use crate::kafka::admin::Admin;
 use crate::kafka::config;
 use crate::kafka::producer::{self as kafka_producer, KafkaProducer, Writes};
-use beam_kafka_runtime::envelope;
+use beam_kafka_runtime::codec::envelope;
 
 /// An impulse transaction begun, and the topics it is for.
 pub struct Begun {

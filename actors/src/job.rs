@@ -8,12 +8,12 @@ use std::time::Duration;
 use actix::prelude::*;
 use beam_kafka_config::ProcessingGuarantee;
 use beam_kafka_proto::pipeline::MonitoringInfo;
-use beam_kafka_runtime::failure::{self, Verdict};
-use beam_kafka_runtime::kafka_io::same_cluster;
-use beam_kafka_runtime::source_growth;
+use beam_kafka_runtime::kafka::failure::{self, Verdict};
+use beam_kafka_runtime::kafka::io::same_cluster;
+use beam_kafka_runtime::kafka::source_growth;
+use beam_kafka_runtime::plan::topology::{TaskId, TopicKind};
 use beam_kafka_runtime::task::roster::Roster;
 use beam_kafka_runtime::task::stall::StallWatch;
-use beam_kafka_runtime::topology::{TaskId, TopicKind};
 use rdkafka::consumer::Consumer;
 use rdkafka::producer::Producer;
 use tokio::sync::{mpsc, watch};
@@ -111,7 +111,7 @@ pub fn run_job(
 
 /// Runs the job under its current plan: to its outcome, or until a source
 /// gained partitions and the job must plan again (`first_run`: the
-/// application's first run, `runtime::source_growth`).
+/// application's first run, `runtime::kafka::source_growth`).
 async fn drive(
     input: &mut JobInput,
     events: mpsc::UnboundedSender<JobEvent>,

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use beam_kafka_config::RunnerOptions;
-use beam_kafka_runtime::spec::SubTopologySpec;
-use beam_kafka_runtime::topology::TopologyPlan;
+use beam_kafka_runtime::plan::spec::SubTopologySpec;
+use beam_kafka_runtime::plan::topology::TopologyPlan;
 use tokio::sync::oneshot;
 
 use crate::harnesses::Harnesses;
@@ -28,7 +28,7 @@ pub struct JobInput {
     /// the exported metrics.
     pub board: Arc<crate::status_board::StatusBoard>,
     /// The application's first run or an update: what to record with its
-    /// topics before any task starts (`runtime::identity`).
+    /// topics before any task starts (`runtime::app::identity`).
     pub plan_record: Option<crate::identity::PlanRecord>,
     /// Topics of earlier versions this one no longer uses (kept for a
     /// rollback): a drain's clean-up deletes them with the rest.

@@ -1,6 +1,6 @@
 //! The runner-owned topics a job creates before its tasks start (those
 //! that exist are kept; a changelog grows with its source).
-use beam_kafka_runtime::topology::{changelog_topic, TopicKind};
+use beam_kafka_runtime::plan::topology::{changelog_topic, TopicKind};
 
 use crate::control;
 use crate::job_input::JobInput;

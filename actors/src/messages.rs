@@ -2,10 +2,10 @@
 //! data message carries a batch, never one element.
 use actix::Message;
 use beam_kafka_proto::pipeline::MonitoringInfo;
-use beam_kafka_runtime::progress::Progress;
+use beam_kafka_runtime::codec::timestamp::Watermark;
 use beam_kafka_runtime::task::cycle::Changes;
 use beam_kafka_runtime::task::gbk_view::GbkReport;
-use beam_kafka_runtime::timestamp::Watermark;
+use beam_kafka_runtime::test_stream::progress::Progress;
 
 /// Records of partitions one task owns, in offset order per partition.
 #[derive(Message)]
@@ -152,7 +152,7 @@ pub struct Shutdown;
 pub enum GbkCommand {
     /// Values of shuffle records (envelopes decoded, their packs read in
     /// place), in offset order.
-    Data(Vec<beam_kafka_runtime::packed::Pack>),
+    Data(Vec<beam_kafka_runtime::codec::packed::Pack>),
     /// The task's input watermark moved (sent by its watermark aggregator).
     Watermark(Watermark),
     /// Fire up to `limit` closed panes.
@@ -165,7 +165,7 @@ pub enum GbkCommand {
     /// Answer with the state changes made by everything sent before this.
     Barrier { id: u64 },
     /// Barrier `id`'s changes are in the task's store: panes they hold may
-    /// leave memory (see `runtime::gbk_spill`).
+    /// leave memory (see `runtime::gbk::spill`).
     Committed { id: u64 },
 }
 

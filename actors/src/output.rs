@@ -5,14 +5,14 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use beam_kafka_runtime::kafka_sink::SinkCodec;
-use beam_kafka_runtime::packed::{Packer, PACK_BYTES};
-use beam_kafka_runtime::partition::partition_for;
-use beam_kafka_runtime::windowed;
+use beam_kafka_runtime::codec::packed::{Packer, PACK_BYTES};
+use beam_kafka_runtime::codec::windowed;
+use beam_kafka_runtime::kafka::partition::partition_for;
+use beam_kafka_runtime::kafka::sink::SinkCodec;
 
 use crate::kafka::producer::{self, KafkaProducer, ProducerSlot, Writes};
-use beam_kafka_runtime::envelope;
-pub use beam_kafka_runtime::spec::OutputSink;
+use beam_kafka_runtime::codec::envelope;
+pub use beam_kafka_runtime::plan::spec::OutputSink;
 
 /// A stage output written to a user's topic by WriteToKafka.
 #[derive(Clone)]
@@ -49,7 +49,7 @@ impl Queued {
 }
 
 /// Splits each sink's encoded elements, packs them per partition
-/// (`runtime::packed`) and queues the packed records on `producer`.
+/// (`runtime::codec::packed`) and queues the packed records on `producer`.
 /// A pack holds at most `pack_elements` elements (the job's bundle size).
 pub async fn queue_outputs(
     queued: &mut Queued,

@@ -10,7 +10,7 @@ use dashmap::DashMap;
 use futures::FutureExt;
 
 use crate::kafka::rebalance::{Assignment, JobConsumer};
-use beam_kafka_runtime::failure;
+use beam_kafka_runtime::kafka::failure;
 use rdkafka::message::{Headers, Message};
 
 use crate::messages::{payload_bytes, InputRecord, RecordBatch};

@@ -11,15 +11,15 @@ use actix::prelude::*;
 use beam_kafka_config::RunnerOptions;
 use beam_kafka_fnapi::StateHandler;
 use beam_kafka_proto::fn_execution as fn_pb;
-use beam_kafka_runtime::side_input::SideInputData;
-use beam_kafka_runtime::state_api::paged;
+use beam_kafka_runtime::state::side_input::SideInputData;
+use beam_kafka_runtime::state::state_api::paged;
 use fn_pb::state_key::Type as Key;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 
 use crate::kafka::config;
-pub use beam_kafka_runtime::spec::SideInputSpec;
+pub use beam_kafka_runtime::plan::spec::SideInputSpec;
 
 /// The contents of a task's side inputs, shared by the task (which adds
 /// records) and its bundles' state requests (which read them); one entry
@@ -133,7 +133,7 @@ pub fn read_side_topic(opts: &RunnerOptions, topic: &str, to: Recipient<SideReco
                 Err(_) => continue,
                 Ok(Err(e)) => {
                     let e = e.to_string();
-                    if beam_kafka_runtime::failure::reader_must_stop(&e) {
+                    if beam_kafka_runtime::kafka::failure::reader_must_stop(&e) {
                         let _ = to.send(SideRecord { topic: topic.clone(), payload: Vec::new(), failed: Some(e) }).await;
                         return;
                     }

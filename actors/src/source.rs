@@ -6,12 +6,12 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use beam_kafka_proto::envelope::KafkaReadSpec;
-use beam_kafka_runtime::kafka_source::{KafkaRecord, PartitionClock, TimestampKind};
-use beam_kafka_runtime::timestamp::Millis;
+use beam_kafka_runtime::codec::timestamp::Millis;
+use beam_kafka_runtime::kafka::source::{KafkaRecord, PartitionClock, TimestampKind};
 use rdkafka::consumer::BaseConsumer;
 
 use crate::messages::InputRecord;
-pub use beam_kafka_runtime::spec::SourceInput;
+pub use beam_kafka_runtime::plan::spec::SourceInput;
 
 /// What all tasks reading one ReadFromKafka share.
 pub struct SourceShared {

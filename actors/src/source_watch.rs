@@ -1,12 +1,12 @@
 //! Whether a running job's source topics gained partitions: asked of the
 //! brokers every [`GROWTH_CHECK_EVERY`]; what follows is
-//! `runtime::source_growth`'s (the job plans again).
+//! `runtime::kafka::source_growth`'s (the job plans again).
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use beam_kafka_runtime::source_growth;
-use beam_kafka_runtime::topology::TopicKind;
+use beam_kafka_runtime::kafka::source_growth;
+use beam_kafka_runtime::plan::topology::TopicKind;
 use tokio::sync::mpsc;
 
 use crate::job_input::JobInput;

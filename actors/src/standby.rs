@@ -1,12 +1,12 @@
 //! Standby stores (`--num_standby_replicas`; which tasks is
-//! `runtime::standby`'s decision): a thread per job tails the changelog
+//! `runtime::app::standby`'s decision): a thread per job tails the changelog
 //! partitions of the tasks this copy stands by for into their local stores,
 //! the directories the tasks themselves use, and gives a store up the
 //! moment its task starts here (`claim`), open and current to the offset
 //! it read to, so the task's restore reads only what followed; a start
 //! that fenced the earlier owner first lets it read to the changelog's end
 //! (`claim_when_current`: the abort marker that fencing wrote). A copy
-//! joining while others run warms up first (`runtime::warm_up`): the job
+//! joining while others run warms up first (`runtime::app::warm_up`): the job
 //! waits in `warmed` before it joins the group.
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,9 +14,9 @@ use std::sync::{Arc, Condvar, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 use beam_kafka_config::RunnerOptions;
-use beam_kafka_runtime::standby::Standing;
-use beam_kafka_runtime::topology::{changelog_topic, TaskId};
-use beam_kafka_runtime::warm_up::{WarmUp, WarmUpStep, WARM_UP_LIMIT_MS};
+use beam_kafka_runtime::app::standby::Standing;
+use beam_kafka_runtime::app::warm_up::{WarmUp, WarmUpStep, WARM_UP_LIMIT_MS};
+use beam_kafka_runtime::plan::topology::{changelog_topic, TaskId};
 use dashmap::DashMap;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Message, Offset, TopicPartitionList};

@@ -17,11 +17,11 @@ use rdkafka::{Offset, TopicPartitionList};
 use crate::kafka::config;
 use crate::kafka::producer::{Group, KafkaProducer, Writes};
 use crate::store::{task_dir, Entries, TaskStore};
-use beam_kafka_runtime::failure::{self, Verdict};
+use beam_kafka_runtime::kafka::failure::{self, Verdict};
+use beam_kafka_runtime::plan::topology::{changelog_topic, topic_prefix, TaskId};
+use beam_kafka_runtime::state::task_state;
+use beam_kafka_runtime::state::user_state::StoredCells;
 use beam_kafka_runtime::task::handover::{InFlightWrites, Landing};
-use beam_kafka_runtime::task_state;
-use beam_kafka_runtime::topology::{changelog_topic, topic_prefix, TaskId};
-use beam_kafka_runtime::user_state::StoredCells;
 
 const RESTORE_TIMEOUT: Duration = Duration::from_secs(120);
 

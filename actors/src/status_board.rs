@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Instant;
 
+use beam_kafka_runtime::plan::topology::TaskId;
 use beam_kafka_runtime::task::status::{ReadRate, TaskStatus};
-use beam_kafka_runtime::topology::TaskId;
 use dashmap::DashMap;
 use opentelemetry::KeyValue;
 

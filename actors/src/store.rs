@@ -8,8 +8,8 @@
 //! that never committed, so it is wiped and rebuilt from the changelog.
 use std::path::{Path, PathBuf};
 
-use beam_kafka_runtime::topology::TaskId;
-use beam_kafka_runtime::user_state::StoredCells;
+use beam_kafka_runtime::plan::topology::TaskId;
+use beam_kafka_runtime::state::user_state::StoredCells;
 use std::sync::OnceLock;
 
 use rocksdb::{BlockBasedOptions, Cache, Options, WriteBatch, WriteBufferManager, WriteOptions, DB};
@@ -235,7 +235,7 @@ impl TaskStore {
 
 /// User state read as it is used (`UserState::lazy`): point reads by
 /// prefix, kept in the shared block cache.
-impl beam_kafka_runtime::user_state::StoredCells for TaskStore {
+impl beam_kafka_runtime::state::user_state::StoredCells for TaskStore {
     fn scan_prefix(&self, prefix: &[u8], visit: &mut dyn FnMut(&[u8], &[u8])) -> Result<(), String> {
         self.visit_from(rocksdb::ReadOptions::default(), prefix, &mut |k, v| {
             let inside = k.starts_with(prefix);

@@ -11,10 +11,10 @@ use crate::kafka::producer::{KafkaProducer, ProducerSlot};
 use actix::prelude::*;
 use beam_kafka_config::ProcessingGuarantee;
 use beam_kafka_runtime::gbk::GroupByKey;
-use beam_kafka_runtime::kafka_io::same_cluster;
-use beam_kafka_runtime::task_state;
-use beam_kafka_runtime::topology::{changelog_topic, sub_topology_source, TaskId};
-use beam_kafka_runtime::watermark::InputWatermark;
+use beam_kafka_runtime::kafka::io::same_cluster;
+use beam_kafka_runtime::plan::topology::{changelog_topic, sub_topology_source, TaskId};
+use beam_kafka_runtime::state::task_state;
+use beam_kafka_runtime::window::watermark::InputWatermark;
 use rdkafka::consumer::Consumer;
 use rdkafka::TopicPartitionList;
 use tokio::sync::mpsc;
@@ -37,10 +37,10 @@ use crate::telemetry::{instruments, past_span};
 use crate::user_io::KafkaIo;
 use crate::window_fns::WindowFnClient;
 use beam_kafka_fnapi::StateHandler;
+use beam_kafka_runtime::state::timers::{PendingTimer, TimerId, Timers};
+use beam_kafka_runtime::state::user_state::{StateCell, UserState};
 use beam_kafka_runtime::task::flow::FlowLimits;
 use beam_kafka_runtime::task::roster::Roster;
-use beam_kafka_runtime::timers::{PendingTimer, TimerId, Timers};
-use beam_kafka_runtime::user_state::{StateCell, UserState};
 
 /// How long asking the job's consumer for a changelog's ends may take
 /// before the restore asks on a connection of its own.
@@ -286,7 +286,7 @@ fn start_tasks(
         let mut held = Vec::new();
         let mut deferred = Vec::new();
         let mut user = if user_state_as_used && sub.stateful {
-            UserState::lazy(&(store.clone() as Arc<dyn beam_kafka_runtime::user_state::StoredCells>))
+            UserState::lazy(&(store.clone() as Arc<dyn beam_kafka_runtime::state::user_state::StoredCells>))
                 .map_err(|e| format!("task {task}: unreadable user state: {e}"))?
         } else {
             UserState::default()
@@ -320,12 +320,12 @@ fn start_tasks(
                 }
                 task_state::Store::Held(seq) => {
                     let (source, element) =
-                        beam_kafka_runtime::held::decode(&v).map_err(|e| format!("task {task}: unreadable held element: {e}"))?;
+                        beam_kafka_runtime::state::held::decode(&v).map_err(|e| format!("task {task}: unreadable held element: {e}"))?;
                     held.push((seq, source, element));
                 }
                 task_state::Store::Deferred(seq) => {
-                    let d =
-                        beam_kafka_runtime::deferred::decode(&v).map_err(|e| format!("task {task}: unreadable deferred element: {e}"))?;
+                    let d = beam_kafka_runtime::state::deferred::decode(&v)
+                        .map_err(|e| format!("task {task}: unreadable deferred element: {e}"))?;
                     deferred.push((seq, d));
                 }
             }

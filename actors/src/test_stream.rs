@@ -13,11 +13,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use beam_kafka_config::RunnerOptions;
-use beam_kafka_runtime::envelope;
-use beam_kafka_runtime::progress::Progress;
-use beam_kafka_runtime::spec::TestStreamRun;
+use beam_kafka_runtime::codec::envelope;
+use beam_kafka_runtime::plan::spec::TestStreamRun;
+use beam_kafka_runtime::plan::topology::TaskId;
+use beam_kafka_runtime::test_stream::progress::Progress;
 use beam_kafka_runtime::test_stream::Driver;
-use beam_kafka_runtime::topology::TaskId;
 use dashmap::DashMap;
 use rdkafka::producer::Producer;
 

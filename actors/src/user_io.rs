@@ -9,14 +9,14 @@ use std::time::Duration;
 use crate::kafka::producer::{self, KafkaProducer, ProducerSlot};
 use rdkafka::consumer::BaseConsumer;
 
-use beam_kafka_runtime::kafka_io::same_cluster;
+use beam_kafka_runtime::kafka::io::same_cluster;
 
 use crate::job_input::JobInput;
 use crate::kafka::admin::{Admin, StartAt};
 use crate::kafka::config;
 use crate::output::KafkaSink;
 use crate::source::SourceShared;
-use beam_kafka_runtime::source_growth::{unseeded_start, Unseeded};
+use beam_kafka_runtime::kafka::source_growth::{unseeded_start, Unseeded};
 
 /// Consumer properties the runner manages itself; a ReadFromKafka's values
 /// for them are read as intentions (where to start, which group to mirror
@@ -64,7 +64,7 @@ pub struct KafkaIo {
 /// error), sizes the tasks by them, and seeds first-run offsets. Returns
 /// where each source partition starts.
 /// `first_run`: the application's first run (only it starts partitions
-/// without a commit where the user asked; `runtime::source_growth`).
+/// without a commit where the user asked; `runtime::kafka::source_growth`).
 pub async fn resolve_sources(admin: &Admin, input: &mut JobInput, first_run: bool) -> Result<HashMap<(String, i32), i64>, String> {
     let mut counts: HashMap<String, u32> = HashMap::new();
     let mut starts: Vec<(String, StartAt)> = Vec::new();
@@ -204,7 +204,10 @@ pub fn start_kafka_io(input: &JobInput) -> Result<KafkaIo, String> {
     Ok(io)
 }
 
-fn sink_producer(opts: &beam_kafka_config::RunnerOptions, sink: &beam_kafka_runtime::spec::KafkaSinkSpec) -> Result<KafkaProducer, String> {
+fn sink_producer(
+    opts: &beam_kafka_config::RunnerOptions,
+    sink: &beam_kafka_runtime::plan::spec::KafkaSinkSpec,
+) -> Result<KafkaProducer, String> {
     let own: Vec<(&str, &str)> = sink
         .codec
         .spec

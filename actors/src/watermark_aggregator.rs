@@ -1,16 +1,16 @@
 //! A task's watermark aggregator as an actor of its own: it takes the
 //! watermark reports of the task's upstream partitions (runner topics,
 //! source partition clocks, side topics), keeps the minimum per input
-//! (`runtime::watermark`), and on each advance of the main input tells the
+//! (`runtime::window::watermark`), and on each advance of the main input tells the
 //! task's GroupByKey actors first, then the task. A barrier passes through
 //! it: it answers with its state and sends the barrier on to the
 //! GroupByKeys, behind the watermark steps it sent them.
 use std::collections::HashMap;
 
 use actix::prelude::*;
-use beam_kafka_runtime::progress::ProgressTracker;
-use beam_kafka_runtime::timestamp::Watermark;
-use beam_kafka_runtime::watermark::InputWatermark;
+use beam_kafka_runtime::codec::timestamp::Watermark;
+use beam_kafka_runtime::test_stream::progress::ProgressTracker;
+use beam_kafka_runtime::window::watermark::InputWatermark;
 
 use crate::messages::{GbkCommand, Shutdown, WatermarkCommand, WatermarkEvent, WatermarkInput};
 
@@ -112,8 +112,8 @@ impl Handler<Shutdown> for WatermarkAggregator {
 mod tests {
     use std::sync::{Arc, Mutex};
 
-    use beam_kafka_runtime::gbk_fixtures::{interval_element, interval_gbk};
-    use beam_kafka_runtime::packed::Pack;
+    use beam_kafka_runtime::codec::packed::Pack;
+    use beam_kafka_runtime::gbk::fixtures::{interval_element, interval_gbk};
 
     use super::*;
     use crate::group_by_key::GroupByKeyActor;

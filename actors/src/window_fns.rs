@@ -1,17 +1,17 @@
 //! Runs the runner's helper bundles on an SDK harness (the descriptors and
-//! their data: `runtime::window_fns`): a GroupByKey's custom WindowFn
+//! their data: `runtime::window::window_fns`): a GroupByKey's custom WindowFn
 //! (merging windows, the ends of windows the runner cannot read), and the
 //! side windows a task's main windows need.
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use beam_kafka_fnapi::{BundleInput, SdkWorker};
-use beam_kafka_runtime::coder::Coder;
-use beam_kafka_runtime::gbk_merge::MergeRequests;
-use beam_kafka_runtime::spec::{SideMapping, WindowFnDescriptors};
-use beam_kafka_runtime::timestamp::Millis;
-use beam_kafka_runtime::window_fns::{self as wf, Merge};
-use beam_kafka_runtime::windowed::Window;
+use beam_kafka_runtime::codec::coder::Coder;
+use beam_kafka_runtime::codec::timestamp::Millis;
+use beam_kafka_runtime::codec::windowed::Window;
+use beam_kafka_runtime::gbk::merge::MergeRequests;
+use beam_kafka_runtime::plan::spec::{SideMapping, WindowFnDescriptors};
+use beam_kafka_runtime::window::window_fns::{self as wf, Merge};
 
 use crate::harnesses::HarnessLease;
 

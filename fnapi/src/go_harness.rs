@@ -1,12 +1,12 @@
 //! Runs a Go pipeline's staged worker binary as its harness, for an
 //! environment naming Beam's Go SDK image (Go's default), as the image's
 //! boot program would: no Docker, and the harness belongs to the job, not
-//! to the program that submitted it. `runtime::sdk_images` decides what it
+//! to the program that submitted it. `runtime::app::sdk_images` decides what it
 //! is told.
 use std::path::Path;
 
 use beam_kafka_proto::pipeline as pb;
-use beam_kafka_runtime::sdk_images;
+use beam_kafka_runtime::app::sdk_images;
 use tokio::process::Command;
 
 use crate::environment::{Endpoints, Harness};

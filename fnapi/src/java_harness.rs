@@ -1,12 +1,12 @@
 //! Starts Beam's Java SDK harness as a process of this machine, for an
-//! environment naming Beam's Java SDK image (`runtime::sdk_images` decides
+//! environment naming Beam's Java SDK image (`runtime::app::sdk_images` decides
 //! what it is told). The harness's own jars come from a directory the
 //! operator prepared (`scripts/java-harness.sh`); the client's come from
 //! what it staged.
 use std::path::{Path, PathBuf};
 
 use beam_kafka_proto::pipeline as pb;
-use beam_kafka_runtime::sdk_images;
+use beam_kafka_runtime::app::sdk_images;
 use tokio::process::Command;
 
 use crate::environment::{Endpoints, Harness};

@@ -1,69 +1,21 @@
 //! The pure core of beam-kafka: what a pipeline means and how it maps onto
 //! Kafka, with no I/O, no async, no gRPC and no Kafka client. Everything here is
-//! unit-tested without a broker.
-pub mod bounded_trie;
-pub mod chunks;
-pub mod coder;
-pub mod coders;
-pub mod copies;
-pub mod deferred;
-pub mod descriptor;
-pub mod envelope;
-pub mod expansion;
-pub mod expansion_route;
-pub mod expiry;
-pub mod failure;
-pub mod fusion;
+//! unit-tested without a broker. Its folders follow the data path: a pipeline
+//! is planned (`plan`), its records coded (`codec`), grouped (`gbk`) in event
+//! time (`window`) with the rest of a task's state (`state`), by a task whose
+//! decisions live in `task`, reading and writing Kafka (`kafka`); `app` is an
+//! application across runs, versions and copies, `test_stream` Beam's
+//! TestStream, and `metrics` what the runner measures itself.
+pub mod app;
+pub mod codec;
 pub mod gbk;
-#[cfg(any(test, feature = "fixtures"))]
-pub mod gbk_fixtures;
-pub mod gbk_merge;
-pub mod gbk_spill;
-pub mod gbk_state;
-pub mod graph;
-pub mod harnesses;
-pub mod held;
-pub mod identity;
-pub mod kafka_io;
-pub mod kafka_sink;
-pub mod kafka_source;
-pub mod lift;
-pub mod lower;
-pub mod multimap_state;
-pub mod packed;
-mod panes;
-pub mod partition;
-pub mod pickle;
-pub mod plan_facts;
-pub mod progress;
-pub mod prometheus;
-pub mod row;
-pub mod runner_flatten;
-pub mod sdf;
-pub mod sdk_images;
-pub mod sdk_version;
-pub mod side_input;
-pub mod source_growth;
-pub mod spec;
-pub mod stable_ids;
-pub mod standby;
-pub mod state_api;
-pub mod structure;
+pub mod kafka;
+pub mod metrics;
+pub mod plan;
+pub mod state;
 pub mod task;
-pub mod task_state;
 pub mod test_stream;
-pub mod timers;
-pub mod timestamp;
-pub mod topology;
-pub mod trigger;
-pub mod update;
 pub mod urns;
-pub mod user_state;
-pub mod validate;
-pub mod warm_up;
-pub mod watermark;
-pub mod window_fns;
-pub mod windowed;
-pub mod windowing;
+pub mod window;
 
 pub use beam_kafka_proto::pipeline as pb;

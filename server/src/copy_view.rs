@@ -2,16 +2,16 @@
 //! itself and its tasks (the status API's task rows) to the application's
 //! copies topic (`actors::copies`), and the status page, `/api` and
 //! `beam-kafka status` show every copy's tasks. Which report counts as
-//! current is `runtime::copies`' decision.
+//! current is `runtime::app::copies`' decision.
 use std::sync::Arc;
 
 use beam_kafka_actors::copies::{Report, Reporting};
 use beam_kafka_actors::standby::Standby;
 use beam_kafka_actors::status_board::{now_ms, StatusBoard};
-use beam_kafka_runtime::copies::{task_owners, Heard, Presence};
-use beam_kafka_runtime::standby::standby_tasks;
-use beam_kafka_runtime::topology::TaskId;
-use beam_kafka_runtime::warm_up::tasks_to_warm;
+use beam_kafka_runtime::app::copies::{task_owners, Heard, Presence};
+use beam_kafka_runtime::app::standby::standby_tasks;
+use beam_kafka_runtime::app::warm_up::tasks_to_warm;
+use beam_kafka_runtime::plan::topology::TaskId;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
@@ -37,7 +37,7 @@ pub fn start(job: &Arc<Job>, board: &Arc<StatusBoard>) {
             (Some(_), Some(_)) => None,
             _ => Some(Default::default()),
         });
-        // A copy joining while others run warms up first (`runtime::warm_up`);
+        // A copy joining while others run warms up first (`runtime::app::warm_up`);
         // not a static member: the group keeps its partitions for it while
         // it restarts, and their tasks would wait for the warm-up.
         let warm_up = job.runner_options.group_instance_id.is_none();
@@ -61,8 +61,8 @@ pub async fn stop(job: &Job) {
     }
 }
 
-/// The tasks this copy stands by for (`runtime::standby`; warming up:
-/// every task another copy runs, `runtime::warm_up`), from the tasks the
+/// The tasks this copy stands by for (`runtime::app::standby`; warming up:
+/// every task another copy runs, `runtime::app::warm_up`), from the tasks the
 /// running copies report, and the tasks it runs.
 fn placement(job: &Job, board: &StatusBoard, replicas: usize, warming: bool) -> (BTreeSet<TaskId>, BTreeSet<TaskId>) {
     let now = now_ms();

@@ -4,11 +4,11 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use beam_kafka_proto::pipeline::Pipeline;
-use beam_kafka_runtime::graph::PipelineGraph;
-use beam_kafka_runtime::lift::lift_combiners;
-use beam_kafka_runtime::topology::picture::escape;
-use beam_kafka_runtime::topology::TopologyPlan;
-use beam_kafka_runtime::validate::validate_topology;
+use beam_kafka_runtime::plan::graph::PipelineGraph;
+use beam_kafka_runtime::plan::lift::lift_combiners;
+use beam_kafka_runtime::plan::topology::picture::escape;
+use beam_kafka_runtime::plan::topology::TopologyPlan;
+use beam_kafka_runtime::plan::validate::validate_topology;
 use prost::Message;
 
 #[derive(clap::Args)]
@@ -34,10 +34,10 @@ pub fn describe(args: DescribeArgs) -> anyhow::Result<()> {
     let mut pipeline =
         Pipeline::decode(bytes.as_slice()).with_context(|| format!("{} is not a binary Beam Pipeline proto", args.pipeline.display()))?;
     if !crate::options::submitted_from_java(&pipeline) {
-        beam_kafka_runtime::stable_ids::rename(&mut pipeline);
+        beam_kafka_runtime::plan::stable_ids::rename(&mut pipeline);
     }
     lift_combiners(&mut pipeline);
-    beam_kafka_runtime::sdf::expand_splittable(&mut pipeline);
+    beam_kafka_runtime::plan::sdf::expand_splittable(&mut pipeline);
     let problems = validate_topology(&pipeline);
     if !problems.is_empty() {
         let list: Vec<String> = problems.iter().map(|p| format!("  - {p}")).collect();

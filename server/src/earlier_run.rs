@@ -1,8 +1,8 @@
 //! What a job does about what earlier runs left under its application id
-//! (`runtime::identity`), around planning: before, it reads the plan record
+//! (`runtime::app::identity`), around planning: before, it reads the plan record
 //! and gives the pipeline's transforms the ids the earlier version had for
 //! them (renames asked with `--transform_name_mapping`, and renames and
-//! dropped state on record: `runtime::update::aliases`); after, it names
+//! dropped state on record: `runtime::app::update::aliases`); after, it names
 //! the plan's topics and sub-topologies as the record does
 //! (`topology::names`) and judges: a first run or an update gets what to
 //! record with its topics, the same plan resumes (and says so), another
@@ -13,11 +13,11 @@ use std::sync::Arc;
 use beam_kafka_actors::identity::PlanRecord;
 use beam_kafka_proto::job_management as jm;
 use beam_kafka_proto::pipeline::Pipeline;
-use beam_kafka_runtime::graph::PipelineGraph;
-use beam_kafka_runtime::identity::{self, Earlier, UpdateRequest, Verdict};
-use beam_kafka_runtime::topology::names::Names;
-use beam_kafka_runtime::topology::TopologyPlan;
-use beam_kafka_runtime::update::{self, Mapping};
+use beam_kafka_runtime::app::identity::{self, Earlier, UpdateRequest, Verdict};
+use beam_kafka_runtime::app::update::{self, Mapping};
+use beam_kafka_runtime::plan::graph::PipelineGraph;
+use beam_kafka_runtime::plan::topology::names::Names;
+use beam_kafka_runtime::plan::topology::TopologyPlan;
 use jm::job_message::MessageImportance as Importance;
 
 use crate::jobs::Job;
@@ -56,14 +56,14 @@ pub async fn take_ids(job: &Arc<Job>, pipeline: &mut Pipeline) -> Result<Found, 
     let ids_now: BTreeSet<String> = pipeline.components.iter().flat_map(|c| c.transforms.keys().cloned()).collect();
     found.aliases = update::aliases(&found.names, &update::transform_ids(&manifest), &found.request.mapping, &ids_now)
         .map_err(|problems| format!("--update: nothing was changed:\n  {}", problems.join("\n  ")))?;
-    beam_kafka_runtime::stable_ids::alias(pipeline, &found.aliases).map_err(|e| format!("--transform_name_mapping: {e}"))?;
+    beam_kafka_runtime::plan::stable_ids::alias(pipeline, &found.aliases).map_err(|e| format!("--transform_name_mapping: {e}"))?;
     *job.pipeline.lock().unwrap_or_else(|e| e.into_inner()) = pipeline.clone();
     Ok(found)
 }
 
 /// The fingerprint of a manifest a copy reports (`copy_view`).
 pub fn fingerprint(manifest: &[String]) -> String {
-    format!("{:016x}", beam_kafka_runtime::plan_facts::fingerprint(&identity::encode(manifest)))
+    format!("{:016x}", beam_kafka_runtime::plan::plan_facts::fingerprint(&identity::encode(manifest)))
 }
 
 /// A rollback starts only once no copy of another version runs: those
@@ -74,7 +74,7 @@ pub fn fingerprint(manifest: &[String]) -> String {
 /// after two and a half report intervals: a running one has reported
 /// again.
 async fn no_other_version_runs(job: &Arc<Job>, plan: &str) -> Result<(), String> {
-    use beam_kafka_runtime::copies::{other_versions_maybe_running, reported_again, REPORT_EVERY_MS};
+    use beam_kafka_runtime::app::copies::{other_versions_maybe_running, reported_again, REPORT_EVERY_MS};
     let read = || {
         let opts = job.runner_options.clone();
         async move {
@@ -117,7 +117,7 @@ pub async fn judge(job: &Arc<Job>, found: &Found, graph: &PipelineGraph<'_>, pla
     let (record, names) = judge_record(job, found, graph, plan).await?;
     let app = &job.runner_options.application_id;
     let mut retired_topics: Vec<String> = names.retired_topics.iter().cloned().collect();
-    retired_topics.extend(names.retired_sub_topologies.iter().map(|s| beam_kafka_runtime::topology::changelog_topic(app, *s)));
+    retired_topics.extend(names.retired_sub_topologies.iter().map(|s| beam_kafka_runtime::plan::topology::changelog_topic(app, *s)));
     let newly_retired = match &record {
         Some(PlanRecord { previous: Some(_), .. }) => {
             names.retired_sub_topologies.difference(&found.names.retired_sub_topologies).copied().collect()
@@ -140,7 +140,7 @@ async fn judge_record(
     // Stateful transforms this version no longer has: their ids are not
     // given again (an update that keeps them is refused, or drops them).
     if let Some(earlier) = found.manifest() {
-        let now = update::stateful_ids(&beam_kafka_runtime::plan_facts::state_lines(graph, plan));
+        let now = update::stateful_ids(&beam_kafka_runtime::plan::plan_facts::state_lines(graph, plan));
         names.retired_transforms.extend(update::stateful_ids(earlier).into_iter().filter(|t| !now.contains(t)));
     }
     let manifest = identity::manifest(graph, plan, &names);

@@ -10,10 +10,10 @@ use beam_kafka_fnapi::java_harness::{self, JavaHarnessSetup};
 use beam_kafka_fnapi::{FnApiServer, SdkWorker, WorkerSpec};
 use beam_kafka_proto::fn_execution as fn_pb;
 use beam_kafka_proto::job_management as jm;
-use beam_kafka_runtime::graph::PipelineGraph;
-use beam_kafka_runtime::harnesses;
-use beam_kafka_runtime::lower;
-use beam_kafka_runtime::topology::TopologyPlan;
+use beam_kafka_runtime::app::harnesses;
+use beam_kafka_runtime::plan::graph::PipelineGraph;
+use beam_kafka_runtime::plan::lower;
+use beam_kafka_runtime::plan::topology::TopologyPlan;
 use dashmap::DashMap;
 use jm::job_message::MessageImportance as Importance;
 use jm::job_state::Enum as State;
@@ -323,7 +323,7 @@ async fn prepare_and_run(
 
 /// The environments whose harnesses a job's stages and WindowFns run on,
 /// in a stable order.
-fn used_environments(sub_topologies: &[beam_kafka_runtime::spec::SubTopologySpec]) -> Vec<String> {
+fn used_environments(sub_topologies: &[beam_kafka_runtime::plan::spec::SubTopologySpec]) -> Vec<String> {
     let stages = sub_topologies.iter().map(|s| s.environment_id.clone());
     let window_fns =
         sub_topologies.iter().flat_map(|s| s.inputs.iter().filter_map(|i| i.window_fns.as_ref().map(|w| w.environment_id.clone())));
@@ -436,7 +436,7 @@ async fn start_harness(
     options: &prost_types::Struct,
     work_dir: &std::path::Path,
 ) -> Result<Harness, String> {
-    use beam_kafka_runtime::sdk_images::{beam_go_image, beam_java_image, beam_python_image};
+    use beam_kafka_runtime::app::sdk_images::{beam_go_image, beam_java_image, beam_python_image};
     if beam_go_image(env).is_some() {
         return beam_kafka_fnapi::go_harness::start(env, worker_id, endpoints, options, work_dir);
     }
@@ -468,7 +468,7 @@ async fn start_harness(
 /// What a harness process that exited before connecting was given to run,
 /// for the job's error.
 fn harness_process_advice(env: &beam_kafka_proto::pipeline::Environment) -> &'static str {
-    use beam_kafka_runtime::sdk_images::{beam_go_image, beam_java_image, beam_python_image};
+    use beam_kafka_runtime::app::sdk_images::{beam_go_image, beam_java_image, beam_python_image};
     if beam_java_image(env).is_some() {
         "Beam's Java SDK harness runs with the jars of --java-harness-dir, then the jars the client staged"
     } else if beam_go_image(env).is_some() {

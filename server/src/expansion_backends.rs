@@ -1,5 +1,5 @@
 //! The expansion services the job server's own forwards to
-//! (`runtime::expansion_route` decides which): Beam's Java expansion service
+//! (`runtime::plan::expansion_route` decides which): Beam's Java expansion service
 //! (`--java-expansion-dir`, filled by `scripts/java-harness.sh
 //! --expansion-service`) and Python's (`--python-expansion-command`), each
 //! started as a process of the job server on the first request it gets and
@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use beam_kafka_proto::expansion::expansion_service_client::ExpansionServiceClient;
 use beam_kafka_proto::job_management::artifact_retrieval_service_client::ArtifactRetrievalServiceClient;
-use beam_kafka_runtime::expansion_route::Backend;
+use beam_kafka_runtime::plan::expansion_route::Backend;
 use tokio::process::{Child, Command};
 use tonic::transport::Channel;
 

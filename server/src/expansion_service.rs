@@ -1,16 +1,16 @@
 //! Beam's Expansion API. Beam's ReadFromKafka and WriteToKafka are expanded
 //! here into this runner's own Kafka transforms (the work is in
-//! `runtime::expansion`), so users need no Java for Kafka; any other
+//! `runtime::plan::expansion`), so users need no Java for Kafka; any other
 //! transform goes to Beam's Java or Python expansion service, which the job
-//! server starts on demand (`expansion_backends`; `runtime::expansion_route`
+//! server starts on demand (`expansion_backends`; `runtime::plan::expansion_route`
 //! says which). The same port serves the files those services named as
 //! their environments' dependencies: the client fetches them from here to
 //! stage them with its job.
 use std::sync::Arc;
 
 use beam_kafka_proto::{expansion, job_management as jm, pipeline as pb};
-use beam_kafka_runtime::expansion::expand;
-use beam_kafka_runtime::expansion_route::{backend_of, deferred_dependencies, file_dependencies, files_of, Backend};
+use beam_kafka_runtime::plan::expansion::expand;
+use beam_kafka_runtime::plan::expansion_route::{backend_of, deferred_dependencies, file_dependencies, files_of, Backend};
 use prost::Message;
 use tonic::{Request, Response, Status};
 
@@ -33,7 +33,7 @@ impl expansion::expansion_service_server::ExpansionService for Expansion {
         // A request that does not decode is refused as such; one that does
         // but cannot be expanded gets its error in the response, which the
         // client raises with this text (Beam's convention).
-        if let Some(error) = beam_kafka_runtime::expansion::malformed(&request) {
+        if let Some(error) = beam_kafka_runtime::plan::expansion::malformed(&request) {
             return Err(Status::invalid_argument(format!("cannot expand '{name}': {error}")));
         }
         let urn = request.transform.as_ref().and_then(|t| t.spec.as_ref()).map(|s| s.urn.clone()).unwrap_or_default();

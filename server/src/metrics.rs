@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use beam_kafka_proto::pipeline::MonitoringInfo;
-use beam_kafka_runtime::coders::{decode_varint, encode_varint};
+use beam_kafka_runtime::codec::coders::{decode_varint, encode_varint};
 
 const SUM_INT64: &str = "beam:metrics:sum_int64:v1";
 const DISTRIBUTION_INT64: &str = "beam:metrics:distribution_int64:v1";
@@ -91,7 +91,7 @@ fn merge(old: &mut MonitoringInfo, new: MonitoringInfo) {
             }
         }
         BOUNDED_TRIE => {
-            if let Some(combined) = beam_kafka_runtime::bounded_trie::combine_encoded(&old.payload, &new.payload) {
+            if let Some(combined) = beam_kafka_runtime::metrics::bounded_trie::combine_encoded(&old.payload, &new.payload) {
                 old.payload = combined;
             }
         }

@@ -152,8 +152,12 @@ pub fn fill_defaults(opts: &mut Struct, job_name: &str, default_bootstrap: Optio
 /// Whether every SDK environment of the pipeline is Java's: a Java program
 /// submitted it (a Python pipeline with Java transforms has Python's too).
 pub fn submitted_from_java(pipeline: &beam_kafka_proto::pipeline::Pipeline) -> bool {
-    let sdks: Vec<String> =
-        pipeline.components.iter().flat_map(|c| c.environments.values()).filter_map(beam_kafka_runtime::sdk_version::sdk_of).collect();
+    let sdks: Vec<String> = pipeline
+        .components
+        .iter()
+        .flat_map(|c| c.environments.values())
+        .filter_map(beam_kafka_runtime::plan::sdk_version::sdk_of)
+        .collect();
     !sdks.is_empty() && sdks.iter().all(|s| s == "Java")
 }
 
@@ -164,18 +168,18 @@ pub fn check_submission(
     pipeline: &mut beam_kafka_proto::pipeline::Pipeline,
     opts: &Struct,
 ) -> Result<beam_kafka_config::RunnerOptions, Vec<String>> {
-    use beam_kafka_runtime::validate::{validate, validate_kafka_clusters};
+    use beam_kafka_runtime::plan::validate::{validate, validate_kafka_clusters};
     // Nothing below walks a pipeline whose composites or coders loop.
-    beam_kafka_runtime::structure::check(pipeline).map_err(|e| vec![format!("malformed pipeline: {e}")])?;
+    beam_kafka_runtime::plan::structure::check(pipeline).map_err(|e| vec![format!("malformed pipeline: {e}")])?;
     // Ids that a changed pipeline keeps (state is keyed by them). Java
     // writes its ids so already (by unique name): its pipelines stay as sent.
     if !submitted_from_java(pipeline) {
-        beam_kafka_runtime::stable_ids::rename(pipeline);
+        beam_kafka_runtime::plan::stable_ids::rename(pipeline);
     }
     // Combine before the shuffle where the client did not (streaming).
-    beam_kafka_runtime::lift::lift_combiners(pipeline);
+    beam_kafka_runtime::plan::lift::lift_combiners(pipeline);
     // Splittable DoFns run as pair → split → (edge topic) → process.
-    beam_kafka_runtime::sdf::expand_splittable(pipeline);
+    beam_kafka_runtime::plan::sdf::expand_splittable(pipeline);
     let mut problems = Vec::new();
     let runner_options = match beam_kafka_config::RunnerOptions::parse(&from_struct(opts)) {
         Ok(o) => Some(o),

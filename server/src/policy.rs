@@ -94,9 +94,9 @@ impl Policy {
         for t in components.transforms.values() {
             let urn = t.spec.as_ref().map(|s| s.urn.as_str()).unwrap_or("");
             let props: Vec<String> = if urn == urns::KAFKA_READ {
-                beam_kafka_runtime::validate::read_spec(t).map(|s| s.consumer_config.into_keys().collect()).unwrap_or_default()
+                beam_kafka_runtime::plan::validate::read_spec(t).map(|s| s.consumer_config.into_keys().collect()).unwrap_or_default()
             } else if urn == urns::KAFKA_WRITE {
-                beam_kafka_runtime::validate::write_spec(t).map(|s| s.producer_config.into_keys().collect()).unwrap_or_default()
+                beam_kafka_runtime::plan::validate::write_spec(t).map(|s| s.producer_config.into_keys().collect()).unwrap_or_default()
             } else {
                 continue;
             };
@@ -122,9 +122,9 @@ fn kind_of(env: &pb::Environment) -> Option<EnvKind> {
             Some(if is_local_address(&url) { EnvKind::Loopback } else { EnvKind::External })
         }
         urns::ENV_PROCESS => Some(EnvKind::Process),
-        urns::ENV_DOCKER if beam_kafka_runtime::sdk_images::beam_java_image(env).is_some() => Some(EnvKind::Java),
-        urns::ENV_DOCKER if beam_kafka_runtime::sdk_images::beam_python_image(env).is_some() => Some(EnvKind::Python),
-        urns::ENV_DOCKER if beam_kafka_runtime::sdk_images::beam_go_image(env).is_some() => Some(EnvKind::Go),
+        urns::ENV_DOCKER if beam_kafka_runtime::app::sdk_images::beam_java_image(env).is_some() => Some(EnvKind::Java),
+        urns::ENV_DOCKER if beam_kafka_runtime::app::sdk_images::beam_python_image(env).is_some() => Some(EnvKind::Python),
+        urns::ENV_DOCKER if beam_kafka_runtime::app::sdk_images::beam_go_image(env).is_some() => Some(EnvKind::Go),
         urns::ENV_DOCKER => Some(EnvKind::Docker),
         _ => None,
     }

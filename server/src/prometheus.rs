@@ -11,7 +11,7 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
-use beam_kafka_runtime::prometheus::{metric_name, render, Family, Kind, Sample, Value};
+use beam_kafka_runtime::metrics::prometheus::{metric_name, render, Family, Kind, Sample, Value};
 use opentelemetry::KeyValue;
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData, ResourceMetrics};

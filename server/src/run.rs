@@ -102,7 +102,7 @@ pub(crate) fn parse_options(args: &[String]) -> anyhow::Result<Struct> {
 fn use_process_environments(pipeline: &mut Pipeline, command: &str) {
     let payload = pb::ProcessPayload { command: command.to_string(), ..Default::default() }.encode_to_vec();
     let envs = pipeline.components.as_mut().map(|c| c.environments.values_mut()).into_iter().flatten();
-    for env in envs.filter(|e| beam_kafka_runtime::sdk_images::beam_java_image(e).is_none()) {
+    for env in envs.filter(|e| beam_kafka_runtime::app::sdk_images::beam_java_image(e).is_none()) {
         env.urn = urns::ENV_PROCESS.to_string();
         env.payload = payload.clone();
     }

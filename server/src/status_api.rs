@@ -4,10 +4,10 @@
 use beam_kafka_actors::status_board::{now_ms, StatusBoard, TaskEntry};
 use beam_kafka_proto::job_management as jm;
 use beam_kafka_proto::pipeline::MonitoringInfo;
-use beam_kafka_runtime::coders::decode_varint;
+use beam_kafka_runtime::codec::coders::decode_varint;
+use beam_kafka_runtime::codec::timestamp::Watermark;
+use beam_kafka_runtime::plan::topology::TaskId;
 use beam_kafka_runtime::task::status::watermark_text;
-use beam_kafka_runtime::timestamp::Watermark;
-use beam_kafka_runtime::topology::TaskId;
 use jm::job_message::MessageImportance as Importance;
 use jm::job_state::Enum as State;
 use serde_json::{json, Value};
@@ -211,7 +211,7 @@ fn user_metrics(attempted: &[MonitoringInfo], committed: &[MonitoringInfo]) -> V
 #[cfg(test)]
 mod tests {
     use super::*;
-    use beam_kafka_runtime::coders::encode_varint;
+    use beam_kafka_runtime::codec::coders::encode_varint;
 
     fn info(kind: &str, name: &str, ints: &[i64]) -> MonitoringInfo {
         let mut payload = Vec::new();

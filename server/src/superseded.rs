@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use beam_kafka_actors::status_board::now_ms;
 use beam_kafka_proto::job_management::job_message::MessageImportance as Importance;
 use beam_kafka_proto::job_management::job_state::Enum as State;
-use beam_kafka_runtime::copies::{Presence, REPORT_EVERY_MS};
-use beam_kafka_runtime::identity::Earlier;
+use beam_kafka_runtime::app::copies::{Presence, REPORT_EVERY_MS};
+use beam_kafka_runtime::app::identity::Earlier;
 
 use crate::jobs::Job;
 

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::LazyLock;
 
 use beam_kafka_proto::pipeline::MonitoringInfo;
-use beam_kafka_runtime::coders::decode_varint;
+use beam_kafka_runtime::codec::coders::decode_varint;
 use dashmap::DashMap;
 use opentelemetry::metrics::{Counter, Gauge, UpDownCounter};
 use opentelemetry::KeyValue;

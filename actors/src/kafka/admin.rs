@@ -8,7 +8,7 @@ use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::{Offset, TopicPartitionList};
 
-use beam_kafka_runtime::failure;
+use beam_kafka_runtime::kafka::failure;
 
 use crate::kafka::config;
 use crate::kafka::context::AccessWatch;

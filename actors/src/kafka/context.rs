@@ -4,7 +4,7 @@
 //! as a mere transport error, which alone would be retried as an outage.
 use std::sync::{Arc, Mutex};
 
-use beam_kafka_runtime::failure;
+use beam_kafka_runtime::kafka::failure;
 use rdkafka::client::ClientContext;
 use rdkafka::error::KafkaError;
 

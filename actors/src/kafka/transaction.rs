@@ -11,8 +11,8 @@ use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
 use beam_kafka_config::RunnerOptions;
+use beam_kafka_runtime::plan::topology::TaskId;
 use beam_kafka_runtime::task::txn_init::InitPacing;
-use beam_kafka_runtime::topology::TaskId;
 use dashmap::DashMap;
 use rdkafka::consumer::ConsumerGroupMetadata;
 use rdkafka::error::KafkaError;

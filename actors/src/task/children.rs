@@ -11,9 +11,9 @@
 use std::time::Duration;
 
 use actix::prelude::*;
-use beam_kafka_runtime::packed::Pack;
-use beam_kafka_runtime::task_state;
-use beam_kafka_runtime::timestamp::Watermark;
+use beam_kafka_runtime::codec::packed::Pack;
+use beam_kafka_runtime::codec::timestamp::Watermark;
+use beam_kafka_runtime::state::task_state;
 
 use super::cycle::now_millis;
 use super::input::ToStage;

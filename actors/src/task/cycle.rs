@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use beam_kafka_proto::pipeline::MonitoringInfo;
-use beam_kafka_runtime::envelope;
-use beam_kafka_runtime::progress::Progress;
+use beam_kafka_runtime::codec::envelope;
+use beam_kafka_runtime::state::task_state;
 use beam_kafka_runtime::task::cycle::{Cycle, Phase, TIMER_ROUNDS};
 use beam_kafka_runtime::task::lifecycle::TaskState;
-use beam_kafka_runtime::task_state;
+use beam_kafka_runtime::test_stream::progress::Progress;
 
 use crate::messages::GbkCommand;
 use rdkafka::consumer::{CommitMode, Consumer};

@@ -6,13 +6,13 @@ use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
 use actix::prelude::*;
-use beam_kafka_runtime::coder::Coder;
-use beam_kafka_runtime::deferred::Deferred;
-use beam_kafka_runtime::held::{self, Held};
-use beam_kafka_runtime::packed::Pack;
+use beam_kafka_runtime::codec::coder::Coder;
+use beam_kafka_runtime::codec::packed::Pack;
+use beam_kafka_runtime::codec::timestamp::Watermark;
+use beam_kafka_runtime::codec::windowed::{self, Window};
+use beam_kafka_runtime::state::deferred::Deferred;
+use beam_kafka_runtime::state::held::{self, Held};
 use beam_kafka_runtime::task::flow::FlowCommand;
-use beam_kafka_runtime::timestamp::Watermark;
-use beam_kafka_runtime::windowed::{self, Window};
 use rdkafka::consumer::Consumer;
 use rdkafka::TopicPartitionList;
 
@@ -20,7 +20,7 @@ use super::cycle::now_millis;
 use super::{upstream_key, TaskSupervisor};
 use crate::messages::{payload_bytes, Elements, InputRecord, StageResidual, WatermarkInput, WatermarkReport};
 use crate::side_inputs::SideRecord;
-use beam_kafka_runtime::envelope::{self, Record};
+use beam_kafka_runtime::codec::envelope::{self, Record};
 
 /// Elements for the stage, kept per data source in one message.
 #[derive(Default)]

@@ -18,22 +18,22 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use beam_kafka_proto::pipeline::MonitoringInfo;
-use beam_kafka_runtime::coder::Coder;
-use beam_kafka_runtime::deferred::{Deferred, DeferredWork};
-use beam_kafka_runtime::failure::{self, Verdict};
+use beam_kafka_runtime::codec::coder::Coder;
+use beam_kafka_runtime::codec::timestamp::Watermark;
 use beam_kafka_runtime::gbk::GroupByKey;
-use beam_kafka_runtime::held::HeldElements;
-use beam_kafka_runtime::progress::Progress;
+use beam_kafka_runtime::kafka::failure::{self, Verdict};
+use beam_kafka_runtime::plan::topology::TaskId;
+use beam_kafka_runtime::state::deferred::{Deferred, DeferredWork};
+use beam_kafka_runtime::state::held::HeldElements;
+use beam_kafka_runtime::state::timers::Timers;
+use beam_kafka_runtime::state::user_state::UserState;
 use beam_kafka_runtime::task::cycle::Cycles;
 use beam_kafka_runtime::task::flow::{FlowControl, FlowLimits};
 use beam_kafka_runtime::task::gbk_view::GbkView;
 use beam_kafka_runtime::task::lifecycle::{Lifecycle, TaskState};
 use beam_kafka_runtime::task::stats::DurationStats;
-use beam_kafka_runtime::timers::Timers;
-use beam_kafka_runtime::timestamp::Watermark;
-use beam_kafka_runtime::topology::TaskId;
-use beam_kafka_runtime::user_state::UserState;
-use beam_kafka_runtime::watermark::InputWatermark;
+use beam_kafka_runtime::test_stream::progress::Progress;
+use beam_kafka_runtime::window::watermark::InputWatermark;
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::copy_transaction::TxnHandle;
@@ -49,7 +49,7 @@ use crate::status_board::{Level, StatusBoard, TaskMeters};
 use crate::store::TaskStore;
 use crate::test_stream::ProgressBoard;
 use crate::watermark_aggregator::WatermarkAggregator;
-use beam_kafka_runtime::spec::TimerFamilySpec;
+use beam_kafka_runtime::plan::spec::TimerFamilySpec;
 
 mod children;
 mod cycle;
@@ -308,15 +308,15 @@ pub struct TaskSupervisor {
     /// Held elements may be ready to release (a side watermark moved).
     releasing: bool,
     /// Side windows the SDK told for main windows, and what to ask it.
-    side_maps: beam_kafka_runtime::side_input::SideMaps,
-    side_maps_to_ask: Vec<(usize, beam_kafka_runtime::windowed::Window)>,
+    side_maps: beam_kafka_runtime::state::side_input::SideMaps,
+    side_maps_to_ask: Vec<(usize, beam_kafka_runtime::codec::windowed::Window)>,
     /// A GroupByKey fired panes on its own (a processing-time trigger, a
     /// watermark step) since the last snapshot: worth a cycle.
     panes_since_snapshot: bool,
     /// What the open cycle queued, whose acknowledgements its commit
     /// (exactly_once) waits for.
     cycle_writes: Option<cycle::CycleWrites>,
-    /// TestStream progress of the inputs (see `runtime::progress`), and
+    /// TestStream progress of the inputs (see `runtime::test_stream::progress`), and
     /// the last progress the task's reports carried.
     progress: Progress,
     reported_progress: Progress,

@@ -3,9 +3,9 @@
 //! lifecycle changes, and the span and latency of each commit cycle.
 use std::sync::atomic::Ordering;
 
+use beam_kafka_runtime::codec::timestamp::Watermark;
 use beam_kafka_runtime::task::cycle::Cycle;
 use beam_kafka_runtime::task::status::{Hold, InputPosition, TaskStatus};
-use beam_kafka_runtime::timestamp::Watermark;
 use opentelemetry::KeyValue;
 
 use super::cycle::now_millis;

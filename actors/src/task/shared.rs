@@ -4,7 +4,7 @@
 //! hands its cycle in and waits for the round's commit, and leaves when it
 //! stops or finishes.
 use actix::prelude::*;
-use beam_kafka_runtime::timestamp::Watermark;
+use beam_kafka_runtime::codec::timestamp::Watermark;
 
 use super::TaskSupervisor;
 use crate::copy_transaction::{Join, Leave, TxnHandle, TxnNotice, WantRound};

@@ -1,16 +1,16 @@
 //! Side windows the SDK maps main windows onto, for side inputs whose
 //! WindowFn (or whose main input's window type) the runner cannot evaluate
-//! (`runtime::side_input::SideMaps`): each held element's windows are asked
+//! (`runtime::state::side_input::SideMaps`): each held element's windows are asked
 //! once, beside the input (nothing waits but the held elements), and held
 //! elements are looked at again when the SDK answers. Until it does, an
 //! element waits for the whole side input, as it would without the SDK.
 use std::collections::BTreeMap;
 
 use actix::prelude::*;
-use beam_kafka_runtime::held::HeldElements;
-use beam_kafka_runtime::side_input::SideMaps;
-use beam_kafka_runtime::timestamp::Watermark;
-use beam_kafka_runtime::windowed::Window;
+use beam_kafka_runtime::codec::timestamp::Watermark;
+use beam_kafka_runtime::codec::windowed::Window;
+use beam_kafka_runtime::state::held::HeldElements;
+use beam_kafka_runtime::state::side_input::SideMaps;
 
 use super::TaskSupervisor;
 use crate::side_inputs::SideInputSpec;

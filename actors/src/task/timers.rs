@@ -3,11 +3,11 @@
 use std::collections::HashMap;
 
 use beam_kafka_fnapi::TimerFamily;
-use beam_kafka_runtime::coder::Coder;
-use beam_kafka_runtime::expiry;
-use beam_kafka_runtime::timers::{firing_watermark, TimerCodec};
-use beam_kafka_runtime::timestamp::Watermark;
-use beam_kafka_runtime::windowed::Window;
+use beam_kafka_runtime::codec::coder::Coder;
+use beam_kafka_runtime::codec::timestamp::Watermark;
+use beam_kafka_runtime::codec::windowed::Window;
+use beam_kafka_runtime::state::expiry;
+use beam_kafka_runtime::state::timers::{firing_watermark, TimerCodec};
 
 use super::cycle::clock_now;
 use super::TaskSupervisor;

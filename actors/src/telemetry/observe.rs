@@ -5,8 +5,8 @@
 use std::sync::atomic::Ordering;
 use std::sync::OnceLock;
 
+use beam_kafka_runtime::codec::timestamp::Watermark;
 use beam_kafka_runtime::task::lifecycle::TaskState;
-use beam_kafka_runtime::timestamp::Watermark;
 use opentelemetry::metrics::{AsyncInstrument, Meter};
 use opentelemetry::KeyValue;
 

@@ -3,15 +3,15 @@
 //! deferred elements and watermarks from their values. The input is a
 //! sequence of (u16 key length, key, u16 value length, value).
 #![no_main]
-use beam_kafka_runtime::coder::Coder;
+use beam_kafka_runtime::codec::coder::Coder;
+use beam_kafka_runtime::codec::timestamp::Watermark;
 use beam_kafka_runtime::gbk::GroupByKey;
-use beam_kafka_runtime::task_state::{self, Store};
-use beam_kafka_runtime::timers::{PendingTimer, TimerId, Timers};
-use beam_kafka_runtime::timestamp::Watermark;
-use beam_kafka_runtime::user_state::{StateCell, UserState};
-use beam_kafka_runtime::watermark::InputWatermark;
-use beam_kafka_runtime::windowing::{OutputTime, Trigger, WindowingSpec};
-use beam_kafka_runtime::{deferred, held};
+use beam_kafka_runtime::state::task_state::{self, Store};
+use beam_kafka_runtime::state::timers::{PendingTimer, TimerId, Timers};
+use beam_kafka_runtime::state::user_state::{StateCell, UserState};
+use beam_kafka_runtime::window::watermark::InputWatermark;
+use beam_kafka_runtime::window::windowing::{OutputTime, Trigger, WindowingSpec};
+use beam_kafka_runtime::{state::deferred, state::held};
 use libfuzzer_sys::fuzz_target;
 
 fn take<'a>(d: &mut &'a [u8]) -> Option<&'a [u8]> {

@@ -1,9 +1,9 @@
 //! Coder specs and encoded elements: coders read from (possibly hostile)
 //! components, and the values a harness or a topic hands the runner.
 #![no_main]
-use beam_kafka_runtime::coder::{length_prefixed, wire_coders, Coder};
-use beam_kafka_runtime::windowed::{self, Window};
-use beam_kafka_runtime::{pb, structure};
+use beam_kafka_runtime::codec::coder::{length_prefixed, wire_coders, Coder};
+use beam_kafka_runtime::codec::windowed::{self, Window};
+use beam_kafka_runtime::{pb, plan::structure};
 use libfuzzer_sys::fuzz_target;
 use prost::Message;
 

@@ -2,9 +2,9 @@
 //! before any I/O: the shape check, combiner lifting, splittable expansion,
 //! validation, planning and lowering into bundle descriptors.
 #![no_main]
-use beam_kafka_runtime::graph::PipelineGraph;
-use beam_kafka_runtime::topology::TopologyPlan;
-use beam_kafka_runtime::{lift, lower, pb, sdf, structure, validate};
+use beam_kafka_runtime::plan::graph::PipelineGraph;
+use beam_kafka_runtime::plan::topology::TopologyPlan;
+use beam_kafka_runtime::{pb, plan::lift, plan::lower, plan::sdf, plan::structure, plan::validate};
 use libfuzzer_sys::fuzz_target;
 use prost::Message;
 

@@ -1,7 +1,7 @@
 //! Records of runner-owned topics: envelopes and packed records, and the
 //! keys of task stores.
 #![no_main]
-use beam_kafka_runtime::{chunks, envelope, task_state};
+use beam_kafka_runtime::{codec::envelope, state::chunks, state::task_state};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

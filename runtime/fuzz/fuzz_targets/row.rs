@@ -2,7 +2,7 @@
 //! client-sent schema).
 #![no_main]
 use beam_kafka_proto::expansion::ExpansionRequest;
-use beam_kafka_runtime::{expansion, pb, row};
+use beam_kafka_runtime::{codec::row, pb, plan::expansion};
 use libfuzzer_sys::fuzz_target;
 use prost::Message;
 

@@ -3,9 +3,9 @@
 //! of what the commits wrote.
 #![no_main]
 use beam_kafka_proto::fn_execution as fn_pb;
-use beam_kafka_runtime::state_api;
-use beam_kafka_runtime::task_state::{self, Store};
-use beam_kafka_runtime::user_state::{StateCell, StoredCells, UserState};
+use beam_kafka_runtime::state::state_api;
+use beam_kafka_runtime::state::task_state::{self, Store};
+use beam_kafka_runtime::state::user_state::{StateCell, StoredCells, UserState};
 use libfuzzer_sys::fuzz_target;
 use prost::Message;
 
@@ -82,8 +82,7 @@ fuzz_target!(|data: &[u8]| {
     }
     restored.finish_restore().expect("state the runtime wrote restores");
     // Read as it is used, the same store gives the same cells.
-    let kept: std::collections::BTreeMap<Vec<u8>, Vec<u8>> =
-        written.into_iter().filter_map(|(k, v)| v.map(|v| (k, v))).collect();
+    let kept: std::collections::BTreeMap<Vec<u8>, Vec<u8>> = written.into_iter().filter_map(|(k, v)| v.map(|v| (k, v))).collect();
     let source: std::sync::Arc<dyn StoredCells> = std::sync::Arc::new(Store_(kept));
     let mut lazy = UserState::lazy(&source).expect("state the runtime wrote is readable as used");
     for cell in cells {

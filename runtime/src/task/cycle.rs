@@ -20,8 +20,8 @@
 //! bundle whatever the backlog.
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::codec::timestamp::Watermark;
 use crate::task::stats::DurationStats;
-use crate::timestamp::Watermark;
 
 /// Next offset to commit per (topic, partition).
 pub type Offsets = BTreeMap<(String, i32), i64>;

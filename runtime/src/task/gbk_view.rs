@@ -7,8 +7,8 @@
 //! behind the GroupByKey's in a safe direction for the stage (firing closed
 //! panes only raises `closed_hold`), and it is exact at every barrier, which
 //! is when a cycle's output watermark is decided.
+use crate::codec::timestamp::{Millis, Watermark};
 use crate::gbk::GroupByKey;
-use crate::timestamp::{Millis, Watermark};
 
 /// The holds a GroupByKey puts on its task's watermarks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -143,7 +143,7 @@ impl GbkView {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gbk_fixtures::{interval_element, interval_gbk};
+    use crate::gbk::fixtures::{interval_element, interval_gbk};
 
     fn gbk() -> GroupByKey {
         interval_gbk(false)

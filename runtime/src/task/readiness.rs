@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::lifecycle::TaskState;
-use crate::topology::TaskId;
+use crate::plan::topology::TaskId;
 
 /// Where a job of this process is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -12,8 +12,8 @@
 //! to the start that was meant to start it.
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::failure::Backoff;
-use crate::topology::TaskId;
+use crate::kafka::failure::Backoff;
+use crate::plan::topology::TaskId;
 
 /// An input partition: (topic, partition).
 pub type Partition = (String, i32);

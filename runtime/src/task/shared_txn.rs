@@ -29,8 +29,8 @@
 //! write into a transaction that is being ended.
 use std::collections::BTreeMap;
 
+use crate::plan::topology::TaskId;
 use crate::task::cycle::Offsets;
-use crate::topology::TaskId;
 
 /// A task incarnation that is a member.
 pub type MemberId = (TaskId, u64);

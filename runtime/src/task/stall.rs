@@ -8,10 +8,10 @@
 //! in its stage, no open cycle) is idle, not stalled.
 use std::collections::BTreeMap;
 
+use crate::codec::timestamp::Watermark;
+use crate::plan::topology::TaskId;
 use crate::task::lifecycle::TaskState;
 use crate::task::status::{watermark_text, TaskStatus};
-use crate::timestamp::Watermark;
-use crate::topology::TaskId;
 
 /// What changes when a task makes progress.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -4,8 +4,8 @@
 //! progress, if it is not. Nothing here is counted a second time: the
 //! snapshot reads the lifecycle, the cycles, flow control, the held
 //! elements and the timers where they live.
+use crate::codec::timestamp::Watermark;
 use crate::task::lifecycle::TaskState;
-use crate::timestamp::Watermark;
 
 /// Where a task is in one of its input partitions.
 #[derive(Clone, Debug, PartialEq, Eq)]

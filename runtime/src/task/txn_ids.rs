@@ -15,7 +15,7 @@
 //! id initialised again.
 use std::collections::BTreeSet;
 
-use crate::topology::TaskId;
+use crate::plan::topology::TaskId;
 
 /// The copy's producer as it stands: the task whose id it carries,
 /// whether it can still write (not fenced, no fatal error), and whether

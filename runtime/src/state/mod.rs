@@ -1,0 +1,14 @@
+//! A task's durable state besides its GroupByKeys, and its keys in the
+//! changelog (`task_state`): user state (`user_state`, `multimap_state`,
+//! `state_api`, `chunks`), timers (`timers`, `expiry`), elements held for side
+//! inputs (`held`, `side_input`) and work to do again (`deferred`).
+pub mod chunks;
+pub mod deferred;
+pub mod expiry;
+pub mod held;
+pub mod multimap_state;
+pub mod side_input;
+pub mod state_api;
+pub mod task_state;
+pub mod timers;
+pub mod user_state;
