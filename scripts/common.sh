@@ -54,8 +54,16 @@ print(*[s.getsockname()[1] for s in socks])' "$1"
 prepare_demo() {
   local servers="$1"
   "$REPO_ROOT/scripts/setup.sh" >&2
+  # The venv and the Kafka jars download while the binary compiles.
+  local venv_out; venv_out="$(mktemp)"
+  "$REPO_ROOT/scripts/python-env.sh" >"$venv_out" &
+  local venv_pid=$!
+  "$REPO_ROOT/scripts/kafka.sh" fetch >&2 &
+  local kafka_pid=$!
   DEMO_BINARY="$("$REPO_ROOT/scripts/build.sh" ${2:-})"
-  DEMO_PY="$("$REPO_ROOT/scripts/python-env.sh")"
+  wait "$venv_pid" || die "could not create the Python environment (see above)"
+  wait "$kafka_pid" || die "could not fetch Kafka's jars (see above)"
+  DEMO_PY="$(cat "$venv_out")"; rm -f "$venv_out"
   if ! "$REPO_ROOT/scripts/kafka.sh" status "${servers##*:}" 2>/dev/null; then
     if [[ "${servers%%:*}" != "localhost" && "${servers%%:*}" != "127.0.0.1" ]]; then
       die "no Kafka broker answers at $servers"

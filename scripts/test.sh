@@ -5,7 +5,7 @@
 # own PortableRunnerTest suite in batch and streaming mode.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 PORT="${BEAM_KAFKA_TEST_PORT:-19092}"
-"$REPO_ROOT/scripts/setup.sh"
+"$REPO_ROOT/scripts/setup.sh" --tests
 "$REPO_ROOT/scripts/build.sh" >/dev/null
 PY="$("$REPO_ROOT/scripts/python-env.sh")"
 "$REPO_ROOT/scripts/kafka.sh" fetch

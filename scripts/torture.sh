@@ -11,7 +11,7 @@
 # $BEAM_KAFKA_CACHE/torture/<time>/.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 minutes="${1:-20}"; shift || true
-"$REPO_ROOT/scripts/setup.sh"
+"$REPO_ROOT/scripts/setup.sh" --tests
 "$REPO_ROOT/scripts/build.sh" >/dev/null
 PY="$("$REPO_ROOT/scripts/python-env.sh")"
 "$REPO_ROOT/scripts/kafka.sh" fetch
