@@ -50,13 +50,14 @@ print(*[s.getsockname()[1] for s in socks])' "$1"
 # port when none does and the host is local, and stops it when the calling
 # script exits. Sets up the machine, the build (`--release` as $2 for an
 # optimised one) and the venv first, and sets DEMO_PY to the venv's python
-# and DEMO_BINARY to the runner's binary.
+# and DEMO_BINARY to the runner's binary. The venv holds only what running a
+# pipeline needs, unless DEMO_VENV is set empty (then the tests' tools too).
 prepare_demo() {
   local servers="$1"
   "$REPO_ROOT/scripts/setup.sh" >&2
   # The venv and the Kafka jars download while the binary compiles.
   local venv_out; venv_out="$(mktemp)"
-  "$REPO_ROOT/scripts/python-env.sh" >"$venv_out" &
+  "$REPO_ROOT/scripts/python-env.sh" ${DEMO_VENV-"--runtime"} >"$venv_out" &
   local venv_pid=$!
   "$REPO_ROOT/scripts/kafka.sh" fetch >&2 &
   local kafka_pid=$!

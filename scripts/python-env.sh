@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Creates (once) the Python virtualenv with the pinned apache-beam and our runner
 # package, and prints the path of its python.
+#   --runtime                      only what running a pipeline needs (the demo)
 #   BEAM_KAFKA_PYTHON_SDK=2.77.0   another apache-beam release instead of the pin
 #                                  (a venv of its own; CI runs Beam's suite on the
 #                                  oldest and the newest supported release)
@@ -15,15 +16,24 @@ if [[ -n "${BEAM_KAFKA_PYTHON_SDK:-}" ]]; then
 fi
 key="$(cat "$REQ" "$REPO_ROOT/python/pyproject.toml" | sha256sum | head -c 12)"
 VENV="$BEAM_KAFKA_CACHE/venv-$key"
+# In two steps: what running a pipeline needs (apache-beam; `--runtime`
+# stops there, for the demo), then the tests' tools in the same venv.
 if [[ ! -f "$VENV/.complete" ]]; then
-  PY="${PYTHON:-python3}"
-  command -v "$PY" >/dev/null || die "python3 is needed"
-  log "creating the Python environment $VENV (apache-beam from PyPI; a few minutes the first time)"
-  rm -rf "$VENV"
-  "$PY" -m venv "$VENV"
-  "$VENV/bin/pip" install -q --upgrade pip >&2
-  "$VENV/bin/pip" install -q -r "$REQ" >&2
-  touch "$VENV/.complete"
+  if [[ ! -f "$VENV/.runtime-complete" ]]; then
+    PY="${PYTHON:-python3}"
+    command -v "$PY" >/dev/null || die "python3 is needed"
+    log "creating the Python environment $VENV (apache-beam from PyPI; a few minutes the first time)"
+    rm -rf "$VENV"
+    "$PY" -m venv "$VENV"
+    "$VENV/bin/pip" install -q --upgrade pip >&2
+    "$VENV/bin/pip" install -q "$(grep -E '^apache-beam==' "$REQ")" >&2
+    touch "$VENV/.runtime-complete"
+  fi
+  if [[ "${1:-}" != "--runtime" ]]; then
+    log "adding the tests' Python packages to $VENV"
+    "$VENV/bin/pip" install -q -r "$REQ" >&2
+    touch "$VENV/.complete"
+  fi
 fi
 # The runner package comes from this checkout through a .pth file, so a change
 # to python/ needs no reinstall and no build backend runs (the package's own

@@ -1,29 +1,58 @@
 #!/usr/bin/env bash
-# Runs every test: the Rust unit tests; the integration tests against a real
-# Kafka broker (started here on localhost:19092 unless one answers) and the
-# real beam-kafka binary, driven by the pinned apache-beam package; and Beam's
-# own PortableRunnerTest suite in batch and streaming mode.
+# Runs the tests, in two tiers (README "Development" says which is which):
+#
+#   scripts/test.sh          every kind of test, each suite once (what CI runs):
+#                            lints, the Rust unit tests, the integration tests
+#                            against a real Kafka broker (started here on
+#                            localhost:19092 unless one answers) and the real
+#                            beam-kafka binary, driven by the pinned apache-beam;
+#                            short runs of Beam's Go and Java suites, the fuzz
+#                            targets and the benchmarks; Beam's own Python suite
+#                            on the pinned release; packaging.
+#   scripts/test.sh --full   the same, with the long variants: Beam's Java
+#                            ValidatesRunner and Go integration suites whole,
+#                            Beam's Python suite on the oldest and the newest
+#                            supported release at internal parallelism 1 and 4,
+#                            and two minutes of fuzzing per target.
+#
+# Prints each stage's time at the end.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+FULL=0
+[[ "${1:-}" == "--full" ]] && FULL=1
 PORT="${BEAM_KAFKA_TEST_PORT:-19092}"
 "$REPO_ROOT/scripts/setup.sh" --tests
+# The venv and Kafka's jars download while the binary compiles.
+venv_out="$(mktemp)"
+"$REPO_ROOT/scripts/python-env.sh" >"$venv_out" &
+venv_pid=$!
+"$REPO_ROOT/scripts/kafka.sh" fetch >&2 &
+kafka_pid=$!
+build_started=$SECONDS
 "$REPO_ROOT/scripts/build.sh" >/dev/null
-PY="$("$REPO_ROOT/scripts/python-env.sh")"
-"$REPO_ROOT/scripts/kafka.sh" fetch
+build_secs=$((SECONDS - build_started))
+wait "$venv_pid" || die "could not create the Python environment (see above)"
+wait "$kafka_pid" || die "could not fetch Kafka's jars (see above)"
+PY="$(cat "$venv_out")"; rm -f "$venv_out"
 
 results="$(mktemp -d)"
 # Runs a test command, keeping its output in $results/$1.log; never exits the script.
+# Each stage's time, printed at the end.
+times=("$(printf '%6d s  %s' "$build_secs" "set-up and build (venv and Kafka's jars alongside)")")
 run() {
   local name="$1"; shift
+  local started=$SECONDS
   set +e
   "$@" 2>&1 | tee "$results/$name.log"
   local rc=${PIPESTATUS[0]}
   set -e
+  times+=("$(printf '%6d s  %s' $((SECONDS - started)) "$name")")
   return "$rc"
 }
 
-# House rules: formatted, and no clippy warning.
-log "cargo fmt --check and cargo clippy -D warnings"
-lint_rc=0; run lint bash -c "cd '$REPO_ROOT' && cargo fmt --all --check && cargo clippy --locked --workspace --all-targets -- -D warnings" || lint_rc=$?
+# House rules: formatted, no clippy warning, no import circle.
+log "cargo fmt --check, cargo clippy -D warnings, import circles"
+lint_rc=0; run lint bash -c "cd '$REPO_ROOT' && cargo fmt --all --check && cargo clippy --locked --workspace --all-targets -- -D warnings \
+  && python3 scripts/import_cycles.py" || lint_rc=$?
 
 log "Kubernetes manifests (kubeconform, strict)"
 k8s_rc=0; run k8s "$REPO_ROOT/scripts/k8s-validate.sh" || k8s_rc=$?
@@ -36,8 +65,9 @@ log "the Go package (gofmt, go vet, go test)"
 gopkg_rc=0; run go-package "$REPO_ROOT/scripts/go-package.sh" || gopkg_rc=$?
 
 # The decoders' fuzz targets, briefly (scripts/fuzz.sh 600 is the long run).
-log "fuzz smoke run (10 s per target)"
-fuzz_rc=0; run fuzz env FUZZ_DIR="$BEAM_KAFKA_CACHE/fuzz-ci" "$REPO_ROOT/scripts/fuzz.sh" 10 || fuzz_rc=$?
+fuzz_secs=10; ((FULL)) && fuzz_secs=120
+log "fuzzing ($fuzz_secs s per target)"
+fuzz_rc=0; run fuzz env FUZZ_DIR="$BEAM_KAFKA_CACHE/fuzz-ci" "$REPO_ROOT/scripts/fuzz.sh" "$fuzz_secs" || fuzz_rc=$?
 grep -E '^[a-z_]+: rc=' "$results/fuzz.log" || true
 
 started=""
@@ -53,8 +83,9 @@ pytest_rc=0; run pytest bash -c "cd '$REPO_ROOT' && '$PY' -m pytest itests -v -r
 
 # Beam's Go integration suite, a representative part (scripts/go-integration.sh
 # runs all of it): Go pipelines through plain universal-runner flags.
-log "Beam's Go integration suite (--short)"
-go_rc=0; run go-integration "$REPO_ROOT/scripts/go-integration.sh" --short || go_rc=$?
+go_args=(--short); ((FULL)) && go_args=()
+log "Beam's Go integration suite (${go_args[*]:-whole})"
+go_rc=0; run go-integration "$REPO_ROOT/scripts/go-integration.sh" "${go_args[@]}" || go_rc=$?
 grep -E '^(go-integration|FAIL) ' "$results/go-integration.log" || true
 
 # Beam's Java @ValidatesRunner tests, two of its classes, ParDoTest's timer and
@@ -71,7 +102,8 @@ java_tests+=',ParDoTest$StateTests#testOrderedListStateRange*,CombineTest$Window
 java_tests+=',ParDoTest$StateTests#testMultimapState*,MetricsTest$AttemptedMetricTests#testAttemptedBoundedTrieMetrics'
 java_tests+=',ReshuffleTest#testReshufflePreservesMetadata,ParDoTest$StateTests#testRequiresTimeSortedInput'
 java_tests+=',ValidateRunnerXlangTest$MultiInputOutputWithSideInputTest*'
-java_rc=0; run java-validates-runner "$REPO_ROOT/scripts/java-validates-runner.sh" -Dtest="$java_tests" || java_rc=$?
+java_args=(-Dtest="$java_tests"); ((FULL)) && java_args=()
+java_rc=0; run java-validates-runner "$REPO_ROOT/scripts/java-validates-runner.sh" "${java_args[@]}" || java_rc=$?
 grep -E '^java-validates-runner' "$results/java-validates-runner.log" || true
 
 # Packaging: the wheel, installed into an empty venv, runs the hello example
@@ -82,18 +114,19 @@ run wheel "$REPO_ROOT/scripts/wheel.sh" --out "$results/wheel" --check "$BEAM_KA
 run cargo-install bash -c "cd '$REPO_ROOT' && cargo install --locked --debug --path server --root '$results/cargo-install' \
   && '$results/cargo-install/bin/beam-kafka' --version" || package_rc=$?
 
-# Beam's own suite: all of it (batch, streaming, triggers) on the oldest
-# supported apache-beam release at internal parallelism 4, and its batch
-# mode on the newest at parallelism 1: same tests, same skips, and results
-# must not depend on the parallelism. Each release whole at either is
-# `BEAM_KAFKA_SUITE_PARALLELISM=N [BEAM_KAFKA_PYTHON_SDK=V] scripts/beam-suite.sh`.
+# Beam's own suite: all of it (batch, streaming, triggers) on the pinned
+# apache-beam release at internal parallelism 4 (results must not depend on
+# the parallelism; the wheel's check above runs the newest release). --full
+# runs it on the oldest and the newest supported release at 1 and at 4.
 suite_rc=0
-log "Beam's PortableRunnerTest suite on apache-beam $BEAM_PYTHON_SDK_OLDEST (internal_parallelism=4)"
-run "suite-4" env BEAM_KAFKA_SUITE_PARALLELISM=4 "$REPO_ROOT/scripts/beam-suite.sh" -q >/dev/null || suite_rc=1
-grep -E '^(beam-suite|FAILED|ERROR) ' "$results/suite-4.log" || true
-log "Beam's PortableRunnerTest suite, batch, on apache-beam $BEAM_PYTHON_SDK_NEWEST (internal_parallelism=1)"
-run "suite-newest" env BEAM_KAFKA_SUITE_PARALLELISM=1 BEAM_KAFKA_PYTHON_SDK="$BEAM_PYTHON_SDK_NEWEST" "$REPO_ROOT/scripts/beam-suite.sh" batch -q >/dev/null || suite_rc=1
-grep -E '^(beam-suite|FAILED|ERROR) ' "$results/suite-newest.log" || true
+suite_runs=("$BEAM_PYTHON_SDK_OLDEST:4")
+((FULL)) && suite_runs=("$BEAM_PYTHON_SDK_OLDEST:4" "$BEAM_PYTHON_SDK_OLDEST:1" "$BEAM_PYTHON_SDK_NEWEST:4" "$BEAM_PYTHON_SDK_NEWEST:1")
+for suite_run in "${suite_runs[@]}"; do
+  sdk="${suite_run%%:*}"; par="${suite_run##*:}"
+  log "Beam's PortableRunnerTest suite on apache-beam $sdk (internal_parallelism=$par)"
+  run "suite-$sdk-p$par" env BEAM_KAFKA_SUITE_PARALLELISM="$par" BEAM_KAFKA_PYTHON_SDK="$sdk" "$REPO_ROOT/scripts/beam-suite.sh" -q >/dev/null || suite_rc=1
+  grep -E '^(beam-suite|FAILED|ERROR) ' "$results/suite-$sdk-p$par.log" || true
+done
 
 # The benchmark harness still works (tiny: the real comparison is bench/run.sh).
 log "benchmark smoke run (bench/compare.py, bench/native.py and bench/scale.py, tiny)"
@@ -117,9 +150,11 @@ passed=$(( $(sum passed "$results/cargo.log") + $(sum passed <(tail -n 1 "$resul
 failed=$(( $(sum failed "$results/cargo.log") + $(sum failed <(tail -n 1 "$results/pytest.log")) + $(sum failed <(suite_lines)) ))
 skipped=$(( $(sum ignored "$results/cargo.log") + $(sum skipped <(tail -n 1 "$results/pytest.log")) + $(sum skipped <(suite_lines)) ))
 suite_lines | sed 's/^/  /'
-echo "all: $passed passed, $failed failed, $skipped skipped"
+echo "stage times:"
+printf '  %s\n' "${times[@]}"
+echo "all ($( ((FULL)) && echo full || echo CI) tier, $((SECONDS / 60)) min): $passed passed, $failed failed, $skipped skipped"
 if [[ $bench_rc -ne 0 ]]; then echo "the benchmark smoke run failed (see above)"; fi
-if [[ $lint_rc -ne 0 ]]; then echo "cargo fmt or clippy found problems (see above)"; fi
+if [[ $lint_rc -ne 0 ]]; then echo "cargo fmt, clippy or scripts/import_cycles.py found problems (see above)"; fi
 if [[ $package_rc -ne 0 ]]; then echo "the wheel or cargo install failed (see above)"; fi
 if [[ $go_rc -ne 0 ]]; then echo "Beam's Go integration tests failed (see above)"; fi
 if [[ $gopkg_rc -ne 0 ]]; then echo "the Go package (go/) is not gofmt-clean, or go vet or its tests failed (see above)"; fi

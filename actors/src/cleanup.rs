@@ -4,16 +4,14 @@
 use std::time::Duration;
 
 use beam_kafka_runtime::plan::topology::{changelog_topic, TopicKind};
-use tokio::sync::mpsc;
 
 use crate::control;
-use crate::job::JobEvent;
 use crate::job_input::JobInput;
 use crate::kafka::admin::Admin;
 use crate::store::task_dir;
 
 /// Deletes the topics and consumer group of a finished bounded job.
-pub(crate) async fn cleanup(admin: &Admin, input: &JobInput, events: &mpsc::UnboundedSender<JobEvent>, drained: bool) {
+pub(crate) async fn cleanup(admin: &Admin, input: &JobInput, info: &(dyn Fn(String) + Sync), drained: bool) {
     let mut names: Vec<String> = input.plan.runner_topics().map(|t| t.name.clone()).collect();
     names.extend(input.plan.sub_topologies.iter().map(|s| changelog_topic(&input.options.application_id, s.id)));
     names.extend(input.retired_topics.iter().cloned());
@@ -28,7 +26,7 @@ pub(crate) async fn cleanup(admin: &Admin, input: &JobInput, events: &mpsc::Unbo
         match admin.committed_positions(&sources).await {
             Ok(p) => Some(p),
             Err(e) => {
-                let _ = events.send(JobEvent::Info(format!("a restart will not resume the sources where the drain stopped: {e}")));
+                info(format!("a restart will not resume the sources where the drain stopped: {e}"));
                 None
             }
         }
@@ -49,7 +47,7 @@ pub(crate) async fn cleanup(admin: &Admin, input: &JobInput, events: &mpsc::Unbo
             // only while no store (of another run) has it open.
             if let Err(e) = crate::store::remove_store_dir(&dir) {
                 if e.kind() != std::io::ErrorKind::NotFound {
-                    let _ = events.send(JobEvent::Info(format!("could not delete the job's local state {}: {e}", dir.display())));
+                    info(format!("could not delete the job's local state {}: {e}", dir.display()));
                 }
             }
         }
@@ -64,20 +62,19 @@ pub(crate) async fn cleanup(admin: &Admin, input: &JobInput, events: &mpsc::Unbo
                 Ok(()) => {
                     if let Some(p) = &positions {
                         if let Err(e) = admin.commit_positions(p) {
-                            let _ =
-                                events.send(JobEvent::Info(format!("a restart will not resume the sources where the drain stopped: {e}")));
+                            info(format!("a restart will not resume the sources where the drain stopped: {e}"));
                         }
                     }
                     if let Err(e) = admin.delete_topics(&names).await {
-                        let _ = events.send(JobEvent::Info(format!("could not delete the job's topics: {e}")));
+                        info(format!("could not delete the job's topics: {e}"));
                     }
                     return;
                 }
                 Err(e) if attempt + 1 == GROUP_EMPTY_TRIES => {
-                    let _ = events.send(JobEvent::Info(format!(
+                    info(format!(
                         "could not delete the consumer group (another copy still runs?): {e}; the topics are kept, and a \
                          later run under this id is refused until `beam-kafka reset`"
-                    )));
+                    ));
                     let _ = crate::identity::record_finished(&input.options).await;
                 }
                 Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,

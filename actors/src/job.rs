@@ -237,7 +237,14 @@ async fn drive(
         }
     });
     let (task_tx, mut task_rx) = mpsc::unbounded_channel();
-    if let Err(e) = crate::test_stream::start(&admin, input, task_tx.clone()).await {
+    if let Err(e) = crate::test_stream::start(&admin, input.test_stream.clone(), &input.options, {
+        let failed = task_tx.clone();
+        move |e| {
+            let _ = failed.send(TaskEvent::Failed(e));
+        }
+    })
+    .await
+    {
         return Driven::Over(JobOutcome::Failed(e));
     }
     let routes = Arc::new(Routes::default());
@@ -498,7 +505,10 @@ async fn drive(
                 "keep_runner_topics does not apply to a drained job: its topics and state are deleted, its sources' positions kept".into(),
             ));
         }
-        crate::cleanup::cleanup(&admin, input, &events, draining).await;
+        let info = |m: String| {
+            let _ = events.send(JobEvent::Info(m));
+        };
+        crate::cleanup::cleanup(&admin, input, &info, draining).await;
     } else if outcome == JobOutcome::Done {
         // A later run would find every input consumed: it is refused instead.
         if let Err(e) = crate::identity::record_finished(opts).await {

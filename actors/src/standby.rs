@@ -17,12 +17,12 @@ use beam_kafka_config::RunnerOptions;
 use beam_kafka_runtime::app::standby::Standing;
 use beam_kafka_runtime::app::warm_up::{WarmUp, WarmUpStep, WARM_UP_LIMIT_MS};
 use beam_kafka_runtime::plan::topology::{changelog_topic, TaskId};
+use beam_kafka_runtime::task::cycle::Changes;
 use dashmap::DashMap;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
 use crate::kafka::config;
-use crate::state::Changes;
 use crate::status_board::now_ms;
 use crate::store::{task_dir, TaskStore};
 

@@ -21,6 +21,7 @@ use beam_kafka_runtime::kafka::failure::{self, Verdict};
 use beam_kafka_runtime::plan::topology::{changelog_topic, topic_prefix, TaskId};
 use beam_kafka_runtime::state::task_state;
 use beam_kafka_runtime::state::user_state::StoredCells;
+use beam_kafka_runtime::task::cycle::Changes;
 use beam_kafka_runtime::task::handover::{InFlightWrites, Landing};
 
 const RESTORE_TIMEOUT: Duration = Duration::from_secs(120);
@@ -112,9 +113,6 @@ pub fn read_changelog(
         }
     }
 }
-
-/// State changes in order; a `None` value deletes the key.
-pub type Changes = Vec<(Vec<u8>, Option<Vec<u8>>)>;
 
 /// Queues state changes for the task's changelog partition; the group's
 /// `wait` gives the offset of the last one once Kafka acknowledged them.

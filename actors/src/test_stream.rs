@@ -21,13 +21,9 @@ use beam_kafka_runtime::test_stream::Driver;
 use dashmap::DashMap;
 use rdkafka::producer::Producer;
 
-use tokio::sync::mpsc::UnboundedSender;
-
-use crate::job_input::JobInput;
 use crate::kafka::admin::Admin;
 use crate::kafka::config;
 use crate::kafka::producer::{self as kafka_producer, KafkaProducer, Writes};
-use crate::task::TaskEvent;
 
 /// Per task, the last TestStream epoch it committed a cycle passing on,
 /// and what kept it from passing on a later one (empty when nothing).
@@ -51,22 +47,27 @@ const POLL: Duration = Duration::from_millis(5);
 const STUCK_AFTER: Duration = Duration::from_secs(30);
 
 /// Starts replaying the job's TestStream, if it has one (its topics exist
-/// by now); a driver that fails sends the job's failure on `failed`.
-pub async fn start(admin: &Admin, input: &JobInput, failed: UnboundedSender<TaskEvent>) -> Result<(), String> {
-    let Some(job) = input.test_stream.clone() else { return Ok(()) };
+/// by now); a driver that fails calls `failed` with the job's failure.
+pub async fn start(
+    admin: &Admin,
+    test_stream: Option<Arc<TestStreamJob>>,
+    options: &RunnerOptions,
+    failed: impl FnOnce(String) + 'static,
+) -> Result<(), String> {
+    let Some(job) = test_stream else { return Ok(()) };
     for topic in job.run.streams.iter().flat_map(|(_, topics)| topics) {
         if admin.end_offset(topic, 0).await? > 0 {
             return Err(format!(
                 "the TestStream of application '{}' already replayed steps in an earlier run; a TestStream is replayed once: \
                  run the pipeline with a new --application_id",
-                input.options.application_id
+                options.application_id
             ));
         }
     }
-    let opts = input.options.clone();
+    let opts = options.clone();
     actix_rt::spawn(async move {
         if let Err(e) = drive(job, opts).await {
-            let _ = failed.send(TaskEvent::Failed(format!("TestStream: {e}")));
+            failed(format!("TestStream: {e}"));
         }
     });
     Ok(())

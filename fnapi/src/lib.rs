@@ -17,6 +17,7 @@ mod registry;
 mod server;
 pub mod split;
 pub mod state;
+mod state_service;
 mod state_socket;
 pub mod worker;
 

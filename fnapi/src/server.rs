@@ -9,7 +9,7 @@ use tokio_stream::wrappers::TcpListenerStream;
 
 use crate::registry::{Expected, Registry, WorkerSpec};
 use crate::worker::SdkWorker;
-use crate::{control, data, logging, provision, state};
+use crate::{control, data, logging, provision, state_service};
 
 /// The process-wide Fn API server.
 #[derive(Clone)]
@@ -59,7 +59,7 @@ impl FnApiServer {
             // One limit for every service: a state append or a log line
             // as large as a data message must not fail the job.
             .add_service(
-                fn_pb::beam_fn_state_server::BeamFnStateServer::new(state::StateService::new(registry.clone()))
+                fn_pb::beam_fn_state_server::BeamFnStateServer::new(state_service::StateService::new(registry.clone()))
                     .max_decoding_message_size(MAX_MESSAGE_BYTES)
                     .max_encoding_message_size(MAX_MESSAGE_BYTES),
             )

@@ -2,21 +2,13 @@
 //! runner asks the harness to stop a bundle as soon as it can, after the
 //! element each data source is processing, and hands the elements it will
 //! not process (the residual) to a later bundle.
-use std::time::Duration;
-
 use beam_kafka_proto::fn_execution as fn_pb;
 use fn_pb::process_bundle_split_request::DesiredSplit;
-use tokio::sync::oneshot;
-
-use crate::worker::{BundleError, SdkWorker};
 
 /// The part of what is left a second split of restrictions keeps, when
 /// the first (keeping nothing) cut none: a bounded source's tracker refuses
 /// to split exactly where it is reading.
-const RESTRICTION_SLIVER: f64 = 0.01;
-
-/// How long a split waits for the harness's answer.
-const SPLIT_TIMEOUT: Duration = Duration::from_secs(30);
+pub const RESTRICTION_SLIVER: f64 = 0.01;
 
 /// Work a bundle left of a splittable DoFn's restriction: a checkpoint the
 /// DoFn took (`defer_remainder`) or the part a split cut off. Run again
@@ -36,8 +28,8 @@ pub struct Residual {
 }
 
 impl Residual {
-    pub fn from_proto(d: fn_pb::DelayedBundleApplication) -> Result<Residual, BundleError> {
-        let app = d.application.ok_or_else(|| BundleError::Worker("the harness returned a residual without an application".into()))?;
+    pub fn from_proto(d: fn_pb::DelayedBundleApplication) -> Result<Residual, String> {
+        let app = d.application.ok_or_else(|| "the harness returned a residual without an application".to_string())?;
         let delay_ms = d
             .requested_time_delay
             .map_or(0, |t| (t.seconds.max(0) as u64).saturating_mul(1000).saturating_add((t.nanos.max(0) as u64) / 1_000_000));
@@ -119,7 +111,7 @@ pub fn merge_splits(first: SplitResult, second: SplitResult) -> SplitResult {
 /// split the restriction of the element it was processing, that
 /// restriction's rest (its primary stays with the bundle). An empty answer
 /// means the bundle was not running any more (or not yet): nothing split.
-pub fn read_split(response: fn_pb::ProcessBundleSplitResponse) -> Result<SplitResult, BundleError> {
+pub fn read_split(response: fn_pb::ProcessBundleSplitResponse) -> Result<SplitResult, String> {
     let residuals = response.residual_roots.into_iter().map(Residual::from_proto).collect::<Result<_, _>>()?;
     let channels = response
         .channel_splits
@@ -127,70 +119,10 @@ pub fn read_split(response: fn_pb::ProcessBundleSplitResponse) -> Result<SplitRe
         .map(|c| {
             usize::try_from(c.first_residual_element)
                 .map(|first_residual| ChannelSplit { transform_id: c.transform_id.clone(), first_residual })
-                .map_err(|_| BundleError::Worker(format!("the harness split {} at element {}", c.transform_id, c.first_residual_element)))
+                .map_err(|_| format!("the harness split {} at element {}", c.transform_id, c.first_residual_element))
         })
         .collect::<Result<_, _>>()?;
     Ok(SplitResult { channels, residuals })
-}
-
-impl SdkWorker {
-    /// Asks the harness to stop bundle `bundle_id` after the elements it is
-    /// processing; `sources` are its data sources and how many elements
-    /// each was sent. Returns where each source stopped (none: the bundle
-    /// had finished, or not started) and the restrictions it cut.
-    pub async fn split_bundle(
-        &self,
-        bundle_id: &str,
-        sources: &[(String, usize)],
-        splittable: &[String],
-    ) -> Result<SplitResult, BundleError> {
-        let first = self.ask_split(checkpoint_request(bundle_id, sources, splittable, 0.0)).await?;
-        if !ask_for_sliver(&first, sources, splittable) {
-            return Ok(first);
-        }
-        let second = self.ask_split(checkpoint_request(bundle_id, sources, splittable, RESTRICTION_SLIVER)).await?;
-        Ok(merge_splits(first, second))
-    }
-
-    async fn ask_split(&self, split: fn_pb::ProcessBundleSplitRequest) -> Result<SplitResult, BundleError> {
-        let bundle_id = split.instruction_id.clone();
-        let instruction_id = self.next_instruction_id("split");
-        tracing::debug!(worker = %self.name, "splitting {bundle_id}: {:?}", split.desired_splits);
-        let (tx, rx) = oneshot::channel();
-        self.pending.insert(instruction_id.clone(), tx);
-        let request = fn_pb::InstructionRequest {
-            instruction_id: instruction_id.clone(),
-            request: Some(fn_pb::instruction_request::Request::ProcessBundleSplit(split)),
-        };
-        if !self.send_instruction(request) {
-            self.pending.remove(&instruction_id);
-            return Err(BundleError::Worker("control stream closed".into()));
-        }
-        let answer = tokio::time::timeout(SPLIT_TIMEOUT, rx).await;
-        self.pending.remove(&instruction_id);
-        let response = match answer {
-            Ok(Ok(r)) => r,
-            Ok(Err(_)) => return Err(BundleError::Worker("the harness disconnected during a split".into())),
-            Err(_) => return Err(BundleError::Worker(format!("the harness did not answer a split within {SPLIT_TIMEOUT:?}"))),
-        };
-        if !response.error.is_empty() {
-            // A harness that cannot split leaves the bundle whole.
-            tracing::debug!(worker = %self.name, "split of {bundle_id} refused: {}", response.error);
-            return Ok(SplitResult::default());
-        }
-        match response.response {
-            Some(fn_pb::instruction_response::Response::ProcessBundleSplit(r)) => {
-                tracing::debug!(
-                    worker = %self.name,
-                    "split of {bundle_id}: channels {:?}, {} residual(s)",
-                    r.channel_splits.iter().map(|c| (&c.transform_id, c.first_residual_element)).collect::<Vec<_>>(),
-                    r.residual_roots.len()
-                );
-                read_split(r)
-            }
-            _ => Ok(SplitResult::default()),
-        }
-    }
 }
 
 #[cfg(test)]

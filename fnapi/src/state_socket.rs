@@ -13,7 +13,7 @@
 //! frame from the harness is its worker id (the secret the Fn API services
 //! check as a header); after it, `StateRequest`s one way and their
 //! `StateResponse`s the other, in order, answered exactly as the gRPC
-//! service answers them (`state::answer`).
+//! service answers them (`state_service::answer`).
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -63,7 +63,7 @@ async fn connection(conn: TcpStream, registry: Arc<Registry>) -> std::io::Result
         .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::PermissionDenied, "unknown or unconnected worker id"))?;
     while let Some(frame) = read_frame(&mut reader).await? {
         let request = fn_pb::StateRequest::decode(frame.as_slice()).map_err(|e| invalid(&format!("a bad StateRequest: {e}")))?;
-        let bytes = crate::state::answer(&worker, request).encode_to_vec();
+        let bytes = crate::state_service::answer(&worker, request).encode_to_vec();
         writer.write_u32(frame_len(bytes.len())?).await?;
         writer.write_all(&bytes).await?;
         // Requests already read get their answers in the same write.

@@ -19,7 +19,7 @@ type Option struct {
 	Usage string
 }
 
-// Options are the job server's runner options (README, "Options"); a test
+// Options are the job server's runner options (docs/using.md, "Options"); a test
 // of the job server's option table checks this list names every one.
 var Options = []Option{
 	{"bootstrap_servers", String, "beam-kafka: the Kafka brokers (host:port, comma separated); default: the job server's --default-bootstrap-servers"},

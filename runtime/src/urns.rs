@@ -86,3 +86,6 @@ pub fn friendly_name(urn: &str) -> &str {
         _ => urn,
     }
 }
+
+/// Session windows: merging windows the runner merges itself.
+pub const SESSIONS: &str = "beam:window_fn:session_windows:v1";

@@ -3,114 +3,20 @@
 //! copies topic (`actors::copies`), and the status page, `/api` and
 //! `beam-kafka status` show every copy's tasks. Which report counts as
 //! current is `runtime::app::copies`' decision.
-use std::sync::Arc;
-
-use beam_kafka_actors::copies::{Report, Reporting};
-use beam_kafka_actors::standby::Standby;
-use beam_kafka_actors::status_board::{now_ms, StatusBoard};
+use beam_kafka_actors::copies::Report;
 use beam_kafka_runtime::app::copies::{task_owners, Heard, Presence};
-use beam_kafka_runtime::app::standby::standby_tasks;
-use beam_kafka_runtime::app::warm_up::tasks_to_warm;
 use beam_kafka_runtime::plan::topology::TaskId;
 use serde_json::{json, Value};
-use std::collections::BTreeSet;
-use std::sync::atomic::Ordering;
 
 use crate::jobs::Job;
-use crate::status_api;
-
-/// Starts reporting once the job has its board (it is planned).
-pub fn start(job: &Arc<Job>, board: &Arc<StatusBoard>) {
-    let (job_ref, board_ref) = (Arc::downgrade(job), Arc::downgrade(board));
-    let reporting = Reporting::start(&job.runner_options, board.copy.clone(), move |left| match (job_ref.upgrade(), board_ref.upgrade()) {
-        (Some(job), Some(board)) => report(&job, &board, left),
-        _ => serde_json::to_vec(&json!({ "time_ms": now_ms(), "left": true, "tasks": [] })).unwrap_or_default(),
-    });
-    let read_up = reporting.read_up.clone();
-    let _ = job.copies.set(reporting);
-    crate::superseded::watch(job);
-    let replicas = job.runner_options.num_standby_replicas as usize;
-    if replicas > 0 {
-        let (job_ref, board_ref) = (Arc::downgrade(job), Arc::downgrade(board));
-        let placement = Box::new(move |warming| match (job_ref.upgrade(), board_ref.upgrade()) {
-            (Some(job), Some(board)) if read_up.load(Ordering::Acquire) => Some(placement(&job, &board, replicas, warming)),
-            (Some(_), Some(_)) => None,
-            _ => Some(Default::default()),
-        });
-        // A copy joining while others run warms up first (`runtime::app::warm_up`);
-        // not a static member: the group keeps its partitions for it while
-        // it restarts, and their tasks would wait for the warm-up.
-        let warm_up = job.runner_options.group_instance_id.is_none();
-        match Standby::start(&job.runner_options, placement, warm_up) {
-            Ok(standby) => *job.standby.lock().expect("standby lock") = Some(standby),
-            Err(e) => board.event(beam_kafka_actors::status_board::Level::Warning, format!("no standby replicas: {e}")),
-        }
-    }
-}
-
-/// Writes the job's last report (it ended) and stops reporting and
-/// standing by.
-pub async fn stop(job: &Job) {
-    let standby = job.standby.lock().expect("standby lock").take();
-    if let Some(reporting) = job.copies.get().cloned() {
-        let _ = tokio::task::spawn_blocking(move || {
-            reporting.stop();
-            drop(standby);
-        })
-        .await;
-    }
-}
-
-/// The tasks this copy stands by for (`runtime::app::standby`; warming up:
-/// every task another copy runs, `runtime::app::warm_up`), from the tasks the
-/// running copies report, and the tasks it runs.
-fn placement(job: &Job, board: &StatusBoard, replicas: usize, warming: bool) -> (BTreeSet<TaskId>, BTreeSet<TaskId>) {
-    let now = now_ms();
-    let own: BTreeSet<TaskId> = board.tasks().iter().map(|(t, _)| *t).collect();
-    let mut running = BTreeSet::from([board.copy.clone()]);
-    let mut rows: Vec<(String, i64, TaskId)> = own.iter().map(|t| (board.copy.clone(), now, *t)).collect();
-    for (copy, report) in reports(job) {
-        if copy == board.copy {
-            continue;
-        }
-        let Some(r) = parse(&copy, &report) else { continue };
-        if r.heard.presence(now) != Some(Presence::Running) {
-            continue;
-        }
-        let tasks = r.body["tasks"].as_array().cloned().unwrap_or_default();
-        rows.extend(tasks.iter().filter_map(task_id).map(|t| (copy.clone(), r.heard.written_ms, t)));
-        running.insert(copy);
-    }
-    let owners = task_owners(rows.iter().map(|(c, w, t)| (c.as_str(), *w, *t)), &board.copy);
-    let wanted = if warming { tasks_to_warm(&owners, &board.copy) } else { standby_tasks(&owners, &running, &board.copy, replicas) };
-    (wanted, own)
-}
-
-/// This copy as the others see it.
-fn report(job: &Job, board: &StatusBoard, left: bool) -> Vec<u8> {
-    let tasks: Vec<Value> = board.tasks().iter().map(|(t, e)| status_api::task(board, *t, e)).collect();
-    let value = json!({
-        "copy": board.copy,
-        "job_id": job.id,
-        "job_name": job.name,
-        "state": board.state(),
-        "uptime_s": board.uptime_s(),
-        "status_address": crate::status_server::address(),
-        "time_ms": now_ms(),
-        "left": left,
-        "plan": job.plan_fingerprint.get(),
-        "tasks": if left { Vec::new() } else { tasks },
-    });
-    serde_json::to_vec(&value).unwrap_or_default()
-}
 
 /// A copy's report as read: what the view needs of it.
-struct Read {
-    heard: Heard,
-    body: Value,
+pub(crate) struct Read {
+    pub heard: Heard,
+    pub body: Value,
 }
 
-fn parse(copy: &str, report: &Report) -> Option<Read> {
+pub(crate) fn parse(copy: &str, report: &Report) -> Option<Read> {
     let body: Value = serde_json::from_slice(&report.bytes).ok()?;
     let heard = Heard {
         copy: copy.to_string(),
@@ -127,7 +33,7 @@ pub fn versions(reports: &[(String, Report)]) -> Vec<(Heard, Option<String>)> {
     reports.iter().filter_map(|(c, r)| parse(c, r)).map(|r| (r.heard, r.body["plan"].as_str().map(str::to_string))).collect()
 }
 
-fn task_id(row: &Value) -> Option<TaskId> {
+pub(crate) fn task_id(row: &Value) -> Option<TaskId> {
     row["task"].as_str()?.parse().ok()
 }
 
@@ -170,21 +76,6 @@ pub fn view(reports: &[(String, Report)], this: &str, own: Option<(Value, Vec<Va
     tasks.sort_by_key(|t| task_id(t).map(|id| (id.sub_topology, id.partition)));
     copies.sort_by_key(|c| (c["this"] != true, c["copy"].as_str().unwrap_or_default().to_string()));
     View { copies, tasks }
-}
-
-/// This copy's own line among the copies.
-pub fn own_summary(job: &Job, board: &StatusBoard, tasks: usize) -> Value {
-    json!({
-        "copy": board.copy,
-        "this": true,
-        "presence": if board.ended_at().is_some() { Presence::Left.as_str() } else { Presence::Running.as_str() },
-        "state": board.state(),
-        "job_id": job.id,
-        "uptime_s": board.uptime_s(),
-        "status_address": crate::status_server::address(),
-        "last_report_s": 0.0,
-        "tasks": tasks,
-    })
 }
 
 /// The reports this job has read, if it reports.

@@ -98,7 +98,7 @@ pub async fn execute(job: Arc<Job>, services: Services) {
     if let Some(board) = job.board.get() {
         board.end();
     }
-    crate::copy_view::stop(&job).await;
+    crate::copy_reporting::stop(&job).await;
     // The harnesses go after the state is final: every bundle has finished
     // by then, and a client waiting for the state need not wait for them too.
     let stop_harnesses = async {
@@ -227,7 +227,7 @@ async fn prepare_and_run(
     let _ = job.topology_svg.set(plan.to_svg(&graph));
     board.set_state(State::try_from(job.state().state).unwrap_or(State::Unspecified).as_str_name());
     let _ = job.board.set(board.clone());
-    crate::copy_view::start(job, &board);
+    crate::copy_reporting::start(job, &board);
     let mut attributes = board.attributes.clone();
     attributes.push(KeyValue::new("beam_kafka.sub_topologies", plan.sub_topologies.len() as i64));
     past_span("beam_kafka.job.plan", planning, SystemTime::now(), attributes);

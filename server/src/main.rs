@@ -1,6 +1,7 @@
 //! `beam-kafka`: the job server of the beam-kafka runner.
 mod artifacts;
 mod auth;
+mod copy_reporting;
 mod copy_view;
 mod describe;
 mod drain;

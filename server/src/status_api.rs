@@ -4,6 +4,7 @@
 use beam_kafka_actors::status_board::{now_ms, StatusBoard, TaskEntry};
 use beam_kafka_proto::job_management as jm;
 use beam_kafka_proto::pipeline::MonitoringInfo;
+use beam_kafka_runtime::app::copies::Presence;
 use beam_kafka_runtime::codec::coders::decode_varint;
 use beam_kafka_runtime::codec::timestamp::Watermark;
 use beam_kafka_runtime::plan::topology::TaskId;
@@ -48,7 +49,7 @@ pub fn job(job: &Job) -> Value {
     let own: Vec<Value> = job.board.get().map(|b| b.tasks().iter().map(|(t, e)| task(b, *t, e)).collect()).unwrap_or_default();
     let (copies, tasks) = match job.board.get() {
         Some(board) => {
-            let summary = copy_view::own_summary(job, board, own.len());
+            let summary = own_summary(job, board, own.len());
             let view = copy_view::view(&copy_view::reports(job), &board.copy, Some((summary, own)), now_ms());
             (view.copies, view.tasks)
         }
@@ -206,6 +207,33 @@ fn user_metrics(attempted: &[MonitoringInfo], committed: &[MonitoringInfo]) -> V
             json!({ "namespace": namespace, "name": name, "transform": transform, "attempted": attempted, "committed": committed })
         })
         .collect()
+}
+
+/// This copy's own line among the copies.
+pub fn own_summary(job: &Job, board: &StatusBoard, tasks: usize) -> Value {
+    json!({
+        "copy": board.copy,
+        "this": true,
+        "presence": if board.ended_at().is_some() { Presence::Left.as_str() } else { Presence::Running.as_str() },
+        "state": board.state(),
+        "job_id": job.id,
+        "uptime_s": board.uptime_s(),
+        "status_address": address(),
+        "last_report_s": 0.0,
+        "tasks": tasks,
+    })
+}
+
+static ADDRESS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Where this process's status page answers (`host:port`), if it serves one:
+/// what the other copies' pages link to. Set once, when the page binds.
+pub fn address() -> Option<String> {
+    ADDRESS.get().cloned()
+}
+
+pub(crate) fn set_address(address: String) {
+    let _ = ADDRESS.set(address);
 }
 
 #[cfg(test)]

@@ -43,7 +43,7 @@ pub async fn start(args: &UiArgs, jobs: Arc<Jobs>, auth: Auth) -> anyhow::Result
         .await
         .with_context(|| format!("cannot listen on {}:{port} for the status page", args.ui_bind))?;
     let addr = listener.local_addr()?;
-    let _ = ADDRESS.set(reachable(addr));
+    crate::status_api::set_address(reachable(addr));
     let app = Router::new()
         .route("/", get(page))
         .route("/favicon.ico", get(|| async { StatusCode::NO_CONTENT }))
@@ -60,14 +60,6 @@ pub async fn start(args: &UiArgs, jobs: Arc<Jobs>, auth: Auth) -> anyhow::Result
     });
     tracing::info!("status page on http://{addr}/");
     Ok(Some(addr))
-}
-
-static ADDRESS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-
-/// Where this process's status page answers (`host:port`), if it serves one:
-/// what the other copies' pages link to.
-pub fn address() -> Option<String> {
-    ADDRESS.get().cloned()
 }
 
 /// An address bound to every interface is reached by the host's name.

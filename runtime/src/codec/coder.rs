@@ -6,6 +6,12 @@ use crate::codec::coders::decode_varint;
 use crate::pb;
 use crate::urns;
 
+pub mod windowed_header;
+
+/// Coders nested deeper than this are refused (`crate::plan::structure`
+/// checks every submitted coder against it first).
+pub const MAX_CODER_NESTING: usize = 64;
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Coder {
     Bytes,
@@ -52,7 +58,7 @@ impl Coder {
     /// coder contain itself, or share parts many times over (Prepare
     /// refuses such pipelines; this keeps every other caller safe too).
     fn read(components: &pb::Components, id: &str, depth: usize, budget: &mut usize) -> Coder {
-        if depth > crate::plan::structure::MAX_CODER_NESTING || *budget == 0 {
+        if depth > MAX_CODER_NESTING || *budget == 0 {
             return Coder::Opaque(format!("coder {id} nested too deeply"));
         }
         *budget -= 1;
@@ -135,7 +141,7 @@ impl Coder {
             },
             Coder::Iterable(c) => skip_iterable(c, buf),
             Coder::WindowedValue(value, window) => {
-                let header = crate::codec::windowed::split(buf, window)?;
+                let header = windowed_header::split(buf, window)?;
                 Ok(header.value_offset + value.skip(&buf[header.value_offset..])?)
             }
             Coder::Opaque(urn) => Err(format!("the runner cannot read values of coder {urn}")),
@@ -204,7 +210,7 @@ pub fn length_prefixed(components: &mut pb::Components, id: &str) -> String {
 
 fn length_prefixed_at(components: &mut pb::Components, id: &str, depth: usize, budget: &mut usize) -> String {
     let Some(c) = components.coders.get(id).cloned() else { return id.to_string() };
-    if depth > crate::plan::structure::MAX_CODER_NESTING || *budget == 0 {
+    if depth > MAX_CODER_NESTING || *budget == 0 {
         return id.to_string();
     }
     *budget -= 1;

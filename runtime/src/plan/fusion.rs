@@ -47,11 +47,6 @@ fn find(parent: &mut [usize], i: usize) -> usize {
     root
 }
 
-pub fn is_sdk_executed(graph: &PipelineGraph, id: &str) -> bool {
-    let empty_flatten = graph.urn(id) == urns::FLATTEN && graph.inputs_of(id).is_empty();
-    urns::SDK_EXECUTED.contains(&graph.urn(id)) && !graph.transform(id).environment_id.is_empty() && !empty_flatten
-}
-
 /// The fusion groups being built, over every leaf (runner-executed leaves
 /// stay alone), with the leaf graph that keeps them acyclic.
 struct Groups {
@@ -120,7 +115,7 @@ pub(crate) fn reads_sides_its_producer_held(graph: &PipelineGraph, id: &str) -> 
 /// No stage reaches itself through another stage or a runner transform.
 pub fn fuse(graph: &PipelineGraph) -> Vec<Stage> {
     let index: BTreeMap<&str, usize> = graph.leaves.iter().enumerate().map(|(i, id)| (id.as_str(), i)).collect();
-    let sdk: Vec<usize> = (0..graph.leaves.len()).filter(|&i| is_sdk_executed(graph, &graph.leaves[i])).collect();
+    let sdk: Vec<usize> = (0..graph.leaves.len()).filter(|&i| graph.is_sdk_executed(&graph.leaves[i])).collect();
     let env = |i: usize| &graph.transform(&graph.leaves[i]).environment_id;
     let mut groups = Groups::new(graph, &index);
     // Siblings reading the same runner-produced PCollection (a GroupByKey's
@@ -130,10 +125,10 @@ pub fn fuse(graph: &PipelineGraph) -> Vec<Stage> {
     let mut readers: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     // A Flatten the runner does itself (`runner_flatten`) stays apart from
     // what produces its inputs, and from other readers of them.
-    let runner_flatten = |i: usize| crate::plan::runner_flatten::is_runner_flatten(graph, &graph.leaves[i]);
+    let runner_flatten = |i: usize| graph.is_runner_flatten(&graph.leaves[i]);
     for &i in sdk.iter().filter(|&&i| !runner_flatten(i)) {
         for pc in graph.main_inputs_of(&graph.leaves[i]) {
-            let from_sdk = graph.producer.get(&pc).is_some_and(|p| is_sdk_executed(graph, p));
+            let from_sdk = graph.producer.get(&pc).is_some_and(|p| graph.is_sdk_executed(p));
             if !from_sdk {
                 readers.entry(pc).or_default().push(i);
             }
@@ -160,7 +155,7 @@ pub fn fuse(graph: &PipelineGraph) -> Vec<Stage> {
         }
         for pc in graph.main_inputs_of(id) {
             let Some(prod) = graph.producer.get(&pc) else { continue };
-            if is_sdk_executed(graph, prod) && env(index[prod.as_str()]) == env(i) {
+            if graph.is_sdk_executed(prod) && env(index[prod.as_str()]) == env(i) {
                 // A refused merge leaves `pc` on an edge topic between stages.
                 groups.union(i, index[prod.as_str()]);
             }

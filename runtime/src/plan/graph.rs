@@ -121,6 +121,43 @@ impl<'p> PipelineGraph<'p> {
     pub fn inputs_of(&self, id: &str) -> Vec<String> {
         self.transform(id).inputs.values().map(|pc| trace(pc, &self.identity_alias, &self.producer)).collect()
     }
+
+    /// Whether an SDK harness runs the leaf (fusion joins only these).
+    pub fn is_sdk_executed(&self, id: &str) -> bool {
+        let empty_flatten = self.urn(id) == crate::urns::FLATTEN && self.inputs_of(id).is_empty();
+        crate::urns::SDK_EXECUTED.contains(&self.urn(id)) && !self.transform(id).environment_id.is_empty() && !empty_flatten
+    }
+
+    /// Whether the harness of `environment_id` reads one data input per bundle.
+    pub fn one_input_per_bundle(&self, environment_id: &str) -> bool {
+        crate::plan::sdk_version::is_sdk(self.components(), environment_id, "Go")
+    }
+
+    /// Whether `id` is a Flatten the runner does itself
+    /// (`crate::plan::runner_flatten`): several distinct inputs, in an
+    /// environment whose harness reads one input per bundle. An input read
+    /// straight from a runner transform (its topic feeds one stage) must be
+    /// read by no other SDK transform and only once by the Flatten; an input
+    /// from another stage may repeat (each time through an edge topic of its
+    /// own, so its elements come as often as it is named).
+    pub fn is_runner_flatten(&self, id: &str) -> bool {
+        if self.urn(id) != crate::urns::FLATTEN || !self.one_input_per_bundle(&self.transform(id).environment_id) {
+            return false;
+        }
+        let inputs = self.inputs_of(id);
+        let mut distinct = inputs.clone();
+        distinct.sort();
+        distinct.dedup();
+        if distinct.len() < 2 {
+            return false;
+        }
+        distinct.iter().all(|pc| {
+            let from_sdk = self.producer.get(pc).is_some_and(|p| self.is_sdk_executed(p));
+            let once = inputs.iter().filter(|i| *i == pc).count() == 1;
+            let alone = self.consumers.get(pc).is_none_or(|cs| cs.iter().all(|c| c == id || !self.is_sdk_executed(c)));
+            from_sdk || (once && alone)
+        })
+    }
 }
 
 /// Follows identity aliases from `pc` until a PCollection with a producer.

@@ -11,37 +11,6 @@ use std::collections::BTreeMap;
 use crate::pb;
 use crate::plan::fusion::Stage;
 use crate::plan::graph::PipelineGraph;
-use crate::urns;
-
-/// Whether the harness of `environment_id` reads one data input per bundle.
-pub fn one_input_per_bundle(graph: &PipelineGraph, environment_id: &str) -> bool {
-    crate::plan::sdk_version::is_sdk(graph.components(), environment_id, "Go")
-}
-
-/// Whether `id` is a Flatten the runner does itself: several distinct
-/// inputs, in an environment whose harness reads one input per bundle.
-/// An input read straight from a runner transform (its topic feeds one
-/// stage) must be read by no other SDK transform and only once by the
-/// Flatten; an input from another stage may repeat (each time through an
-/// edge topic of its own, so its elements come as often as it is named).
-pub fn is_runner_flatten(graph: &PipelineGraph, id: &str) -> bool {
-    if graph.urn(id) != urns::FLATTEN || !one_input_per_bundle(graph, &graph.transform(id).environment_id) {
-        return false;
-    }
-    let inputs = graph.inputs_of(id);
-    let mut distinct = inputs.clone();
-    distinct.sort();
-    distinct.dedup();
-    if distinct.len() < 2 {
-        return false;
-    }
-    distinct.iter().all(|pc| {
-        let from_sdk = graph.producer.get(pc).is_some_and(|p| crate::plan::fusion::is_sdk_executed(graph, p));
-        let once = inputs.iter().filter(|i| *i == pc).count() == 1;
-        let alone = graph.consumers.get(pc).is_none_or(|cs| cs.iter().all(|c| c == id || !crate::plan::fusion::is_sdk_executed(graph, c)));
-        from_sdk || (once && alone)
-    })
-}
 
 /// Whether two coders are the same (same spec, same parts).
 fn same_coder(components: &pb::Components, a: &str, b: &str, depth: usize) -> bool {
@@ -49,7 +18,7 @@ fn same_coder(components: &pb::Components, a: &str, b: &str, depth: usize) -> bo
         return true;
     }
     let (Some(x), Some(y)) = (components.coders.get(a), components.coders.get(b)) else { return false };
-    depth < crate::plan::structure::MAX_CODER_NESTING
+    depth < crate::codec::coder::MAX_CODER_NESTING
         && x.spec == y.spec
         && x.component_coder_ids.len() == y.component_coder_ids.len()
         && x.component_coder_ids.iter().zip(&y.component_coder_ids).all(|(p, q)| same_coder(components, p, q, depth + 1))
@@ -71,7 +40,7 @@ pub fn take(graph: &PipelineGraph, stages: &mut [Stage]) -> BTreeMap<String, Vec
     let side_inputs: Vec<String> = stages.iter().flat_map(|s| s.side_inputs.iter().map(|si| si.pcollection.clone())).collect();
     let mut taken = BTreeMap::new();
     for stage in stages.iter_mut().filter(|s| s.input_coders.is_empty()) {
-        let flattens: Vec<String> = stage.transforms.iter().filter(|t| is_runner_flatten(graph, t)).cloned().collect();
+        let flattens: Vec<String> = stage.transforms.iter().filter(|t| graph.is_runner_flatten(t)).cloned().collect();
         for id in flattens {
             let inputs = graph.inputs_of(&id);
             let Some(output) = graph.transform(&id).outputs.values().next().cloned() else { continue };
@@ -145,8 +114,8 @@ mod tests {
         go(&mut b);
         let p = b.build();
         let g = PipelineGraph::new(&p).unwrap();
-        assert!(is_runner_flatten(&g, "dup"));
-        assert!(!is_runner_flatten(&g, "twice_from_impulse"), "one topic cannot feed a stage twice");
+        assert!(g.is_runner_flatten("dup"));
+        assert!(!g.is_runner_flatten("twice_from_impulse"), "one topic cannot feed a stage twice");
         let mut stages = fuse(&g);
         let taken = take(&g, &mut stages);
         assert_eq!(taken["f"].iter().filter(|pc| *pc == "pa").count(), 2, "one edge topic each time");

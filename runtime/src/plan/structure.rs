@@ -5,13 +5,12 @@
 //! stack to overflow or a cycle to follow forever.
 use std::collections::HashMap;
 
+use crate::codec::coder::MAX_CODER_NESTING;
 use crate::pb;
 
 /// Composite transforms nested deeper than this are refused (Beam's own
 /// pipelines nest a few levels; each level is a stack frame somewhere).
 pub const MAX_TRANSFORM_NESTING: usize = 256;
-/// Coders nested deeper than this are refused.
-pub const MAX_CODER_NESTING: usize = 64;
 /// Transforms, PCollections or coders in one pipeline.
 pub const MAX_COMPONENTS: usize = 200_000;
 

@@ -50,7 +50,7 @@ impl SdkWindowFn {
     pub fn of(components: &pb::Components, ws: &pb::WindowingStrategy) -> Option<SdkWindowFn> {
         let window_fn = ws.window_fn.clone().unwrap_or_default();
         let merging = ws.merge_status == pb::merge_status::Enum::NeedsMerge as i32;
-        let merges = merging && window_fn.urn != crate::window::windowing::SESSIONS;
+        let merges = merging && window_fn.urn != crate::urns::SESSIONS;
         let opaque = !Coder::from_components(components, &ws.window_coder_id).is_readable();
         (merges || opaque).then(|| SdkWindowFn {
             window_fn,

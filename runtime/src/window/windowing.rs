@@ -6,8 +6,6 @@ use crate::pb;
 pub use crate::window::trigger::Trigger;
 use crate::window::window_fns::SdkWindowFn;
 
-pub const SESSIONS: &str = "beam:window_fn:session_windows:v1";
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OutputTime {
     EndOfWindow,
@@ -154,7 +152,7 @@ mod tests {
         let mut ws = with_trigger(T::Default(Default::default()));
         ws.window_coder_id = "iw".into();
         ws.merge_status = pb::merge_status::Enum::NeedsMerge as i32;
-        ws.window_fn = Some(pb::FunctionSpec { urn: SESSIONS.into(), payload: vec![] });
+        ws.window_fn = Some(pb::FunctionSpec { urn: crate::urns::SESSIONS.into(), payload: vec![] });
         let sessions = WindowingSpec::from_proto(&c, &ws).unwrap();
         assert!(sessions.merging && sessions.sdk.is_none());
         ws.window_fn = Some(pb::FunctionSpec { urn: crate::window::window_fns::PICKLED_WINDOW_FN.into(), payload: vec![1] });

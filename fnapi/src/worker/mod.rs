@@ -15,6 +15,8 @@ use tonic::Status;
 
 use crate::state::StateHandler;
 
+mod split_bundle;
+
 /// Largest data chunk sent in one `Elements` message.
 const CHUNK_BYTES: usize = 4 << 20;
 /// How long a bundle waits for the harness to open its data stream.
@@ -402,7 +404,12 @@ impl SdkWorker {
         if let Some(fn_pb::instruction_response::Response::ProcessBundle(pb)) = response.and_then(|r| r.response) {
             result.monitoring_infos = pb.monitoring_infos;
             result.requires_finalization = pb.requires_finalization;
-            result.residuals = pb.residual_roots.into_iter().map(crate::split::Residual::from_proto).collect::<Result<_, _>>()?;
+            result.residuals = pb
+                .residual_roots
+                .into_iter()
+                .map(crate::split::Residual::from_proto)
+                .collect::<Result<_, _>>()
+                .map_err(BundleError::Worker)?;
         }
         Ok(result)
     }
