@@ -32,7 +32,7 @@ def ui_server(binary, tmp_path_factory):
 def browser():
   for path in (CHROMIUM, CHROMEDRIVER):
     assert shutil.which(path), (
-        '%s is missing: scripts/setup.sh installs Debian\'s chromium and '
+        '%s is missing: scripts/setup.sh --tests installs Debian\'s chromium and '
         'chromium-driver' % path)
   from selenium import webdriver
   from selenium.webdriver.chrome.service import Service

@@ -6,8 +6,10 @@ REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export BEAM_KAFKA_CACHE="${BEAM_KAFKA_CACHE:-$HOME/.cache/beam-kafka}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$BEAM_KAFKA_CACHE/target}"
 BEAM_VERSION="2.73.0"
-# The Python SDK releases the runner supports: CI runs Beam's suite on both
-# ends (runtime/src/plan/sdk_version.rs refuses others at Prepare; keep in step).
+# The Python SDK releases the runner supports: CI runs Beam's suite on the
+# oldest and the wheel's check on the newest, `scripts/test.sh --full` the
+# suite on both (runtime/src/plan/sdk_version.rs refuses others at Prepare;
+# keep in step).
 BEAM_PYTHON_SDK_OLDEST="$BEAM_VERSION"
 BEAM_PYTHON_SDK_NEWEST="2.77.0"
 KAFKA_VERSION="4.3.2"
@@ -55,15 +57,20 @@ print(*[s.getsockname()[1] for s in socks])' "$1"
 prepare_demo() {
   local servers="$1"
   "$REPO_ROOT/scripts/setup.sh" >&2
-  # The venv and the Kafka jars download while the binary compiles.
+  # The venv and the Kafka jars download while the binary compiles (Beam's
+  # protos first: the build would fetch them with Maven too, and two Mavens
+  # must not fill one local repository at once).
+  "$REPO_ROOT/scripts/beam-protos.sh" >/dev/null
   local venv_out; venv_out="$(mktemp)"
   "$REPO_ROOT/scripts/python-env.sh" ${DEMO_VENV-"--runtime"} >"$venv_out" &
-  local venv_pid=$!
+  DEMO_VENV_PID=$!
   "$REPO_ROOT/scripts/kafka.sh" fetch >&2 &
-  local kafka_pid=$!
+  DEMO_KAFKA_PID=$!
+  trap 'kill "$DEMO_VENV_PID" "$DEMO_KAFKA_PID" 2>/dev/null || true' EXIT
   DEMO_BINARY="$("$REPO_ROOT/scripts/build.sh" ${2:-})"
-  wait "$venv_pid" || die "could not create the Python environment (see above)"
-  wait "$kafka_pid" || die "could not fetch Kafka's jars (see above)"
+  wait "$DEMO_VENV_PID" || die "could not create the Python environment (see above)"
+  wait "$DEMO_KAFKA_PID" || die "could not fetch Kafka's jars (see above)"
+  trap - EXIT
   DEMO_PY="$(cat "$venv_out")"; rm -f "$venv_out"
   if ! "$REPO_ROOT/scripts/kafka.sh" status "${servers##*:}" 2>/dev/null; then
     if [[ "${servers%%:*}" != "localhost" && "${servers%%:*}" != "127.0.0.1" ]]; then

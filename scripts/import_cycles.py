@@ -10,6 +10,10 @@ child (its tests, say) is part of its parent. Every set of modules that reach
 each other through uses is printed with one use per step, and the exit status
 is 1 when there is one. ARCHITECTURE.md's first rule: no module imports
 another that imports it back.
+
+Test code (files named tests.rs or *_tests.rs, and `#[cfg(test)]` inline
+modules) is left out. A use through an ancestor's re-export (`pub use`)
+counts as a use of that ancestor, which a child may make.
 """
 import os
 import re
@@ -19,7 +23,8 @@ IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 
 
 def module_files(src):
-    """Module path (tuple) -> file, for every .rs file under src."""
+    """Module path (tuple) -> file, for every .rs file under src (a module
+    declared with `#[path = "…"]` under the name it is declared with)."""
     mods = {}
     for dirpath, _, files in os.walk(src):
         for fn in files:
@@ -29,12 +34,39 @@ def module_files(src):
             if rel[-1] == "mod" or rel in (["lib"], ["main"]):
                 rel = rel[:-1]
             mods[tuple(rel)] = os.path.join(dirpath, fn)
+    by_file = {os.path.normpath(f): m for m, f in mods.items()}
+    for mod, path in list(mods.items()):
+        text = open(path, encoding="utf-8").read()
+        for m in re.finditer(r'#\[path\s*=\s*"([^"]+)"\]\s*(?:#\[[^\]]*\]\s*)*(?:pub(?:\([^)]*\))?\s+)?mod\s+(' + IDENT + r")\s*;", text):
+            target = os.path.normpath(os.path.join(os.path.dirname(path), m.group(1)))
+            old = by_file.get(target)
+            if old is not None and old in mods:
+                del mods[old]
+                mods[mod + (m.group(2),)] = target
     return mods
 
 
-def is_test_file(path):
-    name = os.path.basename(path)
-    return name == "tests.rs" or name.endswith("_tests.rs") or os.sep + "tests" + os.sep in path
+def is_test_file(path, src):
+    rel = os.path.relpath(path, src)
+    name = os.path.basename(rel)
+    return name == "tests.rs" or name.endswith("_tests.rs") or ("tests" in rel.split(os.sep)[:-1])
+
+
+def without_test_modules(text):
+    """The text without its `#[cfg(test)]` inline modules (braces matched)."""
+    out, i = [], 0
+    pat = re.compile(r"#\[cfg\(test\)\]\s*(?:#\[[^\]]*\]\s*)*(?:pub(?:\([^)]*\))?\s+)?mod\s+" + IDENT + r"\s*\{")
+    while True:
+        m = pat.search(text, i)
+        if not m:
+            out.append(text[i:])
+            return "".join(out)
+        out.append(text[i:m.start()])
+        depth, j = 1, m.end()
+        while j < len(text) and depth:
+            depth += {"{": 1, "}": -1}.get(text[j], 0)
+            j += 1
+        i = j
 
 
 def strip_comments(text):
@@ -51,9 +83,8 @@ def strip_comments(text):
                 break
             i = line.find("//", i + 2)
         out.append(line)
-    text = "\n".join(out)
-    text = re.sub(r"#\[cfg\(test\)\]\s*mod\s+\w+\s*\{.*", "", text, flags=re.S)
-    return re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    text = re.sub(r"/\*.*?\*/", "", "\n".join(out), flags=re.S)
+    return without_test_modules(text)
 
 
 def expand_group(text, i):
@@ -110,7 +141,7 @@ def referenced_paths(text):
     return found
 
 
-def resolve(path, here, mods, here_is_dir_module):
+def resolve(path, here, mods):
     """The module a path names, as a tuple, or None."""
     if path[0] == "crate":
         base, rest = (), path[1:]
@@ -134,14 +165,14 @@ def edges_of(src):
     mods = module_files(src)
     edges = {}
     for mod, path in mods.items():
-        if is_test_file(path):
+        if is_test_file(path, src):
             continue
         text = strip_comments(open(path, encoding="utf-8").read())
         for ref in referenced_paths(text):
-            target = resolve(ref, mod, mods, path.endswith("mod.rs"))
+            target = resolve(ref, mod, mods)
             if target is None or target == mod or mod[: len(target)] == target:
                 continue  # itself, or an ancestor (a child is part of it)
-            if is_test_file(mods[target]):
+            if is_test_file(mods[target], src):
                 continue
             edges.setdefault(mod, {}).setdefault(target, "::".join(ref))
     return mods, edges
@@ -185,9 +216,15 @@ def name(mod):
     return "::".join(mod) or "crate"
 
 
+def workspace_members(root):
+    text = open(os.path.join(root, "Cargo.toml"), encoding="utf-8").read()
+    members = re.search(r"members\s*=\s*\[([^\]]*)\]", text)
+    return re.findall(r'"([^"]+)"', members.group(1))
+
+
 def main():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    crates = sys.argv[1:] or ["proto", "config", "runtime", "fnapi", "actors", "server"]
+    crates = sys.argv[1:] or workspace_members(root)
     found = 0
     for crate in crates:
         src = os.path.join(root, crate, "src")

@@ -3,8 +3,8 @@
 # package, and prints the path of its python.
 #   --runtime                      only what running a pipeline needs (the demo)
 #   BEAM_KAFKA_PYTHON_SDK=2.77.0   another apache-beam release instead of the pin
-#                                  (a venv of its own; CI runs Beam's suite on the
-#                                  oldest and the newest supported release)
+#                                  (a venv of its own; `scripts/test.sh --full` runs
+#                                  Beam's suite on the oldest and the newest release)
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 REQ="$REPO_ROOT/python/requirements.txt"
 if [[ -n "${BEAM_KAFKA_PYTHON_SDK:-}" ]]; then
@@ -26,7 +26,8 @@ if [[ ! -f "$VENV/.complete" ]]; then
     rm -rf "$VENV"
     "$PY" -m venv "$VENV"
     "$VENV/bin/pip" install -q --upgrade pip >&2
-    "$VENV/bin/pip" install -q "$(grep -E '^apache-beam==' "$REQ")" >&2
+    beam="$(grep -E '^apache-beam(\[[^]]*\])?==' "$REQ")" || die "$REQ names no apache-beam release"
+    "$VENV/bin/pip" install -q "$beam" >&2
     touch "$VENV/.runtime-complete"
   fi
   if [[ "${1:-}" != "--runtime" ]]; then

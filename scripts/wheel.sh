@@ -5,8 +5,9 @@
 #
 #   scripts/wheel.sh [--release] [--out DIR] [--check BOOTSTRAP]
 #
-#   --release          an optimised binary, as published (the default is the
-#                      debug build the tests share: seconds from a warm cache)
+#   --release          an optimised binary, as published (the default is a
+#                      debug build: the tests' build with OpenSSL linked in,
+#                      feature vendored-openssl, compiled once per cache)
 #   --out DIR          where the wheel goes (default $BEAM_KAFKA_CACHE/wheels)
 #   --check BOOTSTRAP  then install the wheel into an empty virtualenv, as a
 #                      user would with `pip install beam-kafka`, and run

@@ -47,7 +47,7 @@ pub struct GroupByKey {
     processing_time: Millis,
     /// Elements dropped because their window had expired or was closed.
     pub dropped_late: u64,
-    /// Panes changed since the last `take_changes` (see `gbk_state`), in
+    /// Panes changed since the last `take_changes` (see `gbk::state`), in
     /// no order and possibly listed twice: sorted and deduplicated when
     /// taken (a set costs a tree search per changed pane).
     pub(crate) dirty: Vec<PaneId>,
@@ -67,11 +67,11 @@ pub struct GroupByKey {
     /// Processing-time deadlines of triggers (stale entries are skipped).
     deadlines: BTreeSet<(Millis, Vec<u8>, Window)>,
     /// The last timestamps of opaque windows, as the SDK told them (see
-    /// `gbk_merge`): by the window's encoding.
+    /// `gbk::merge`): by the window's encoding.
     pub(crate) ends: HashMap<Arc<[u8]>, Millis>,
     /// The merges the SDK made for the batch being added, by key.
     pub(crate) plan: HashMap<Vec<u8>, Vec<crate::window::window_fns::Merge>>,
-    /// Panes that live in the store, for a batch GroupByKey (`gbk_spill`).
+    /// Panes that live in the store, for a batch GroupByKey (`gbk::spill`).
     pub(crate) spill: Option<crate::gbk::spill::Spill>,
 }
 
@@ -284,7 +284,7 @@ impl GroupByKey {
     pub(crate) fn remove_pane(&mut self, key: &[u8], window: &Window) -> Option<Pane> {
         let mut pane = self.panes.remove(key, window)?;
         if self.writes_runs(&pane) {
-            // Its values are runs (see `gbk_spill`): no entry of its own.
+            // Its values are runs (see `gbk::spill`): no entry of its own.
             self.delete_runs(key, window, &pane.runs);
             pane.runs.clear();
             pane.run_len = 0;
@@ -434,7 +434,7 @@ impl GroupByKey {
     /// their end or expiry), firing what they say and, at expiry, the final
     /// pane; returns how many panes it fired. Expired panes are dropped once
     /// asked.
-    /// Panes of the store (`gbk_spill`) are not fired here: see `fire`.
+    /// Panes of the store (`gbk::spill`) are not fired here: see `fire`.
     pub fn fire_closed(&mut self, limit: usize, out: &mut Vec<Vec<u8>>) -> usize {
         let mut fired = 0;
         while fired < limit {

@@ -91,13 +91,13 @@ pub(crate) struct Pane {
     pub(crate) touched: bool,
     /// The processing-time deadline listed in `GroupByKey::deadlines`.
     pub(crate) deadline: Option<Millis>,
-    /// What of `values` the pane's chunk entries hold (see `gbk_state`).
+    /// What of `values` the pane's chunk entries hold (see `gbk::state`).
     pub(crate) stored: Stored,
     /// A hash of the pane entry last written or restored (see
-    /// `gbk_state::take_changes`): an entry that did not change is not
+    /// `gbk::state::take_changes`): an entry that did not change is not
     /// written again.
     pub(crate) written: Option<u64>,
-    /// Runs its values were written as (see `gbk_spill`): (run, parts).
+    /// Runs its values were written as (see `gbk::spill`): (run, parts).
     pub(crate) runs: Vec<(u32, u16)>,
     /// How many of `values` those runs hold.
     pub(crate) run_len: usize,

@@ -139,7 +139,7 @@ fn decode_id(k: &[u8], window_coder: &crate::codec::coder::Coder) -> Result<Pane
 impl GroupByKey {
     /// The entries changed since the last call, for barrier `id` (whose
     /// commit `committed` is told of); with `evict`, panes they write leave
-    /// memory (see `gbk_spill`).
+    /// memory (see `gbk::spill`).
     pub fn take_changes_for(&mut self, id: u64, evict: bool) -> Vec<Entry> {
         let (changes, wrote_runs) = self.changes();
         self.barrier_taken(id, wrote_runs, evict);

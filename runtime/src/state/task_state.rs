@@ -1,6 +1,6 @@
 //! The keys of a task's durable state in its sub-topology's changelog: one
 //! entry for the task's input watermark, and the entries of each GroupByKey
-//! (`gbk_state`), told apart by the topic the GroupByKey reads.
+//! (`gbk::state`), told apart by the topic the GroupByKey reads.
 use crate::codec::coders::{encode_varint, ByteReader};
 
 const WATERMARK: u64 = 0;

@@ -6,7 +6,7 @@ import org.apache.beam.sdk.options.PortablePipelineOptions;
 
 /**
  * Options of {@link BeamKafkaRunner}. The runner's own options reach the job server as {@code
- * beam:option:<snake_case>:v1}, so each getter here is named after the server's option (see the
+ * beam:option:<snake_case>:v1}, so each getter here is named after the server's option (see
  * docs/using.md, "Options"). None has a default here: an option left unset is not sent and the server's
  * default applies.
  */
