@@ -48,6 +48,26 @@ for s in socks: s.bind(("127.0.0.1", 0))
 print(*[s.getsockname()[1] for s in socks])' "$1"
 }
 
+# Builds the binary (`--release` as $2 for an optimised one) while the venv
+# ($1: python-env.sh's argument, "--runtime" or "") and Kafka's jars download,
+# and sets BUILT_BINARY and BUILT_PY. Beam's protos come first: the build
+# would fetch them with Maven too, and two Mavens must not fill one local
+# repository at once.
+build_while_fetching() {
+  "$REPO_ROOT/scripts/beam-protos.sh" >/dev/null
+  local venv_out; venv_out="$(mktemp)"
+  "$REPO_ROOT/scripts/python-env.sh" ${1:+"$1"} >"$venv_out" &
+  FETCH_VENV_PID=$!
+  "$REPO_ROOT/scripts/kafka.sh" fetch >&2 &
+  FETCH_KAFKA_PID=$!
+  trap 'kill "$FETCH_VENV_PID" "$FETCH_KAFKA_PID" 2>/dev/null || true' EXIT
+  BUILT_BINARY="$("$REPO_ROOT/scripts/build.sh" ${2:-})"
+  wait "$FETCH_VENV_PID" || die "could not create the Python environment (see above)"
+  wait "$FETCH_KAFKA_PID" || die "could not fetch Kafka's jars (see above)"
+  trap - EXIT
+  BUILT_PY="$(cat "$venv_out")"; rm -f "$venv_out"
+}
+
 # Makes sure a broker answers at $1 (host:port): starts a local one on that
 # port when none does and the host is local, and stops it when the calling
 # script exits. Sets up the machine, the build (`--release` as $2 for an
@@ -57,21 +77,8 @@ print(*[s.getsockname()[1] for s in socks])' "$1"
 prepare_demo() {
   local servers="$1"
   "$REPO_ROOT/scripts/setup.sh" >&2
-  # The venv and the Kafka jars download while the binary compiles (Beam's
-  # protos first: the build would fetch them with Maven too, and two Mavens
-  # must not fill one local repository at once).
-  "$REPO_ROOT/scripts/beam-protos.sh" >/dev/null
-  local venv_out; venv_out="$(mktemp)"
-  "$REPO_ROOT/scripts/python-env.sh" ${DEMO_VENV-"--runtime"} >"$venv_out" &
-  DEMO_VENV_PID=$!
-  "$REPO_ROOT/scripts/kafka.sh" fetch >&2 &
-  DEMO_KAFKA_PID=$!
-  trap 'kill "$DEMO_VENV_PID" "$DEMO_KAFKA_PID" 2>/dev/null || true' EXIT
-  DEMO_BINARY="$("$REPO_ROOT/scripts/build.sh" ${2:-})"
-  wait "$DEMO_VENV_PID" || die "could not create the Python environment (see above)"
-  wait "$DEMO_KAFKA_PID" || die "could not fetch Kafka's jars (see above)"
-  trap - EXIT
-  DEMO_PY="$(cat "$venv_out")"; rm -f "$venv_out"
+  build_while_fetching "${DEMO_VENV-"--runtime"}" ${2:-}
+  DEMO_BINARY="$BUILT_BINARY"; DEMO_PY="$BUILT_PY"
   if ! "$REPO_ROOT/scripts/kafka.sh" status "${servers##*:}" 2>/dev/null; then
     if [[ "${servers%%:*}" != "localhost" && "${servers%%:*}" != "127.0.0.1" ]]; then
       die "no Kafka broker answers at $servers"

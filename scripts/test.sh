@@ -25,21 +25,8 @@ case "${1:-}" in
 esac
 PORT="${BEAM_KAFKA_TEST_PORT:-19092}"
 "$REPO_ROOT/scripts/setup.sh" --tests
-# The venv and Kafka's jars download while the binary compiles (Beam's
-# protos first: the build would fetch them with Maven too, and two Mavens
-# must not fill one local repository at once).
-"$REPO_ROOT/scripts/beam-protos.sh" >/dev/null
-venv_out="$(mktemp)"
-"$REPO_ROOT/scripts/python-env.sh" >"$venv_out" &
-venv_pid=$!
-"$REPO_ROOT/scripts/kafka.sh" fetch >&2 &
-kafka_pid=$!
-trap 'kill "$venv_pid" "$kafka_pid" 2>/dev/null || true' EXIT
-"$REPO_ROOT/scripts/build.sh" >/dev/null
-wait "$venv_pid" || die "could not create the Python environment (see above)"
-wait "$kafka_pid" || die "could not fetch Kafka's jars (see above)"
-trap - EXIT
-PY="$(cat "$venv_out")"; rm -f "$venv_out"
+build_while_fetching ""
+PY="$BUILT_PY"
 
 results="$(mktemp -d)"
 # Runs a test command, keeping its output in $results/$1.log; never exits the script.
