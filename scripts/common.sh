@@ -17,13 +17,25 @@ KAFKA_SCALA="2.13"
 log() { printf '[beam-kafka %s +%ds] %s\n' "$(date +%H:%M:%S)" "$SECONDS" "$*" >&2; }
 die() { printf '[beam-kafka] error: %s\n' "$*" >&2; exit 1; }
 
+# Holds an exclusive lock named $1 until the calling shell (or subshell)
+# exits: scripts filling the same cache entry at once (the itests' two
+# workers, say) take turns.
+cache_lock() {
+  mkdir -p "$BEAM_KAFKA_CACHE/locks"
+  local fd
+  exec {fd}>"$BEAM_KAFKA_CACHE/locks/$1.lock"
+  flock "$fd"
+}
+
 # Copies the runtime jars of the Maven project POM into OUT (replacing what
-# was there), logging to LOG; OUT/.complete marks a finished copy.
+# was there), logging to LOG; OUT/.complete marks a finished copy. One Maven
+# at a time fills the local repository.
 maven_copy_jars() {
   local pom="$1" out="$2" logfile="$3"
   rm -rf "$out"
+  ( cache_lock maven-repository
   mvn -q -B -f "$pom" org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies \
-      -DoutputDirectory="$out" -DincludeScope=runtime >"$logfile" 2>&1 || return 1
+      -DoutputDirectory="$out" -DincludeScope=runtime >"$logfile" 2>&1 ) || return 1
   touch "$out/.complete"
 }
 mkdir -p "$BEAM_KAFKA_CACHE"
@@ -48,12 +60,51 @@ for s in socks: s.bind(("127.0.0.1", 0))
 print(*[s.getsockname()[1] for s in socks])' "$1"
 }
 
+# RocksDB: the debug build links the library inside RocksDB's own Java
+# artifact (org.rocksdb:rocksdbjni on Maven Central, pinned here: the same
+# RocksDB release as Cargo.lock's librocksdb-sys, whose C API it exports)
+# instead of compiling RocksDB's C++, most of a cold build. The binaries find
+# it through their rpath (actors/build.rs). Release builds and wheels compile
+# it from source, as does BEAM_KAFKA_ROCKSDB=source, another platform than
+# x86-64 glibc Linux, or a Cargo.lock that moved to another RocksDB.
+ROCKSDB_JNI_VERSION="11.8.1"
+ROCKSDB_JNI_SHA256="628ed387887f4a431df480857954df2a28b4389bfe24858ccdec611cabf65dbf"
+use_prebuilt_rocksdb() {
+  [[ "${BEAM_KAFKA_ROCKSDB:-prebuilt}" == "source" ]] && return 0
+  [[ "$(uname -s)-$(uname -m)" == "Linux-x86_64" ]] || return 0
+  # (Output taken whole: `grep -q` on a pipe would end ldd early, failing the pipe.)
+  local libc; libc="$(ldd --version 2>&1 || true)"
+  [[ "${libc,,}" == *"glibc"* || "${libc,,}" == *"gnu libc"* ]] || return 0
+  local locked
+  locked="$(grep -A1 '^name = "librocksdb-sys"' "$REPO_ROOT/Cargo.lock" | sed -n 's/^version = ".*+\(.*\)"/\1/p')"
+  if [[ "$locked" != "$ROCKSDB_JNI_VERSION" ]]; then
+    log "Cargo.lock builds RocksDB $locked, the prebuilt one pinned in scripts/common.sh is $ROCKSDB_JNI_VERSION: compiling RocksDB from source"
+    return 0
+  fi
+  local dir="$BEAM_KAFKA_CACHE/rocksdb-$ROCKSDB_JNI_VERSION"
+  if [[ ! -f "$dir/librocksdb.so" ]]; then
+    log "fetching RocksDB $ROCKSDB_JNI_VERSION (org.rocksdb:rocksdbjni) from Maven Central"
+    local tmp; tmp="$(mktemp -d)"
+    curl -fsSL -o "$tmp/rocksdbjni.jar" \
+      "https://repo1.maven.org/maven2/org/rocksdb/rocksdbjni/$ROCKSDB_JNI_VERSION/rocksdbjni-$ROCKSDB_JNI_VERSION.jar" \
+      || die "cannot fetch rocksdbjni $ROCKSDB_JNI_VERSION from Maven Central (BEAM_KAFKA_ROCKSDB=source compiles RocksDB instead)"
+    echo "$ROCKSDB_JNI_SHA256  $tmp/rocksdbjni.jar" | sha256sum -c --quiet - \
+      || die "rocksdbjni-$ROCKSDB_JNI_VERSION.jar does not have the pinned checksum"
+    unzip -q -o "$tmp/rocksdbjni.jar" librocksdbjni-linux64.so -d "$tmp"
+    mkdir -p "$dir"
+    mv "$tmp/librocksdbjni-linux64.so" "$dir/librocksdb.so"
+    rm -rf "$tmp"
+  fi
+  export ROCKSDB_LIB_DIR="$dir"
+}
+
 # Builds the binary (`--release` as $2 for an optimised one) while the venv
 # ($1: python-env.sh's argument, "--runtime" or "") and Kafka's jars download,
 # and sets BUILT_BINARY and BUILT_PY. Beam's protos come first: the build
 # would fetch them with Maven too, and two Mavens must not fill one local
 # repository at once.
 build_while_fetching() {
+  [[ "${2:-}" == "--release" ]] || use_prebuilt_rocksdb
   "$REPO_ROOT/scripts/beam-protos.sh" >/dev/null
   local venv_out; venv_out="$(mktemp)"
   "$REPO_ROOT/scripts/python-env.sh" ${1:+"$1"} >"$venv_out" &

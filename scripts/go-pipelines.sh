@@ -13,7 +13,9 @@ package="${2:-./$name}"
 module="${3:-itests/go}"
 
 
+cache_lock go-toolchain
 GO="$(go_command)"
+cache_lock "go-bin-$name"
 out="$BEAM_KAFKA_CACHE/go-bin"
 mkdir -p "$out"
 (cd "$REPO_ROOT/$module" && GOFLAGS=-mod=readonly "$GO" build -o "$out/$name" "$package" >&2) \

@@ -46,10 +46,11 @@ if [[ ! -f "$dir/.complete" ]]; then
 </project>
 POM
   log "fetching beam-examples-java $EXAMPLES_VERSION from Maven Central"
-  { mvn -q -B -f "$dir/pom.xml" org.apache.maven.plugins:maven-dependency-plugin:3.8.1:build-classpath \
+  ( cache_lock maven-repository
+    mvn -q -B -f "$dir/pom.xml" org.apache.maven.plugins:maven-dependency-plugin:3.8.1:build-classpath \
       -Dmdep.outputFile="$dir/classpath.txt" \
     && mvn -q -B org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy \
-      -Dartifact="org.apache.beam:beam-examples-java:$EXAMPLES_VERSION:jar" -DoutputDirectory="$dir"; } \
+      -Dartifact="org.apache.beam:beam-examples-java:$EXAMPLES_VERSION:jar" -DoutputDirectory="$dir" ) \
     >"$dir/fetch.log" 2>&1 || { cat "$dir/fetch.log" >&2; die "could not fetch the examples (see above)"; }
   touch "$dir/.complete"
 fi

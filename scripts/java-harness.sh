@@ -29,6 +29,7 @@ case "${1:-}" in
   *) die "unknown argument '$1' (expected nothing or --expansion-service)" ;;
 esac
 
+cache_lock "$(basename "$dir")"
 if [[ ! -f "$dir/jars/.complete" ]]; then
   command -v mvn >/dev/null || die "Maven (mvn) is needed to fetch Beam's Java SDK: apt-get install maven"
   command -v java >/dev/null || die "Java 17 is needed to run Beam's Java SDK: apt-get install openjdk-17-jdk-headless"

@@ -14,6 +14,7 @@ command -v java >/dev/null || die "Java is not installed: apt-get install openjd
 out="$BEAM_KAFKA_CACHE/java"
 mkdir -p "$out"
 "$REPO_ROOT/scripts/java-runner.sh" >/dev/null
+cache_lock maven-repository
 build() {
   mvn -q -B "$@" -f "$REPO_ROOT/itests/java/pom.xml" -Dbeam.version="$BEAM_VERSION" -Dbeamkafka.build="$out/build" \
     package -DskipTests dependency:build-classpath -Dmdep.outputFile="$out/classpath.txt"

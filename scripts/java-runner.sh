@@ -14,6 +14,8 @@ command -v java >/dev/null || die "Java is not installed: apt-get install openjd
 
 out="$BEAM_KAFKA_CACHE/java"
 mkdir -p "$out"
+# (A script calling this one takes the lock only after it returns.)
+cache_lock maven-repository
 install() {
   mvn -q -B "$@" -f "$REPO_ROOT/java/pom.xml" -Dbeam.version="$BEAM_VERSION" -Dbeamkafka.build="$out/runner-build" \
     install -DskipTests

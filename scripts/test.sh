@@ -13,7 +13,10 @@
 #                            ValidatesRunner and Go integration suites whole,
 #                            Beam's Python suite on the oldest and the newest
 #                            supported release at internal parallelism 1 and 4,
-#                            and two minutes of fuzzing per target.
+#                            two minutes of fuzzing per target, and the wheel
+#                            as published (RocksDB compiled from source and
+#                            checked against manylinux; the CI tier's wheel
+#                            links the prebuilt RocksDB the tests' build uses).
 #
 # Prints each stage's time at the end.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -74,7 +77,9 @@ trap 'if [[ -n "$started" ]]; then "$REPO_ROOT/scripts/kafka.sh" stop "$started"
 export BEAM_KAFKA_TEST_BOOTSTRAP="localhost:$PORT"
 
 log "integration tests (pytest itests)"
-pytest_rc=0; run pytest bash -c "cd '$REPO_ROOT' && '$PY' -m pytest itests -v -rs --durations=15 --ignore=itests/beam_suite" || pytest_rc=$?
+# Two workers, each test file on one (tests of a file may share a broker of
+# their own on fixed ports): the itests mostly wait on Kafka and processes.
+pytest_rc=0; run pytest bash -c "cd '$REPO_ROOT' && '$PY' -m pytest itests -n 2 --dist loadfile -v -rs --durations=15 --ignore=itests/beam_suite" || pytest_rc=$?
 
 # Beam's Go integration suite, a representative part (scripts/go-integration.sh
 # runs all of it): Go pipelines through plain universal-runner flags.
@@ -110,7 +115,10 @@ grep -E '^java-validates-runner' "$results/java-validates-runner.log" || true
 # with its own binary; `cargo install --path server` installs the binary.
 log "packaging: the wheel in an empty venv, and cargo install"
 package_rc=0
-run wheel "$REPO_ROOT/scripts/wheel.sh" --out "$results/wheel" --check "$BEAM_KAFKA_TEST_BOOTSTRAP" || package_rc=$?
+# The CI tier's wheel links the prebuilt RocksDB the tests' build uses; --full
+# builds the wheel as published, RocksDB compiled in, checked for manylinux.
+wheel_env=(env); ((FULL)) && wheel_env=(env -u ROCKSDB_LIB_DIR)
+run wheel "${wheel_env[@]}" "$REPO_ROOT/scripts/wheel.sh" --out "$results/wheel" --check "$BEAM_KAFKA_TEST_BOOTSTRAP" || package_rc=$?
 run cargo-install bash -c "cd '$REPO_ROOT' && cargo install --locked --debug --path server --root '$results/cargo-install' \
   && '$results/cargo-install/bin/beam-kafka' --version" || package_rc=$?
 

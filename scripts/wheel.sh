@@ -13,6 +13,12 @@
 #                      user would with `pip install beam-kafka`, and run
 #                      examples/hello_kafka.py there against that broker with
 #                      no source checkout, cache or PATH to find another binary
+#
+# RocksDB is compiled into the binary, so the wheel runs anywhere manylinux
+# allows (`maturin --auditwheel check`), unless ROCKSDB_LIB_DIR is set (as
+# scripts/test.sh's CI tier sets it, see use_prebuilt_rocksdb in common.sh):
+# then the binary links that prebuilt RocksDB and the wheel is for this
+# machine only. --release always compiles RocksDB.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 profile=dev
 out="$BEAM_KAFKA_CACHE/wheels"
@@ -40,12 +46,19 @@ fi
 "$REPO_ROOT/scripts/setup.sh"
 mkdir -p "$out"
 rm -f "$out"/beam_kafka-*.whl
-log "building the wheel ($profile profile)"
-# The binary links OpenSSL statically (rdkafka's ssl-vendored), so it needs
-# nothing beyond what manylinux allows; `check` fails the build otherwise,
-# where `repair` would patchelf the binary inside the shared cargo target.
+[[ "$profile" == release ]] && unset ROCKSDB_LIB_DIR
+audit=check
+if [[ -n "${ROCKSDB_LIB_DIR:-}" ]]; then
+  audit=skip
+  log "building the wheel ($profile profile) with the prebuilt RocksDB in $ROCKSDB_LIB_DIR: for this machine only"
+else
+  log "building the wheel ($profile profile)"
+fi
+# The binary links OpenSSL statically (rdkafka's ssl-vendored) and RocksDB,
+# so it needs nothing beyond what manylinux allows; `check` fails the build
+# otherwise, where `repair` would patchelf the binary inside the shared cargo target.
 (cd "$REPO_ROOT/python" && "$tools/bin/maturin" build --locked \
-  --profile "$profile" --auditwheel check --out "$out" >&2) || die "maturin could not build the wheel"
+  --profile "$profile" --auditwheel "$audit" --out "$out" >&2) || die "maturin could not build the wheel"
 wheel="$(ls "$out"/beam_kafka-*.whl)"
 
 if [[ -n "$check" ]]; then

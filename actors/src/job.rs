@@ -1,6 +1,6 @@
 //! Running one job: topics, bootstrap records, the actor topology, and the
 //! end of a bounded job (every terminal task at +∞).
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,11 +8,10 @@ use std::time::Duration;
 use actix::prelude::*;
 use beam_kafka_config::ProcessingGuarantee;
 use beam_kafka_proto::pipeline::MonitoringInfo;
-use beam_kafka_runtime::kafka::failure::{self, Verdict};
 use beam_kafka_runtime::kafka::io::same_cluster;
 use beam_kafka_runtime::kafka::source_growth;
 use beam_kafka_runtime::plan::topology::{TaskId, TopicKind};
-use beam_kafka_runtime::task::roster::Roster;
+use beam_kafka_runtime::task::membership::{Command, Event, Membership};
 use beam_kafka_runtime::task::stall::StallWatch;
 use rdkafka::consumer::Consumer;
 use rdkafka::producer::Producer;
@@ -23,14 +22,13 @@ use crate::impulse;
 use crate::kafka::admin::Admin;
 use crate::kafka::config;
 use crate::kafka::producer::{self as kafka_producer, KafkaProducer};
-use crate::kafka::rebalance::{Assignment, JobConsumer, JobContext, Membership};
+use crate::kafka::rebalance::{Assignment, JobConsumer, JobContext, Membership as Kafka};
 use crate::messages::{Drain, Shutdown};
 use crate::poller::{poll_loop, PollSettings, Routes};
 use crate::status_board::now_ms;
 
 pub use crate::job_input::JobInput;
 use crate::job_messages::{running_message, slow_join_hint};
-use crate::job_revocation::{revoke, take_moving};
 use crate::job_topics::create_topics;
 use crate::source_watch::{source_partitions, watch_growth};
 use crate::task::TaskEvent;
@@ -259,58 +257,17 @@ async fn drive(
     // A drain asked on the control topic (before the start, or while it runs).
     let watch_stop = Arc::new(AtomicBool::new(false));
     let mut control_rx = control::watch(opts, watch_stop.clone());
-    // Tasks come and go with the partitions the group gives this process.
-    let mut roster = crate::task_start::roster(input);
-    let mut draining = drain_check.await.unwrap_or(false);
-    if draining {
-        start_drain(&io, &roster, &events);
+    // Tasks come and go with the partitions the group gives this process;
+    // `membership` decides, this loop carries out.
+    let mut membership = Membership::new(crate::task_start::roster(input), input.plan.terminal_tasks());
+    let mut pending: VecDeque<Command<LiveTask>> = VecDeque::new();
+    if drain_check.await.unwrap_or(false) {
+        pending.extend(membership.on(Event::Drain, 0, 0.0));
     }
     let mut stalls = StallWatch::new(opts.stall_warning_ms);
     let clock = Clock(tokio::time::Instant::now());
-    let mut waiting: BTreeSet<TaskId> = input.plan.terminal_tasks().into_iter().collect();
     let mut reconcile = tokio::time::interval(RECONCILE_EVERY);
     reconcile.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // Starts what the roster says may start now (after an assignment, a
-    // backoff, or a start skipped because the assignment moved).
-    macro_rules! start_startable {
-        () => {{
-            let held = real_assignment(&consumer).unwrap_or_default();
-            let to_start = roster.startable(clock.now_ms(), |p| held.contains(p));
-            if !to_start.is_empty() {
-                let started = tokio::select! {
-                    s = start_assigned(input, &io, to_start.clone(), &consumer, &producer, copy_txns.as_ref(), &task_tx, &assignment, &watch_stop) => s,
-                    _ = cancel.changed() => break Ended::Outcome(JobOutcome::Cancelled),
-                };
-                match started {
-                    Ok(started) => {
-                        let n = register(started, &mut roster, &routes, draining);
-                        if n > 0 {
-                            tracing::debug!("start-up: {n} task(s) started after {:?}", began.elapsed());
-                            if !start_traced {
-                                start_traced = true;
-                                let mut a = input.board.attributes.clone();
-                                a.push(opentelemetry::KeyValue::new("beam_kafka.tasks", n as i64));
-                                crate::telemetry::past_span("beam_kafka.job.start", began_at, std::time::SystemTime::now(), a);
-                            }
-                            let _ = events.send(JobEvent::Info(running_message(opts, &roster)));
-                        }
-                    }
-                    Err(e) => match failure::classify(&e) {
-                        Verdict::Transient { waiting_for } => {
-                            let wait = roster.start_failed(&to_start, clock.now_ms(), jitter());
-                            let text = format!(
-                                "cannot start tasks yet ({e}); waiting for {waiting_for}, next try in {:.1} s",
-                                wait as f64 / 1000.0
-                            );
-                            tracing::warn!("{text}");
-                            let _ = events.send(JobEvent::Info(text));
-                        }
-                        Verdict::Fatal { .. } => break Ended::Outcome(JobOutcome::Failed(failure::explain(&e))),
-                    },
-                }
-            }
-        }};
-    }
     tokio::select! {
         written = &mut plan_write => if let Err(e) = joined(written, "recording the plan") {
             return Driven::Over(JobOutcome::Failed(e));
@@ -321,78 +278,121 @@ async fn drive(
     // A source that gains partitions makes the job plan again.
     let (growth_tx, mut growth_rx) = mpsc::unbounded_channel();
     let growth = actix_rt::spawn(watch_growth(consumer.clone(), source_partitions(input), growth_tx));
-    let ended = loop {
-        let next_restart = roster.next_due().map(|ms| clock.at(ms));
-        tokio::select! {
+    // The partitions an incremental revocation asks back, given up once
+    // their tasks handed over.
+    let mut revocation = None;
+    let mut started_now = 0;
+    let ended = 'job: loop {
+        while let Some(command) = pending.pop_front() {
+            match command {
+                Command::Start(tasks) => {
+                    let started = tokio::select! {
+                        s = start_assigned(input, &io, tasks.clone(), &consumer, &producer, copy_txns.as_ref(), &task_tx, &assignment, &watch_stop) => s,
+                        _ = cancel.changed() => break 'job Ended::Outcome(JobOutcome::Cancelled),
+                    };
+                    let event = match started {
+                        Ok(started) => Event::Started(started.into_iter().map(|t| (t.task, t.incarnation, t)).collect()),
+                        Err(error) => Event::StartFailed { tasks, error },
+                    };
+                    pending.extend(membership.on(event, clock.now_ms(), jitter()));
+                }
+                Command::Run { task, drain } => {
+                    let Some(t) = membership.roster().running().get(&task).map(|r| &r.handle) else { continue };
+                    for p in &t.partitions {
+                        routes.set(p.clone(), t.addr.clone().recipient(), t.mailbox.clone());
+                    }
+                    if drain {
+                        t.addr.do_send(Drain);
+                    }
+                    started_now += 1;
+                }
+                Command::Stop(tasks) => {
+                    for t in tasks {
+                        unroute(&routes, &t.partitions);
+                        t.addr.do_send(Shutdown);
+                    }
+                }
+                Command::Refuse(t) => t.addr.do_send(Shutdown),
+                Command::Pause(partitions) => {
+                    unroute(&routes, &partitions);
+                    pause(&consumer, &partitions);
+                }
+                Command::HandOver(tasks) => {
+                    tasks.iter().for_each(|t| unroute(&routes, &t.partitions));
+                    if let Some(r) = revocation.take() {
+                        crate::job_revocation::hand_over(r, tasks, consumer.clone(), assignment.clone(), opts);
+                    }
+                }
+                Command::Owned { tasks, revoked } => {
+                    input.board.set_owned(tasks);
+                    if revoked {
+                        input.board.keep_only(|t| membership.roster().running().contains_key(t));
+                    }
+                }
+                Command::RunningChanged => {
+                    if std::mem::take(&mut started_now) > 0 && !start_traced {
+                        tracing::debug!("start-up: tasks started after {:?}", began.elapsed());
+                        start_traced = true;
+                        let mut a = input.board.attributes.clone();
+                        a.push(opentelemetry::KeyValue::new("beam_kafka.tasks", membership.roster().running().len() as i64));
+                        crate::telemetry::past_span("beam_kafka.job.start", began_at, std::time::SystemTime::now(), a);
+                    }
+                    let _ = events.send(JobEvent::Info(running_message(opts, membership.roster())));
+                }
+                Command::StartDrain(tasks) => start_drain(&io, &membership, &tasks, &events),
+                Command::AnnounceFinished(task) => {
+                    let opts = opts.clone();
+                    actix_rt::spawn(async move {
+                        if let Err(e) = control::announce_finished(&opts, task).await {
+                            tracing::warn!("other copies will not hear that task {task} finished: {e}");
+                        }
+                    });
+                }
+                Command::Warn(text) => {
+                    tracing::warn!("{text}");
+                    let _ = events.send(JobEvent::Info(text));
+                }
+                Command::Say(text) => {
+                    tracing::info!("{text}");
+                    let _ = events.send(JobEvent::Info(text));
+                }
+                Command::End(None) => {
+                    tracing::debug!("every terminal task finished after {:?}", began.elapsed());
+                    break 'job Ended::Outcome(JobOutcome::Done);
+                }
+                Command::End(Some(error)) => break 'job Ended::Outcome(JobOutcome::Failed(error)),
+            }
+        }
+        let next_restart = membership.next_restart().map(|ms| clock.at(ms));
+        let event = tokio::select! {
             // A bug of ours: the job fails with what it said, never hangs.
-            Some(panic) = panics.recv() => break Ended::Outcome(JobOutcome::Failed(format!("internal error of the runner (please report it): {panic}"))),
+            Some(panic) = panics.recv() => Event::Failed(format!("internal error of the runner (please report it): {panic}")),
             m = membership_rx.recv() => match m {
-                Some(Membership::Revoked(parts)) => {
-                    if revoke(&parts, &mut roster, &routes, &input.board) {
-                        let _ = events.send(JobEvent::Info(running_message(opts, &roster)));
-                    }
+                Some(Kafka::Revoked(parts)) => Event::Revoked(parts),
+                Some(Kafka::Revoking(r)) => {
+                    let parts = r.partitions.clone();
+                    revocation = Some(r);
+                    Event::Revoking(parts)
                 }
-                Some(Membership::Revoking(revocation)) => {
-                    let moving = take_moving(&revocation.partitions, &mut roster, &routes, &input.board);
-                    let any = !moving.is_empty();
-                    crate::job_revocation::hand_over(revocation, moving, consumer.clone(), assignment.clone(), opts);
-                    if any {
-                        let _ = events.send(JobEvent::Info(running_message(opts, &roster)));
-                    }
-                }
-                Some(Membership::RevokedAll) => {
-                    let parts: Vec<(String, i32)> = roster.assigned().iter().cloned().collect();
-                    if revoke(&parts, &mut roster, &routes, &input.board) {
-                        let _ = events.send(JobEvent::Info(running_message(opts, &roster)));
-                    }
-                }
-                Some(Membership::Assigned(parts)) => {
-                    tracing::debug!("start-up: {} partition(s) assigned after {:?}", parts.len(), began.elapsed());
+                Some(Kafka::RevokedAll) => Event::RevokedAll,
+                Some(Kafka::Assigned(partitions)) => {
+                    tracing::debug!("start-up: {} partition(s) assigned after {:?}", partitions.len(), began.elapsed());
                     if let Some(text) = subscribed.take().and_then(|at| slow_join_hint(at.elapsed())) {
                         let _ = events.send(JobEvent::Info(text));
                     }
-                    roster.assign(parts);
-                    input.board.set_owned(roster.owned());
-                    start_startable!();
+                    Event::Assigned { partitions, held: real_assignment(&consumer).unwrap_or_default() }
                 }
-                None => break Ended::Outcome(JobOutcome::Failed("the consumer stopped reporting its group membership".into())),
+                None => Event::Failed("the consumer stopped reporting its group membership".into()),
             },
             ev = task_rx.recv() => match ev {
-                Some(TaskEvent::Finished(task)) => {
-                    if waiting.remove(&task) {
-                        // The other copies wait for it too.
-                        let opts = opts.clone();
-                        actix_rt::spawn(async move {
-                            if let Err(e) = control::announce_finished(&opts, task).await {
-                                tracing::warn!("other copies will not hear that task {task} finished: {e}");
-                            }
-                        });
-                    }
-                    if waiting.is_empty() {
-                        tracing::debug!("every terminal task finished after {:?}", began.elapsed());
-                        break Ended::Outcome(JobOutcome::Done);
-                    }
-                }
-                Some(TaskEvent::Failed(error)) => break Ended::Outcome(JobOutcome::Failed(error)),
-                Some(TaskEvent::Stopped { task, incarnation, reason }) => {
-                    // An incarnation already replaced or revoked is old news.
-                    let Some((gone, wait)) = roster.stopped(task, incarnation, clock.now_ms(), jitter()) else { continue };
-                    for p in &gone.partitions {
-                        routes.remove(p);
-                    }
-                    // Nothing is fetched for it until it runs again (its
-                    // start seeks back to the last commit anyway).
-                    pause(&consumer, &gone.partitions);
-                    let _ = events.send(JobEvent::Info(format!(
-                        "task {task} stopped ({reason}); restarting it from its last commit in {:.1} s",
-                        wait as f64 / 1000.0
-                    )));
-                }
-                Some(TaskEvent::Committed { task, incarnation }) => roster.committed(task, incarnation),
-                Some(TaskEvent::Metrics(m)) => { let _ = events.send(JobEvent::Metrics(m)); }
-                Some(TaskEvent::CommittedMetrics(m)) => { let _ = events.send(JobEvent::CommittedMetrics(m)); }
-                Some(TaskEvent::Info(text)) => { let _ = events.send(JobEvent::Info(text)); }
-                None => break Ended::Outcome(JobOutcome::Failed("every task stopped before the job finished".into())),
+                Some(TaskEvent::Finished(task)) => Event::Finished(task),
+                Some(TaskEvent::Failed(error)) => Event::Failed(error),
+                Some(TaskEvent::Stopped { task, incarnation, reason }) => Event::Stopped { task, incarnation, reason },
+                Some(TaskEvent::Committed { task, incarnation }) => Event::Committed { task, incarnation },
+                Some(TaskEvent::Metrics(m)) => { let _ = events.send(JobEvent::Metrics(m)); continue }
+                Some(TaskEvent::CommittedMetrics(m)) => { let _ = events.send(JobEvent::CommittedMetrics(m)); continue }
+                Some(TaskEvent::Info(text)) => { let _ = events.send(JobEvent::Info(text)); continue }
+                None => Event::Failed("every task stopped before the job finished".into()),
             },
             _ = tokio::time::sleep_until(next_restart.unwrap_or_else(|| clock.at(0))), if next_restart.is_some() => {
                 // An idempotent producer the broker reset (a fatal error)
@@ -401,14 +401,15 @@ async fn drive(
                     tracing::warn!("replacing the shared producer after its fatal error {code:?}: {reason}");
                     match kafka_producer::create(&config::producer(opts)) {
                         Ok(p) => producer = Arc::new(p),
-                        Err(e) => break Ended::Outcome(JobOutcome::Failed(format!("cannot create the Kafka producer: {e}"))),
+                        Err(e) => break 'job Ended::Outcome(JobOutcome::Failed(format!("cannot create the Kafka producer: {e}"))),
                     }
                 }
                 // Pending membership events decide first (the reconcile
                 // tick starts what is still startable after them).
-                if membership_rx.is_empty() {
-                    start_startable!();
+                if !membership_rx.is_empty() {
+                    continue;
                 }
+                Event::RestartDue { held: real_assignment(&consumer).unwrap_or_default() }
             }
             _ = reconcile.tick() => {
                 for said in stalls.observe(now_ms(), input.board.tasks().iter().map(|(t, e)| (*t, &e.status, input.board.task_lag(&e.status)))) {
@@ -416,50 +417,29 @@ async fn drive(
                     input.board.event(crate::status_board::Level::Warning, said.clone());
                     let _ = events.send(JobEvent::Info(said));
                 }
-                // librdkafka's own assignment is the truth. A partition it no
-                // longer has (a rebalance this process learnt of late, or
-                // whose revocation crossed a task's restart) must not keep a
-                // task running here: it would keep the partition's offsets in
-                // open transactions, starving its real owner.
                 if !membership_rx.is_empty() {
                     continue; // pending events decide first
                 }
                 let Some(held) = real_assignment(&consumer) else { continue };
-                let lost = roster.lost(&held);
-                if !lost.is_empty() {
-                    tracing::info!("partitions {lost:?} are no longer assigned to this process; stopping their tasks");
-                    if revoke(&lost, &mut roster, &routes, &input.board) {
-                        let _ = events.send(JobEvent::Info(running_message(opts, &roster)));
-                    }
-                }
-                // A start skipped because the assignment moved meanwhile
-                // leaves tasks whose partitions are all here not running.
-                start_startable!();
+                Event::Reconcile { held }
             }
             Some(said) = control_rx.recv() => match said {
-                Control::Drain => if !draining {
-                    draining = true;
-                    start_drain(&io, &roster, &events);
-                },
+                Control::Drain => Event::Drain,
                 // A terminal task that finished in another copy.
-                Control::Finished(task) => {
-                    if waiting.remove(&task) && waiting.is_empty() {
-                        tracing::debug!("every terminal task finished (the last in another copy) after {:?}", began.elapsed());
-                        break Ended::Outcome(JobOutcome::Done);
-                    }
-                }
+                Control::Finished(task) => Event::FinishedElsewhere(task),
             },
             written = &mut impulses, if !impulses_written => {
                 impulses_written = true;
                 match written {
-                    Ok(Ok(())) => tracing::debug!("start-up: impulses written after {:?}", began.elapsed()),
-                    Ok(Err(e)) => break Ended::Outcome(JobOutcome::Failed(e)),
-                    Err(e) => break Ended::Outcome(JobOutcome::Failed(format!("writing the impulse failed: {e}"))),
+                    Ok(Ok(())) => { tracing::debug!("start-up: impulses written after {:?}", began.elapsed()); continue }
+                    Ok(Err(e)) => Event::Failed(e),
+                    Err(e) => Event::Failed(format!("writing the impulse failed: {e}")),
                 }
             }
-            Some(grown) = growth_rx.recv() => break Ended::Replan(source_growth::describe(&grown)),
-            _ = cancel.changed() => break Ended::Outcome(JobOutcome::Cancelled),
-        }
+            Some(grown) = growth_rx.recv() => break 'job Ended::Replan(source_growth::describe(&grown)),
+            _ = cancel.changed() => break 'job Ended::Outcome(JobOutcome::Cancelled),
+        };
+        pending.extend(membership.on(event, clock.now_ms(), jitter()));
     };
     growth.abort();
     if !impulses_written {
@@ -467,7 +447,7 @@ async fn drive(
     }
     watch_stop.store(true, Ordering::Release);
     poller.abort();
-    let running = roster.stop_all();
+    let running = membership.stop_all();
     if matches!(ended, Ended::Outcome(JobOutcome::Cancelled) | Ended::Replan(_)) {
         crate::job_revocation::commit_before_stopping(&running).await;
     }
@@ -492,6 +472,7 @@ async fn drive(
     // process waits for it instead: see the job server's execution). A
     // drained job's outcome waits, because the deletion also keeps where its
     // sources stopped for the next run, which may come from anywhere.
+    let draining = membership.draining();
     if !draining {
         if let Some(tx) = decided.take() {
             let _ = tx.send(outcome.clone());
@@ -543,13 +524,13 @@ fn joined(result: Result<Result<(), String>, tokio::task::JoinError>, what: &str
     result.unwrap_or_else(|e| Err(format!("{what} failed: {e}")))
 }
 
-/// Drains the job: its sources' reads end where they are and every running
-/// task is told (tasks started later are told as they start).
-fn start_drain(io: &KafkaIo, roster: &Roster<LiveTask>, events: &mpsc::UnboundedSender<JobEvent>) {
+/// Drains the job: its sources' reads end where they are and the running
+/// `tasks` are told (tasks started later are told as they start).
+fn start_drain(io: &KafkaIo, membership: &Membership<LiveTask>, tasks: &[TaskId], events: &mpsc::UnboundedSender<JobEvent>) {
     for s in io.sources.values() {
         s.drain();
     }
-    for t in roster.running().values() {
+    for t in tasks.iter().filter_map(|t| membership.roster().running().get(t)) {
         t.handle.addr.do_send(Drain);
     }
     let _ = events.send(JobEvent::Draining(
@@ -568,27 +549,11 @@ fn real_assignment(consumer: &JobConsumer) -> Option<BTreeSet<(String, i32)>> {
     Some(tpl.elements().iter().map(|e| (e.topic().to_string(), e.partition())).collect())
 }
 
-/// Routes the started tasks' partitions to them and adds them to the
-/// roster (one whose partition left meanwhile is stopped instead); returns
-/// how many run.
-fn register(started: Vec<LiveTask>, roster: &mut Roster<LiveTask>, routes: &Routes, draining: bool) -> usize {
-    let mut n = 0;
-    for t in started {
-        let (task, incarnation, addr, partitions, mailbox) =
-            (t.task, t.incarnation, t.addr.clone(), t.partitions.clone(), t.mailbox.clone());
-        if let Some(refused) = roster.started(task, incarnation, t) {
-            refused.addr.do_send(Shutdown);
-            continue;
-        }
-        for p in partitions {
-            routes.set(p, addr.clone().recipient(), mailbox.clone());
-        }
-        if draining {
-            addr.do_send(Drain);
-        }
-        n += 1;
+/// Stops routing these partitions' records.
+fn unroute(routes: &Routes, partitions: &[(String, i32)]) {
+    for p in partitions {
+        routes.remove(p);
     }
-    n
 }
 
 /// Pauses `partitions` in the consumer (a task stopped in place).

@@ -1,5 +1,5 @@
 //! Partitions taken from this copy. Eagerly, their tasks stop at once
-//! (`revoke`). An incremental revocation (`--group_protocol=consumer`): the tasks of
+//! (`runtime::task::membership`). An incremental revocation (`--group_protocol=consumer`): the tasks of
 //! the partitions the group asks back commit a last cycle and stop
 //! (`task::HandOver`), and only then does the copy give the partitions up,
 //! which is when the group hands them to their next owner. Tasks whose
@@ -10,12 +10,8 @@ use std::time::{Duration, Instant};
 
 use beam_kafka_config::{ProcessingGuarantee, RunnerOptions};
 
-use beam_kafka_runtime::task::roster::Roster;
-
 use crate::kafka::rebalance::{Assignment, JobConsumer, Revocation};
 use crate::messages::Shutdown;
-use crate::poller::Routes;
-use crate::status_board::StatusBoard;
 use crate::task::HandOver;
 use crate::task_start::LiveTask;
 
@@ -84,29 +80,4 @@ async fn commit_and_stop(tasks: &[LiveTask], patience: Duration, why: &str) {
             t.addr.do_send(Shutdown);
         }
     }
-}
-
-/// Forgets `parts` and stops the tasks running here that own any of them;
-/// whether any stopped.
-pub(crate) fn revoke(parts: &[(String, i32)], roster: &mut Roster<LiveTask>, routes: &Routes, board: &StatusBoard) -> bool {
-    let moving = take_moving(parts, roster, routes, board);
-    for gone in &moving {
-        gone.addr.do_send(Shutdown);
-    }
-    !moving.is_empty()
-}
-
-/// Forgets `parts` and takes the tasks running here that own any of them
-/// out of the roster and the routes (to be stopped or handed over).
-pub(crate) fn take_moving(parts: &[(String, i32)], roster: &mut Roster<LiveTask>, routes: &Routes, board: &StatusBoard) -> Vec<LiveTask> {
-    let moving = roster.revoke(parts);
-    board.set_owned(roster.owned());
-    for (_, gone) in &moving {
-        for p in &gone.partitions {
-            routes.remove(p);
-        }
-    }
-    // Also tasks whose start was under way or failed: none is running here.
-    board.keep_only(|t| roster.running().contains_key(t));
-    moving.into_iter().map(|(_, t)| t).collect()
 }

@@ -128,7 +128,12 @@ impl TaskSupervisor {
                 let drained = view.update(&report);
                 let source = view.source_transform.clone();
                 self.panes_since_snapshot |= !panes.is_empty();
-                self.panes_to_stage(source, panes, ctx);
+                if self.cycles.after_barrier(&gbk_name(&topic)) {
+                    // State of the next cycle: the stage gets them after this one's flush.
+                    self.parked_panes.push_back((source, panes));
+                } else {
+                    self.panes_to_stage(source, panes, ctx);
+                }
                 self.wake_for_triggers(ctx);
                 if drained {
                     // The watermark the closed panes held may move on now.
@@ -138,10 +143,12 @@ impl TaskSupervisor {
             }
             GbkEvent::Barrier { topic, id, changes, report } => {
                 let who = gbk_name(&topic);
+                let view = self.gbk_views.get_mut(&topic);
                 let Some(c) = self.cycles.barrier_answered(id, &who) else { return };
                 c.changes.extend(changes);
-                if let Some(view) = self.gbk_views.get_mut(&topic) {
+                if let Some(view) = view {
                     view.update(&report);
+                    c.barrier_hold = c.barrier_hold.min(view.output_hold());
                 }
                 if self.cycles.aligned(&who) {
                     self.on_aligned(ctx);
@@ -186,9 +193,11 @@ impl TaskSupervisor {
     /// Every actor answered the open cycle's barrier: its output watermark
     /// is known, and the stage is flushed. Panes that came back before the
     /// answers were handed over; those held for side inputs are state of
-    /// this cycle (the GroupByKey's answer no longer has them).
+    /// this cycle (the GroupByKey's answer no longer has them). Panes a
+    /// GroupByKey fired after its answer go to the stage behind the flush.
     fn on_aligned(&mut self, ctx: &mut Context<Self>) {
-        let watermark = self.output_watermark_at(self.barrier_watermark);
+        let gbk_hold = self.cycles.open().map_or(Watermark::PosInf, |c| c.barrier_hold);
+        let watermark = self.output_watermark_with(self.barrier_watermark, gbk_hold);
         let held = self.held.take_changes();
         // Every actor answered: what the TestStream step brought was handed
         // over and is flushed by this cycle, unless work still waits.
@@ -207,6 +216,9 @@ impl TaskSupervisor {
             self.gated = true;
         }
         self.stage.do_send(Flush { id, hold: self.cfg.transactional });
+        if !self.gated {
+            self.unpark_panes(ctx);
+        }
         self.pump(ctx);
     }
 
@@ -263,7 +275,8 @@ impl TaskSupervisor {
     }
 
     /// Panes a GroupByKey fired, for the stage (kept aside while input is
-    /// gated: they belong after the timers about to fire).
+    /// gated: they belong after the timers about to fire; and while their
+    /// GroupByKey's answer to a barrier waits for the others').
     fn panes_to_stage(&mut self, source: String, panes: Vec<Vec<u8>>, ctx: &mut Context<Self>) {
         if panes.is_empty() {
             return;

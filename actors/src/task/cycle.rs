@@ -10,6 +10,7 @@ use beam_kafka_proto::pipeline::MonitoringInfo;
 use beam_kafka_runtime::codec::envelope;
 use beam_kafka_runtime::state::task_state;
 use beam_kafka_runtime::task::cycle::{Cycle, Phase, TIMER_ROUNDS};
+use beam_kafka_runtime::task::cycle_requests::{Next, Request};
 use beam_kafka_runtime::task::lifecycle::TaskState;
 use beam_kafka_runtime::test_stream::progress::Progress;
 
@@ -49,16 +50,12 @@ impl TaskSupervisor {
         if !self.lifecycle.is_running() || !self.can_commit() {
             return;
         }
-        if self.cycles.is_open() {
-            // What changed since this cycle's snapshot gets a cycle of its own.
-            self.flush_wanted = true;
-            return;
+        // What changed since an open cycle's snapshot gets a cycle of its own.
+        match self.requests.request(self.cycles.is_open(), self.cfg.txn.is_some()) {
+            Request::Later => {}
+            Request::AskRound => self.want_round(),
+            Request::Open => self.open_cycle(),
         }
-        if self.cfg.txn.is_some() {
-            self.flush_wanted = false;
-            return self.want_round();
-        }
-        self.open_cycle();
     }
 
     /// Opens a cycle unless one is open: snapshots what was handed over and
@@ -68,7 +65,7 @@ impl TaskSupervisor {
         if !self.lifecycle.is_running() || !self.can_commit() || self.cycles.is_open() {
             return;
         }
-        self.flush_wanted = false;
+        self.requests.opened();
         let participants = self.barrier_participants();
         let Some(id) = self.cycles.begin(now_millis(), participants).map(|c| c.id) else { return };
         self.snapshot();
@@ -92,7 +89,9 @@ impl TaskSupervisor {
             }
         }
         c.changes.extend(self.held.take_changes().into_iter().map(|(seq, v)| (task_state::held_key(seq), v)));
-        c.watermark = watermark;
+        // A timer round only lowers it: the alignment decided it from the
+        // barrier's holds, and panes fired since reach the stage after the flush.
+        c.watermark = if c.timer_rounds > 0 { c.watermark.min(watermark) } else { watermark };
     }
 
     /// The stage finished every bundle before flush `id`.
@@ -381,12 +380,15 @@ impl TaskSupervisor {
                 .into_actor(self)
                 .map(|_, act, ctx| act.finished(ctx)),
             );
-        } else if std::mem::take(&mut self.round_flush) {
-            self.open_cycle();
-        } else if self.flush_wanted || self.is_handing_over() || self.output_watermark() > self.reported || self.timers_due() {
-            // Asked for while this cycle ran, the watermark moved on, or
-            // timers are due.
-            self.request_flush();
+        } else {
+            // A round began or a cycle was asked for while this one ran, the
+            // watermark moved on, or timers are due.
+            let more = self.is_handing_over() || self.output_watermark() > self.reported || self.timers_due();
+            match self.requests.committed(more) {
+                Next::Open => self.open_cycle(),
+                Next::Ask => self.request_flush(),
+                Next::Nothing => {}
+            }
         }
     }
 }

@@ -13,6 +13,7 @@ use beam_kafka_runtime::codec::windowed::{self, Window};
 use beam_kafka_runtime::state::deferred::Deferred;
 use beam_kafka_runtime::state::held::{self, Held};
 use beam_kafka_runtime::task::flow::FlowCommand;
+use beam_kafka_runtime::task::pump::{next_step, PumpState, Step};
 use rdkafka::consumer::Consumer;
 use rdkafka::TopicPartitionList;
 
@@ -71,47 +72,47 @@ impl TaskSupervisor {
         }
     }
 
-    /// Hands the stage work while it has room: held elements whose side
-    /// inputs became ready and windows closed by the watermark first (older
-    /// than any queued input), then queued records.
+    /// Hands the stage work while it has room, oldest first, in the order
+    /// `runtime::task::pump` decides.
     pub(super) fn pump(&mut self, ctx: &mut Context<Self>) {
         self.ask_side_maps(ctx);
-        while self.lifecycle.is_running() && !self.input_blocked() && self.flow.has_room() {
-            // Oldest first: deferred elements, held main input, then closed
-            // windows, then records. Nothing else goes while elements are
-            // deferred: they may only go between cycles, and later input
-            // taking the room meanwhile would starve them (the deferred set
-            // would grow with every split instead of staying within one
-            // cycle's worth).
-            // Delayed residuals not yet due do not hold up other input.
-            if self.deferred.has_due(now_millis()) {
-                if self.cycles.is_open() {
-                    break;
+        loop {
+            match next_step(self.pump_state()) {
+                Step::Wait => break,
+                Step::ReleaseDeferred => self.release_deferred(),
+                Step::ReleaseHeld => self.releasing = self.release_held(),
+                Step::FireClosedWindows => {
+                    self.fire_closed_windows();
                 }
-                self.release_deferred();
-                continue;
-            }
-            if self.releasing {
-                self.releasing = self.release_held();
-                continue;
-            }
-            if self.fire_closed_windows() {
-                continue;
-            }
-            if self.firing() {
-                // Records wait for the panes asked for.
-                break;
-            }
-            let Some(mut records) = self.queue.pop_front() else { break };
-            // What the stage had no room for (packed records hold many
-            // elements each) waits at the front of the queue.
-            self.handle_records(&mut records, ctx);
-            if !records.is_empty() {
-                self.queue.push_front(records);
+                Step::HandRecords => {
+                    let Some(mut records) = self.queue.pop_front() else { break };
+                    // What the stage had no room for (packed records hold many
+                    // elements each) waits at the front of the queue.
+                    self.handle_records(&mut records, ctx);
+                    if !records.is_empty() {
+                        self.queue.push_front(records);
+                    }
+                }
             }
         }
         self.apply_flow();
         self.wake_for_deferred(ctx);
+    }
+
+    /// What the pump decides from.
+    fn pump_state(&self) -> PumpState {
+        PumpState {
+            running: self.lifecycle.is_running(),
+            blocked: self.input_blocked(),
+            room: self.flow.has_room(),
+            // Delayed residuals not yet due do not hold up other input.
+            deferred_due: self.deferred.has_due(now_millis()),
+            cycle_open: self.cycles.is_open(),
+            releasing: self.releasing,
+            closed_to_ask: self.gbk_views.iter().any(|(t, v)| v.wants_firing() && self.gbk_actors.contains_key(t)),
+            firing: self.firing(),
+            queued: !self.queue.is_empty(),
+        }
     }
 
     /// Sets a wake-up for the earliest delayed residual, so it runs when due

@@ -28,6 +28,7 @@ use beam_kafka_runtime::state::held::HeldElements;
 use beam_kafka_runtime::state::timers::Timers;
 use beam_kafka_runtime::state::user_state::UserState;
 use beam_kafka_runtime::task::cycle::Cycles;
+use beam_kafka_runtime::task::cycle_requests::CycleRequests;
 use beam_kafka_runtime::task::flow::{FlowControl, FlowLimits};
 use beam_kafka_runtime::task::gbk_view::GbkView;
 use beam_kafka_runtime::task::lifecycle::{Lifecycle, TaskState};
@@ -242,7 +243,8 @@ pub struct TaskSupervisor {
     /// Per GroupByKey input topic: its actor, and what it last reported.
     gbk_actors: HashMap<String, Addr<GroupByKeyActor>>,
     gbk_views: BTreeMap<String, GbkView>,
-    /// Panes that came back while input was gated: (data source, panes).
+    /// Panes that came back while input was gated, or after their
+    /// GroupByKey answered a barrier still aligning: (data source, panes).
     parked_panes: VecDeque<(String, Vec<Vec<u8>>)>,
     reported: Watermark,
     consumer: Arc<JobConsumer>,
@@ -320,14 +322,9 @@ pub struct TaskSupervisor {
     /// the last progress the task's reports carried.
     progress: Progress,
     reported_progress: Progress,
-    /// A cycle was asked for while one was open: start one after it.
-    flush_wanted: bool,
-    /// The copy's transaction began a round while the task's last cycle
-    /// waited for its commit: the round's cycle opens after it.
-    round_flush: bool,
-    /// The task asked the copy's transaction for a round that has not
-    /// begun yet (it asks once per round).
-    round_wanted: bool,
+    /// Cycles asked for while one is open, and rounds of the copy's
+    /// transaction asked for (`runtime::task::cycle_requests`).
+    requests: CycleRequests,
     /// How long the stage's bundles took.
     bundle_durations: DurationStats,
 }
@@ -400,9 +397,7 @@ impl TaskSupervisor {
             releasing: false,
             side_maps,
             side_maps_to_ask,
-            flush_wanted: false,
-            round_flush: false,
-            round_wanted: false,
+            requests: CycleRequests::default(),
             panes_since_snapshot: false,
             cycle_writes: None,
             progress: Progress::default(),
@@ -517,7 +512,12 @@ impl TaskSupervisor {
     /// The output watermark had the input watermark been `input`.
     fn output_watermark_at(&self, input: Watermark) -> Watermark {
         let hold = self.gbk_views.values().map(|g| g.output_hold()).min().unwrap_or(Watermark::PosInf);
-        input.min(hold).min(self.held.hold_watermark()).min(self.deferred.hold_watermark()).min(self.timers.hold())
+        self.output_watermark_with(input, hold)
+    }
+
+    /// The output watermark with the GroupByKeys holding it at `gbk_hold`.
+    fn output_watermark_with(&self, input: Watermark, gbk_hold: Watermark) -> Watermark {
+        input.min(gbk_hold).min(self.held.hold_watermark()).min(self.deferred.hold_watermark()).min(self.timers.hold())
     }
 
     /// What a task says about itself when it ends: how its cycles and

@@ -34,10 +34,9 @@ impl TaskSupervisor {
                 || self.progress.epoch > self.reported_progress.epoch
                 || self.draining
                 || self.is_handing_over();
-            if self.round_wanted && !urgent {
+            if !self.requests.ask_round(urgent) {
                 return;
             }
-            self.round_wanted = true;
             txn.addr.do_send(WantRound { member: (self.cfg.task, self.cfg.incarnation), urgent });
         }
     }
@@ -64,12 +63,9 @@ impl Handler<TxnNotice> for TaskSupervisor {
     fn handle(&mut self, notice: TxnNotice, ctx: &mut Context<Self>) {
         match notice {
             TxnNotice::Flush => {
-                self.round_wanted = false;
-                if self.cycles.is_open() {
-                    // A round began while the cycle the last round committed
-                    // waits for its answer: the next cycle opens once it has it.
-                    self.round_flush = true;
-                } else {
+                // A round that began while the cycle the last round committed
+                // waits for its answer opens the next cycle once it has it.
+                if self.requests.round_began(self.cycles.is_open()) {
                     self.open_cycle();
                 }
             }

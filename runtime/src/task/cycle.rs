@@ -67,8 +67,14 @@ pub struct Cycle {
     /// Timer rounds fired within the cycle so far.
     pub timer_rounds: u32,
     pub attempts: u32,
+    /// The earliest output timestamp the GroupByKeys' buffered data held
+    /// when they answered the barrier: the cycle's output watermark may not
+    /// pass it (what they fire after answering comes after the flush).
+    pub barrier_hold: Watermark,
     /// Who has not answered the barrier yet.
     waiting: BTreeSet<String>,
+    /// Who answered it while others had not.
+    answered: BTreeSet<String>,
     started_ms: i64,
 }
 
@@ -131,6 +137,8 @@ impl Cycles {
             id,
             phase: if waiting.is_empty() { Phase::Flushing } else { Phase::Aligning },
             waiting,
+            answered: BTreeSet::new(),
+            barrier_hold: Watermark::PosInf,
             offsets: Offsets::new(),
             epoch: 0,
             watermark: Watermark::NegInf,
@@ -159,12 +167,24 @@ impl Cycles {
     /// last (the cycle moves on to Flushing).
     pub fn aligned(&mut self, who: &str) -> bool {
         let Some(c) = self.open.as_mut().filter(|c| c.phase == Phase::Aligning) else { return false };
-        c.waiting.remove(who);
+        if c.waiting.remove(who) {
+            c.answered.insert(who.to_string());
+        }
         if c.waiting.is_empty() {
             c.phase = Phase::Flushing;
             return true;
         }
         false
+    }
+
+    /// Whether what `who` sends now belongs to the next cycle: it answered
+    /// the open cycle's barrier (with its state changes) while others have
+    /// not yet, so the stage's flush is still to come. Panes it fires now
+    /// must reach the stage after that flush: before it, the cycle would
+    /// commit their output but not their removal from the GroupByKey's
+    /// state, and a restart after the commit would fire them again.
+    pub fn after_barrier(&self, who: &str) -> bool {
+        self.open.as_ref().is_some_and(|c| c.phase == Phase::Aligning && c.answered.contains(who))
     }
 
     /// The stage answered flush `id`: the open cycle, if that flush is its
@@ -308,12 +328,40 @@ mod tests {
         assert!(cycles.advance(Phase::Writing).is_err());
         assert!(cycles.barrier_answered(id + 1, "gbk a").is_none(), "a stale barrier answer is ignored");
         assert!(cycles.barrier_answered(id, "someone else").is_none());
+        assert!(!cycles.after_barrier("gbk a"), "before its answer, its panes belong to this cycle");
         assert!(cycles.barrier_answered(id, "gbk a").is_some());
         assert!(!cycles.aligned("gbk a"));
+        assert!(cycles.after_barrier("gbk a"), "after its answer, its panes wait for this cycle's flush");
+        assert!(!cycles.after_barrier("watermarks"), "who has not answered still sends into this cycle");
         assert!(cycles.barrier_answered(id, "gbk a").is_none(), "counted once");
         assert!(cycles.barrier_answered(id, "watermarks").is_some());
         assert!(cycles.aligned("watermarks"), "the last answer aligns the cycle");
         assert!(!cycles.is_aligning());
+        assert!(!cycles.after_barrier("gbk a"), "once the flush is sent, panes go to the stage behind it");
         assert!(cycles.flushed(id).is_some());
+    }
+
+    #[test]
+    fn output_after_a_barrier_answer_waits_for_the_flush_of_that_cycle_only() {
+        let mut cycles = Cycles::new();
+        let actors = ["watermarks", "gbk a", "gbk b"].map(String::from);
+        let first = cycles.begin(0, actors.clone()).unwrap().id;
+        for who in ["watermarks", "gbk a"] {
+            assert!(cycles.barrier_answered(first, who).is_some());
+            cycles.aligned(who);
+        }
+        assert!(cycles.after_barrier("gbk a"));
+        assert!(!cycles.after_barrier("gbk b"), "b's panes before its answer are state of this cycle");
+        assert!(cycles.barrier_answered(first, "gbk b").is_some());
+        assert!(cycles.aligned("gbk b"));
+        assert!(!cycles.after_barrier("gbk a") && !cycles.after_barrier("gbk b"));
+        // The cycle commits; the next one starts with nobody answered.
+        cycles.advance(Phase::Writing).unwrap();
+        cycles.advance(Phase::Committing).unwrap();
+        cycles.committed(10).unwrap();
+        let second = cycles.begin(20, actors).unwrap();
+        assert_eq!(second.barrier_hold, Watermark::PosInf, "nothing holds before the answers");
+        assert!(!cycles.after_barrier("gbk a"), "answers of an earlier cycle do not count");
+        assert!(!cycles.after_barrier("nobody"));
     }
 }

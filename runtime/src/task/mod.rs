@@ -1,9 +1,12 @@
-//! The decisions of one task, without I/O: its lifecycle, its commit cycle,
-//! how much work it may have in flight, what it knows of its GroupByKey
+//! The decisions of one task, without I/O: its lifecycle, its commit cycle
+//! and when the next one opens (`cycle_requests`),
+//! how much work it may have in flight, what it hands its stage next
+//! (`pump`), what it knows of its GroupByKey
 //! actors, when its stage has a bundle to run, when it splits one and which
 //! bundles' writes Kafka acknowledged (`acks`), the
-//! durations it reports, which tasks run in this copy (`roster`) and which
-//! of them stalled (`stall`), when each input partition last changed
+//! durations it reports, which tasks run in this copy (`roster`), what the
+//! job does as the group, its tasks and its timers tell it (`membership`),
+//! which of them stalled (`stall`), when each input partition last changed
 //! hands (`epochs`), which transactional ids a copy
 //! initialises before tasks start (`txn_ids`) and how long each attempt
 //! to initialise one may last (`txn_init`). The
@@ -12,11 +15,14 @@
 pub mod acks;
 pub mod bundle;
 pub mod cycle;
+pub mod cycle_requests;
 pub mod epochs;
 pub mod flow;
 pub mod gbk_view;
 pub mod handover;
 pub mod lifecycle;
+pub mod membership;
+pub mod pump;
 pub mod readiness;
 pub mod roster;
 pub mod shared_txn;
