@@ -54,6 +54,10 @@ def test_partitions_added_to_a_source_mid_run_are_read_exactly_once(
     admin = AdminClient({'bootstrap.servers': broker})
     for f in admin.create_partitions([NewPartitions(source, 4)]).values():
       f.result(30)
+    # The broker's metadata names them a moment after the creation returned
+    # (longer on a busy machine): a producer asking before then finds them unknown.
+    _wait(lambda: len(admin.list_topics(source, timeout=10).topics[source].partitions) == 4,
+          30, 'the broker naming the new partitions')
     produce(broker, source, _words([2, 3], 30, 30))
     _wait(lambda: all('source partitions were added' in '\n'.join(c.lines) for c in copies),
           60, 'every copy planning again', copies)

@@ -212,9 +212,8 @@ impl TaskSupervisor {
             let Some(txn) = self.cfg.txn.clone() else {
                 return self.stop_uncommitted(ctx, "it left the copy's transaction".into());
             };
-            self.last_cycle_handed_in = self.is_handing_over();
-            let ready =
-                Ready { member: (self.cfg.task, self.cfg.incarnation), offsets: c.offsets.clone(), last: self.last_cycle_handed_in };
+            let last = self.leaving.hand_in();
+            let ready = Ready { member: (self.cfg.task, self.cfg.incarnation), offsets: c.offsets.clone(), last };
             let (writes, stage) = (self.cycle_writes.take(), self.stage.clone());
             // Kafka acknowledged every write of the cycle (its own and its
             // bundles') before it is handed in: a refused write says why

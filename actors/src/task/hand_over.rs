@@ -34,7 +34,7 @@ impl Handler<HandOver> for TaskSupervisor {
             return;
         }
         tracing::debug!(task = %self.cfg.task, incarnation = self.cfg.incarnation, "handing over: committing a last cycle");
-        self.handing_over = Some(msg.done);
+        self.leaving.hand_over(msg.done);
         // Nothing more is taken in: the last cycle covers what the stage
         // was given, and the next owner reads the rest from its commit
         // (without transactions, outputs written after the cycle would be
@@ -47,15 +47,13 @@ impl Handler<HandOver> for TaskSupervisor {
 impl TaskSupervisor {
     /// Whether the task stops after its next commit.
     pub(super) fn is_handing_over(&self) -> bool {
-        self.handing_over.is_some()
+        self.leaving.is_handing_over()
     }
 
-    /// Whether the cycle just committed was the task's last here: under
-    /// exactly_once, only one handed in as the last (a cycle already under
-    /// way when the hand-over was asked is followed by one more, so the
-    /// copy's transaction knows the task leaves before its next owner starts).
+    /// Whether the cycle just committed was the task's last here
+    /// (`runtime::task::leaving`).
     pub(super) fn hands_over_now(&self) -> bool {
-        self.is_handing_over() && (!self.cfg.transactional || self.last_cycle_handed_in)
+        self.leaving.leaves_now(self.cfg.transactional)
     }
 
     /// The last cycle committed: the task stops cleanly, leaving nothing in
@@ -71,7 +69,7 @@ impl TaskSupervisor {
             tracing::warn!(task = %self.cfg.task, "{e}; the next start here rebuilds the store from the changelog");
         }
         tracing::debug!(task = %self.cfg.task, incarnation = self.cfg.incarnation, "handed over");
-        if let Some(done) = self.handing_over.take() {
+        if let Some(done) = self.leaving.done() {
             let _ = done.send(());
         }
         ctx.stop();

@@ -31,6 +31,7 @@ use beam_kafka_runtime::task::cycle::Cycles;
 use beam_kafka_runtime::task::cycle_requests::CycleRequests;
 use beam_kafka_runtime::task::flow::{FlowControl, FlowLimits};
 use beam_kafka_runtime::task::gbk_view::GbkView;
+use beam_kafka_runtime::task::leaving::Leaving;
 use beam_kafka_runtime::task::lifecycle::{Lifecycle, TaskState};
 use beam_kafka_runtime::task::stats::DurationStats;
 use beam_kafka_runtime::test_stream::progress::Progress;
@@ -276,12 +277,9 @@ pub struct TaskSupervisor {
     deferred: DeferredWork,
     /// The job drains: residuals wait for no delay.
     draining: bool,
-    /// The task's partitions move to another copy: it stops once its next
-    /// cycle committed, and then says so here (`hand_over`).
-    handing_over: Option<tokio::sync::oneshot::Sender<()>>,
-    /// The cycle handed in to the copy's transaction was marked the last
-    /// (its round gives the producer another task's id if it carries this one's).
-    last_cycle_handed_in: bool,
+    /// Whether the task's partitions move to another copy: it stops once
+    /// its last cycle committed, and then says so (`hand_over`).
+    leaving: Leaving<tokio::sync::oneshot::Sender<()>>,
     /// A wake-up is set for the earliest delayed residual (ms).
     deferred_wake: Option<i64>,
     /// When the wake-up for the GroupByKeys' trigger deadlines is set for.
@@ -432,8 +430,7 @@ impl TaskSupervisor {
             held,
             deferred,
             draining: false,
-            handing_over: None,
-            last_cycle_handed_in: false,
+            leaving: Leaving::Staying,
             deferred_wake: None,
             trigger_wake: None,
             deferred_total: 0,

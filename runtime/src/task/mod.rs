@@ -1,4 +1,5 @@
-//! The decisions of one task, without I/O: its lifecycle, its commit cycle
+//! The decisions of one task, without I/O: its lifecycle and its way out
+//! when its partitions move (`leaving`), its commit cycle
 //! and when the next one opens (`cycle_requests`),
 //! how much work it may have in flight, what it hands its stage next
 //! (`pump`), what it knows of its GroupByKey
@@ -20,6 +21,7 @@ pub mod epochs;
 pub mod flow;
 pub mod gbk_view;
 pub mod handover;
+pub mod leaving;
 pub mod lifecycle;
 pub mod membership;
 pub mod pump;
