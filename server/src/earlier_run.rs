@@ -159,6 +159,9 @@ async fn judge_record(
             None
         }
         Verdict::Update { mut notes, rollback } => {
+            if let Some(earlier) = found.manifest() {
+                let _ = job.replaces.set(fingerprint(earlier));
+            }
             // Forward, the earlier version's copies step down once this one
             // is on record (`superseded`); back, they would be the version
             // that just replaced this one, and both would take turns.

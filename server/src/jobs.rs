@@ -38,6 +38,10 @@ pub struct Job {
     /// manifest), in its reports, so an update can tell the copies of
     /// another version from this one's (`earlier_run`).
     pub plan_fingerprint: std::sync::OnceLock<String>,
+    /// Once judged an update: the fingerprint of the version on record it
+    /// replaces, still on record until this copy records its own
+    /// (`superseded` must not take that for a newer version).
+    pub replaces: std::sync::OnceLock<String>,
     /// Once planned: this copy's reports to the application's copies topic,
     /// and the other copies' it read.
     pub copies: std::sync::OnceLock<Arc<beam_kafka_actors::copies::Reporting>>,
@@ -82,6 +86,7 @@ impl Job {
             board: Default::default(),
             topology_svg: Default::default(),
             plan_fingerprint: Default::default(),
+            replaces: Default::default(),
             copies: Default::default(),
             standby: Default::default(),
         }

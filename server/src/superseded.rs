@@ -3,8 +3,10 @@
 //! (`earlier_run`), but a copy that started a moment before it had not
 //! reported yet: every copy watches the others' reports, and when one runs
 //! another version of the pipeline, reads the plan record; once that
-//! records another version than its own, this copy's version was
-//! replaced, and it stops (its tasks go to the new version's copies).
+//! records another version than its own (and than the one its own update
+//! replaces, on record until the update's record is written), this copy's
+//! version was replaced, and it stops (its tasks go to the new version's
+//! copies).
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -42,7 +44,11 @@ pub fn watch(job: &Arc<Job>) {
             }
             checked = Some(Instant::now());
             let Ok(Earlier::Plan { manifest, .. }) = beam_kafka_actors::identity::earlier_run(&job.runner_options).await else { continue };
-            if crate::earlier_run::fingerprint(&manifest) == own {
+            // Still the version this copy's update replaces: its own record
+            // is on its way (a busy machine may take a while), and the other
+            // version's copies are the ones to step down.
+            let recorded = crate::earlier_run::fingerprint(&manifest);
+            if recorded == own || job.replaces.get() == Some(&recorded) {
                 continue;
             }
             let text = format!(

@@ -23,6 +23,14 @@ fn job() -> Membership<&'static str> {
     Membership::new(Roster::new([(t(0), vec![part(0)]), (t(1), vec![part(1)])]), [t(0), t(1)])
 }
 
+/// Both partitions here, 0_0 running as "a".
+fn running_0_0() -> Membership<&'static str> {
+    let mut m = job();
+    m.on(Event::Assigned { partitions: vec![part(0), part(1)], held: held(&[0, 1]) }, 0, 0.0);
+    m.on(Event::Started(vec![(t(0), 1, "a")]), 0, 0.0);
+    m
+}
+
 /// A row: at `now`, this event gives these commands.
 type Row = (u64, Event<&'static str>, Vec<Command<&'static str>>);
 
@@ -87,9 +95,7 @@ fn a_second_incarnation_of_a_running_task_is_refused_and_the_first_keeps_its_rou
 
 #[test]
 fn partitions_asked_back_are_handed_over_even_when_no_task_runs_on_them() {
-    let mut m = job();
-    m.on(Event::Assigned { partitions: vec![part(0), part(1)], held: held(&[0, 1]) }, 0, 0.0);
-    m.on(Event::Started(vec![(t(0), 1, "a")]), 0, 0.0);
+    let mut m = running_0_0();
     check(
         &mut m,
         vec![
@@ -183,9 +189,7 @@ fn a_failed_task_fails_the_job_and_a_commit_resets_the_backoff() {
 
 #[test]
 fn a_drain_tells_the_running_tasks_once_and_every_task_started_later() {
-    let mut m = job();
-    m.on(Event::Assigned { partitions: vec![part(0), part(1)], held: held(&[0, 1]) }, 0, 0.0);
-    m.on(Event::Started(vec![(t(0), 1, "a")]), 0, 0.0);
+    let mut m = running_0_0();
     check(
         &mut m,
         vec![
