@@ -281,7 +281,6 @@ async fn drive(
     // The partitions an incremental revocation asks back, given up once
     // their tasks handed over.
     let mut revocation = None;
-    let mut started_now = 0;
     let ended = 'job: loop {
         while let Some(command) = pending.pop_front() {
             match command {
@@ -304,7 +303,6 @@ async fn drive(
                     if drain {
                         t.addr.do_send(Drain);
                     }
-                    started_now += 1;
                 }
                 Command::Stop(tasks) => {
                     for t in tasks {
@@ -330,7 +328,8 @@ async fn drive(
                     }
                 }
                 Command::RunningChanged => {
-                    if std::mem::take(&mut started_now) > 0 && !start_traced {
+                    // The first time tasks run here (before that, none did).
+                    if !start_traced && !membership.roster().running().is_empty() {
                         tracing::debug!("start-up: tasks started after {:?}", began.elapsed());
                         start_traced = true;
                         let mut a = input.board.attributes.clone();
