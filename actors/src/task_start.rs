@@ -443,9 +443,9 @@ async fn seek_to_commits(
     seen: u64,
     stop: Arc<AtomicBool>,
 ) -> Result<Option<HashMap<(String, i32), rdkafka::Offset>>, String> {
-    // Once seen (CI, a freshly created edge topic) waiting out 60 s: longer
-    // than the broker's default transaction timeout, in case a pending
-    // transactional offset commit holds librdkafka's offset lookup.
+    // Fetchers start within milliseconds of their assignment; the patience
+    // covers a broker that is slow to answer the fetcher's first offset
+    // request (a restart, a leader moving).
     const PATIENCE: Duration = Duration::from_secs(150);
     const WARN_AFTER: Duration = Duration::from_secs(10);
     let mut tpl = TopicPartitionList::new();
@@ -471,8 +471,9 @@ async fn seek_to_commits(
                 _ => fallback.get(&key).copied(),
             };
             let offset = to.map_or(rdkafka::Offset::Beginning, rdkafka::Offset::Offset);
-            // A partition can be sought only once its fetcher started, after
-            // librdkafka looked up its committed offset following the assignment.
+            // A partition can be sought only once its fetcher started, which
+            // librdkafka does just after the assignment (kafka::rebalance
+            // assigns at an explicit offset, so it looks no commit up).
             loop {
                 match consumer.seek(e.topic(), e.partition(), offset, Duration::from_secs(30)) {
                     Ok(()) => break,

@@ -18,7 +18,7 @@ use beam_kafka_runtime::task::roster::Partition;
 
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance, RebalanceProtocol, StreamConsumer};
 use rdkafka::types::RDKafkaRespErr;
-use rdkafka::{ClientContext, TopicPartitionList};
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use tokio::sync::mpsc::UnboundedSender;
 
 /// A change of this process's share of the group's partitions.
@@ -210,6 +210,20 @@ impl JobContext {
     /// (incremental) assign or unassign.
     fn rebalance_now(&self, consumer: &BaseConsumer<Self>, err: RDKafkaRespErr, tpl: &mut TopicPartitionList) {
         let incremental = matches!(consumer.rebalance_protocol(), RebalanceProtocol::Cooperative);
+        if err == RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS {
+            // Each task reads its own commit and seeks there once it fenced
+            // the earlier owners (task_start::seek_to_commits), so librdkafka
+            // must not look the commits up itself: its lookup asks for stable
+            // offsets of every new partition in one request, retried whole
+            // while any of them has a transactional commit pending, which the
+            // copy's running tasks keep for theirs most of the time. Under
+            // load that held a fetcher unstarted past 150 s and failed the
+            // start. An explicit start (the end: nothing to fetch before the
+            // pause below lands) starts the fetcher at once.
+            if let Err(e) = tpl.set_all_offsets(Offset::End) {
+                tracing::warn!("group rebalance: cannot set the start of the new partitions: {e}");
+            }
+        }
         let rebalance = match err {
             RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => Rebalance::Assign(tpl),
             RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => Rebalance::Revoke(tpl),
