@@ -29,8 +29,9 @@ use tokio::sync::oneshot;
 
 use crate::kafka::producer::{KafkaProducer, ProducerSlot};
 use crate::kafka::rebalance::{Assignment, JobConsumer};
-use crate::kafka::transaction::{self, TxnError};
+use crate::kafka::transaction;
 use crate::status_board::now_ms;
+use beam_kafka_runtime::kafka::failure::{Failure, Recovery};
 use beam_kafka_runtime::task::roster::Partition;
 
 const RETRY_EVERY: Duration = Duration::from_millis(200);
@@ -101,7 +102,7 @@ pub struct WantRound {
 
 /// A member's cycle, its later writes held: answered with the round's commit.
 #[derive(Message)]
-#[rtype(result = "Result<(), TxnError>")]
+#[rtype(result = "Result<(), Failure>")]
 pub struct Ready {
     pub member: MemberId,
     pub offsets: Offsets,
@@ -129,7 +130,7 @@ pub struct CopyTransaction {
     producer_since: u64,
     generation: u64,
     notices: HashMap<TaskId, Recipient<TxnNotice>>,
-    waiting: HashMap<MemberId, oneshot::Sender<Result<(), TxnError>>>,
+    waiting: HashMap<MemberId, oneshot::Sender<Result<(), Failure>>>,
     /// Joins that came during a commit or an abort.
     joins: Vec<(Join, oneshot::Sender<Result<(), String>>)>,
     /// Starts that wait for a doomed transaction's members to leave.
@@ -176,9 +177,7 @@ impl CopyTransaction {
                             ));
                         }
                         if let Some(w) = self.waiting.remove(&member) {
-                            let _ = w.send(Err(TxnError::Aborted(
-                                "another task of this copy stopped; the shared transaction is aborted".into(),
-                            )));
+                            let _ = w.send(Err(Failure::aborted("another task of this copy stopped; the shared transaction is aborted")));
                         }
                     }
                 }
@@ -197,12 +196,12 @@ impl CopyTransaction {
 
     fn commit(&mut self, offsets: Offsets, members: Vec<MemberId>, attempt: u32, ctx: &mut Context<Self>) {
         let Some(producer) = self.producer.as_ref().map(|(slot, _)| slot.current()) else {
-            return self.commit_ended(members, Err(TxnError::Fatal("the copy's transactional producer is gone".into())), ctx);
+            return self.commit_ended(members, Err(Failure::fatal("the copy's transactional producer is gone")), ctx);
         };
         let mut tpl = TopicPartitionList::new();
         for ((topic, partition), next) in &offsets {
             if let Err(e) = tpl.add_partition_offset(topic, *partition, Offset::Offset(*next)) {
-                return self.commit_ended(members, Err(TxnError::Fatal(format!("bad offset for {topic}[{partition}]: {e}"))), ctx);
+                return self.commit_ended(members, Err(Failure::fatal(format!("bad offset for {topic}[{partition}]: {e}"))), ctx);
             }
         }
         let group = self.consumer.upgrade().and_then(|c| c.group_metadata());
@@ -221,7 +220,7 @@ impl CopyTransaction {
                     act.core.gap_ms()
                 );
             }
-            Err(TxnError::Retriable(e)) if attempt < COMMIT_ATTEMPTS => {
+            Err(e) if e.recovery == Recovery::Retry && attempt < COMMIT_ATTEMPTS => {
                 tracing::debug!("the copy's transaction commit failed, retrying: {e}");
                 ctx.run_later(RETRY_EVERY, move |act, ctx| act.commit(offsets, members, attempt + 1, ctx));
             }
@@ -271,7 +270,7 @@ impl CopyTransaction {
         }));
     }
 
-    fn commit_ended(&mut self, members: Vec<MemberId>, result: Result<(), TxnError>, ctx: &mut Context<Self>) {
+    fn commit_ended(&mut self, members: Vec<MemberId>, result: Result<(), Failure>, ctx: &mut Context<Self>) {
         self.leaving.clear();
         for m in members {
             if let Some(w) = self.waiting.remove(&m) {
@@ -444,7 +443,7 @@ impl Handler<WantRound> for CopyTransaction {
 }
 
 impl Handler<Ready> for CopyTransaction {
-    type Result = ResponseFuture<Result<(), TxnError>>;
+    type Result = ResponseFuture<Result<(), Failure>>;
 
     fn handle(&mut self, msg: Ready, ctx: &mut Context<Self>) -> Self::Result {
         let (tx, rx) = oneshot::channel();
@@ -458,10 +457,10 @@ impl Handler<Ready> for CopyTransaction {
                 self.carry_out(actions, ctx);
             }
             Err(refusal) => {
-                let _ = tx.send(Err(TxnError::Aborted(format!("the copy's shared transaction refused the cycle ({refusal:?})"))));
+                let _ = tx.send(Err(Failure::aborted(format!("the copy's shared transaction refused the cycle ({refusal:?})"))));
             }
         }
-        Box::pin(async move { rx.await.unwrap_or_else(|_| Err(TxnError::Fatal("the copy's transaction stopped".into()))) })
+        Box::pin(async move { rx.await.unwrap_or_else(|_| Err(Failure::fatal("the copy's transaction stopped"))) })
     }
 }
 
@@ -481,12 +480,11 @@ impl Handler<Leave> for CopyTransaction {
 
 /// A member's copy of its round's outcome: a retriable error that outlasted
 /// its retries aborted the round.
-fn member_outcome(result: &Result<(), TxnError>) -> Result<(), TxnError> {
+fn member_outcome(result: &Result<(), Failure>) -> Result<(), Failure> {
     let Err(e) = result else { return Ok(()) };
-    let text = e.to_string();
-    Err(match e {
-        TxnError::TaskMigrated(_) => TxnError::TaskMigrated(text),
-        TxnError::Aborted(_) | TxnError::Retriable(_) => TxnError::Aborted(text),
-        TxnError::Fatal(_) => TxnError::Fatal(text),
-    })
+    let mut e = e.clone();
+    if e.recovery == Recovery::Retry {
+        e.recovery = Recovery::Aborted;
+    }
+    Err(e)
 }

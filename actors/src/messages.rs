@@ -63,7 +63,7 @@ pub struct Flush {
 /// exactly_once commit asks before it commits (a refused write says better
 /// why the cycle failed than an aborted transaction would).
 #[derive(Message)]
-#[rtype(result = "Option<String>")]
+#[rtype(result = "Option<beam_kafka_runtime::kafka::failure::Failure>")]
 pub struct Settle;
 
 /// The held cycle took every change of the bundles it flushed: bundles
@@ -121,12 +121,10 @@ pub enum StageEvent {
         elements: u64,
         millis: u64,
     },
-    Failed {
-        error: String,
-        /// Writing to Kafka failed (not the user's code): the task may
-        /// restart from its last commit if the cause is transient.
-        kafka: bool,
-    },
+    /// The stage cannot go on: user code failed (fatal), or writing to
+    /// Kafka did (the task may restart from its last commit if the cause
+    /// is transient, or stop if another owner fenced it).
+    Failed(beam_kafka_runtime::kafka::failure::Failure),
     /// Work the stage handed back: elements unprocessed (a bundle split for
     /// a flush), per data source, and residuals of splittable DoFns. Sent
     /// before the bundle counts as processed, so they are state of the

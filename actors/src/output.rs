@@ -2,6 +2,7 @@
 //! to user topics) and a task's watermark reports. Elements are partitioned
 //! by their key bytes with Kafka's murmur2, so every element of a key meets
 //! at one task, and travel packed, many to a record.
+use beam_kafka_runtime::kafka::failure::Failure;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -40,9 +41,9 @@ impl Queued {
     }
 
     /// Waits until Kafka acknowledged every record (or one write failed).
-    pub async fn acknowledged(self) -> Result<(), String> {
+    pub async fn acknowledged(self) -> Result<(), Failure> {
         for (prefix, writes) in self.groups {
-            writes.wait().await.map_err(|e| format!("{prefix}{e}"))?;
+            writes.wait().await.map_err(|e| e.map_message(|m| format!("{prefix}{m}")))?;
         }
         Ok(())
     }
@@ -57,7 +58,7 @@ pub async fn queue_outputs(
     sinks: &[OutputSink],
     outputs: HashMap<String, Vec<u8>>,
     pack_elements: usize,
-) -> Result<(), String> {
+) -> Result<(), Failure> {
     for (transform, data) in &outputs {
         queue_elements(queued, producer, sinks, transform, data, pack_elements, false).await?;
     }
@@ -77,7 +78,7 @@ pub async fn queue_elements(
     data: &[u8],
     pack_elements: usize,
     whole_only: bool,
-) -> Result<usize, String> {
+) -> Result<usize, Failure> {
     let writes = Writes::new();
     let mut records = 0u64;
     let mut spread = rand_start();
@@ -90,7 +91,7 @@ pub async fn queue_elements(
             let extent = match windowed::extent(rest, &sink.window_coder, &sink.element_coder) {
                 Ok(e) => e,
                 Err(_) if whole_only => break,
-                Err(e) => return Err(e),
+                Err(e) => return Err(Failure::fatal(e)),
             };
             let key = &rest[extent.key];
             // Keyless elements (an edge between stages) and split
@@ -129,7 +130,7 @@ fn rand_start() -> u32 {
 }
 
 /// Queues each Kafka sink's elements on its producer, for its topic.
-pub async fn queue_kafka_sinks(queued: &mut Queued, sinks: &[KafkaSink], outputs: &mut HashMap<String, Vec<u8>>) -> Result<(), String> {
+pub async fn queue_kafka_sinks(queued: &mut Queued, sinks: &[KafkaSink], outputs: &mut HashMap<String, Vec<u8>>) -> Result<(), Failure> {
     for sink in sinks {
         let Some(data) = outputs.remove(&sink.sink_transform) else { continue };
         let writes = Writes::new();
@@ -137,7 +138,7 @@ pub async fn queue_kafka_sinks(queued: &mut Queued, sinks: &[KafkaSink], outputs
         let default_topic = sink.codec.spec.topic.as_str();
         let mut at = 0;
         while at < data.len() {
-            let (rec, len) = sink.codec.decode(&data[at..]).map_err(|e| format!("WriteToKafka '{}': {e}", sink.name))?;
+            let (rec, len) = sink.codec.decode(&data[at..]).map_err(|e| Failure::fatal(format!("WriteToKafka '{}': {e}", sink.name)))?;
             at += len;
             let topic = rec.topic.as_deref().unwrap_or(default_topic);
             let headers = (!rec.headers.is_empty()).then(|| producer::headers(&rec.headers));
@@ -155,7 +156,7 @@ pub async fn queue_kafka_sinks(queued: &mut Queued, sinks: &[KafkaSink], outputs
                     r
                 })
                 .await
-                .map_err(|e| format!("WriteToKafka '{}': {e}", sink.name))?;
+                .map_err(|e| e.within(format_args!("WriteToKafka '{}'", sink.name)))?;
             queued.records += 1;
         }
         queued.groups.push(("WriteToKafka: ", writes));
@@ -171,7 +172,7 @@ pub async fn queue_watermark_report(
     topic: &str,
     partitions: u32,
     payload: &[u8],
-) -> Result<(), String> {
+) -> Result<(), Failure> {
     let writes = Writes::new();
     for p in 0..partitions {
         writes.send(producer, topic, p, None, Some(payload)).await?;

@@ -143,9 +143,9 @@ pub async fn poll_loop(consumer: Arc<JobConsumer>, routes: Arc<Routes>, settings
             Ok(Err(e)) => {
                 // Refused credentials or permissions end the job with their
                 // fix; anything else librdkafka retries on its own.
-                let text = format!("the job's Kafka consumer failed: {e}");
-                if failure::is_access_denied(&text) {
-                    return failure::explain(&text);
+                let refused = e.rdkafka_error_code().map(crate::kafka::failure::code_name).is_some_and(|c| failure::is_access_denied(&c));
+                if refused {
+                    return crate::kafka::failure::failure(&e).within("the job's Kafka consumer failed").explain();
                 }
                 tracing::warn!("Kafka consumer: {e}");
                 tokio::time::sleep(Duration::from_millis(200)).await;

@@ -108,7 +108,7 @@ pub struct SideRecord {
     pub topic: String,
     pub payload: Vec<u8>,
     /// The reader stopped on an error no wait cures: the task fails with it.
-    pub failed: Option<String>,
+    pub failed: Option<beam_kafka_runtime::kafka::failure::Failure>,
 }
 
 /// Reads `topic` (one partition) from its start, committed records only,
@@ -132,9 +132,9 @@ pub fn read_side_topic(opts: &RunnerOptions, topic: &str, to: Recipient<SideReco
             match tokio::time::timeout(Duration::from_millis(500), consumer.recv()).await {
                 Err(_) => continue,
                 Ok(Err(e)) => {
-                    let e = e.to_string();
-                    if beam_kafka_runtime::kafka::failure::reader_must_stop(&e) {
-                        let _ = to.send(SideRecord { topic: topic.clone(), payload: Vec::new(), failed: Some(e) }).await;
+                    let failure = crate::kafka::failure::failure(&e);
+                    if failure.stops_a_reader() {
+                        let _ = to.send(SideRecord { topic: topic.clone(), payload: Vec::new(), failed: Some(failure) }).await;
                         return;
                     }
                     tracing::warn!("side input reader of {topic}: {e}");

@@ -17,7 +17,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use crate::kafka::config;
 use crate::kafka::producer::{Group, KafkaProducer, Writes};
 use crate::store::{task_dir, Entries, TaskStore};
-use beam_kafka_runtime::kafka::failure::{self, Verdict};
+use beam_kafka_runtime::kafka::failure::{Failure, Recovery};
 use beam_kafka_runtime::plan::topology::{changelog_topic, topic_prefix, TaskId};
 use beam_kafka_runtime::state::task_state;
 use beam_kafka_runtime::state::user_state::StoredCells;
@@ -116,7 +116,7 @@ pub fn read_changelog(
 
 /// Queues state changes for the task's changelog partition; the group's
 /// `wait` gives the offset of the last one once Kafka acknowledged them.
-/// Stops queueing (an error, `HANDED_OVER`) once `owner` says the task's
+/// Stops queueing (a `Migrated` failure) once `owner` says the task's
 /// partitions are being handed over: what it queued after that could land
 /// after the new owner read the changelog.
 pub async fn queue_changelog(
@@ -125,12 +125,12 @@ pub async fn queue_changelog(
     partition: u32,
     changes: &Changes,
     owner: impl Fn() -> bool,
-) -> Result<Writes, String> {
+) -> Result<Writes, Failure> {
     let writes = Writes::new();
     in_flight().add(topic, partition as i32, Watched(writes.watch()));
     for (k, v) in changes {
         if !owner() {
-            return Err(HANDED_OVER.into());
+            return Err(Failure::migrated(HANDED_OVER));
         }
         writes.send(producer, topic, partition, Some(k), v.as_deref()).await?;
     }
@@ -138,7 +138,7 @@ pub async fn queue_changelog(
 }
 
 /// Why a changelog write stopped half-way (the task is about to stop).
-pub const HANDED_OVER: &str = "its partitions are being handed over to another owner";
+const HANDED_OVER: &str = "its partitions are being handed over to another owner";
 
 /// A group of changelog writes, watched until its records landed.
 struct Watched(Weak<Group>);
@@ -231,7 +231,7 @@ pub fn restore_task(
         Ok(next) => (store, next),
         // The brokers are away for a while: the store is still current up
         // to `from`, and a later start reads on from there.
-        Err(e) if from > 0 && matches!(failure::classify(&e), Verdict::Transient { .. }) => {
+        Err(e) if from > 0 && matches!(Failure::from_text(e.as_str()).recovery, Recovery::Transient { .. }) => {
             store.write_checkpoint(from)?;
             return Err(e);
         }

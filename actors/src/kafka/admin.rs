@@ -8,8 +8,6 @@ use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::{Offset, TopicPartitionList};
 
-use beam_kafka_runtime::kafka::failure;
-
 use crate::kafka::config;
 use crate::kafka::context::AccessWatch;
 
@@ -167,8 +165,8 @@ impl Admin {
             // Serves the probe's event queue: its error callback (the
             // refusal) runs only here.
             let _ = self.probe.poll(Duration::ZERO);
-            if let Some(reason) = self.access.denied() {
-                return Err(failure::explain(&format!("Kafka at {} refused the runner's client: {reason}", self.bootstrap)));
+            if let Some(refusal) = self.access.denied() {
+                return Err(refusal.within(format_args!("Kafka at {} refused the runner's client", self.bootstrap)).explain());
             }
             if std::time::Instant::now() >= deadline {
                 return Err(format!(

@@ -1,8 +1,10 @@
 //! Kafka clients: configuration, topic administration, the producer every
-//! write goes through, transactions and group membership.
+//! write goes through, transactions, group membership, and their errors
+//! judged by code (`failure`).
 pub mod admin;
 pub mod config;
 pub mod context;
+pub mod failure;
 pub mod producer;
 mod producer_poll;
 pub mod rebalance;

@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use beam_kafka_runtime::kafka::failure::{Failure, BROKERS};
 use rdkafka::client::ClientContext;
 use rdkafka::config::{ClientConfig, FromClientConfigAndContext};
 use rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode};
@@ -63,7 +64,7 @@ impl ProducerContext for Tracking {
             }
             Err((e, _)) => {
                 let mut first = group.error.lock().unwrap_or_else(|p| p.into_inner());
-                first.get_or_insert_with(|| e.to_string());
+                first.get_or_insert_with(|| super::failure::failure(e));
             }
         }
         if group.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
@@ -76,7 +77,7 @@ impl ProducerContext for Tracking {
 /// failure, the highest offset written.
 pub struct Group {
     pending: AtomicUsize,
-    error: Mutex<Option<String>>,
+    error: Mutex<Option<Failure>>,
     last_offset: AtomicI64,
     drained: Notify,
 }
@@ -127,7 +128,7 @@ impl Writes {
         partition: u32,
         key: Option<&[u8]>,
         payload: Option<&[u8]>,
-    ) -> Result<(), String> {
+    ) -> Result<(), Failure> {
         self.send_record(producer, topic, key, payload, |r| r.partition(partition as i32)).await
     }
 
@@ -139,7 +140,7 @@ impl Writes {
         key: Option<&'a [u8]>,
         payload: Option<&'a [u8]>,
         shape: impl Fn(BaseRecord<'a, [u8], [u8], Arc<Group>>) -> BaseRecord<'a, [u8], [u8], Arc<Group>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), Failure> {
         loop {
             let mut record = BaseRecord::with_opaque_to(topic, self.group.clone());
             if let Some(k) = key {
@@ -156,7 +157,7 @@ impl Writes {
                     self.group.pending.fetch_sub(1, Ordering::AcqRel);
                     match e {
                         KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull) => self.make_room().await?,
-                        e => return Err(format!("cannot write to {topic}: {e}")),
+                        e => return Err(super::failure::failure(&e).within(format_args!("cannot write to {topic}"))),
                     }
                 }
             }
@@ -165,7 +166,7 @@ impl Writes {
 
     /// Waits until some queued records are delivered: ours if any are in
     /// flight, else (another group filled the queue) briefly.
-    async fn make_room(&self) -> Result<(), String> {
+    async fn make_room(&self) -> Result<(), Failure> {
         if self.group.pending.load(Ordering::Acquire) == 0 {
             tokio::time::sleep(Duration::from_millis(5)).await;
             return Ok(());
@@ -175,7 +176,7 @@ impl Writes {
 
     /// Waits for every record of the group; returns the highest offset
     /// written, if any.
-    pub async fn wait(&self) -> Result<Option<i64>, String> {
+    pub async fn wait(&self) -> Result<Option<i64>, Failure> {
         let drained = async {
             while self.group.pending.load(Ordering::Acquire) > 0 {
                 // A delivery that empties the group between the check and
@@ -183,11 +184,11 @@ impl Writes {
                 self.group.drained.notified().await;
             }
         };
-        tokio::time::timeout(DELIVERY_TIMEOUT, drained)
-            .await
-            .map_err(|_| format!("Kafka did not acknowledge writes within {} s", DELIVERY_TIMEOUT.as_secs()))?;
+        tokio::time::timeout(DELIVERY_TIMEOUT, drained).await.map_err(|_| {
+            Failure::transient(format!("Kafka did not acknowledge writes within {} s", DELIVERY_TIMEOUT.as_secs()), BROKERS)
+        })?;
         if let Some(e) = self.group.error.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            return Err(format!("a write to Kafka failed: {e}"));
+            return Err(e.within("a write to Kafka failed"));
         }
         let last = self.group.last_offset.load(Ordering::Acquire);
         Ok((last >= 0).then_some(last))

@@ -11,6 +11,7 @@ use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
 use beam_kafka_config::RunnerOptions;
+use beam_kafka_runtime::kafka::failure::{Failure, Recovery};
 use beam_kafka_runtime::plan::topology::TaskId;
 use beam_kafka_runtime::task::txn_init::InitPacing;
 use dashmap::DashMap;
@@ -31,39 +32,6 @@ const API_TIMEOUT: Duration = Duration::from_secs(60);
 /// bootstrap servers): the first attempts' deadlines follow it.
 static INIT_PACING: LazyLock<DashMap<String, InitPacing>> = LazyLock::new(DashMap::new);
 
-/// Why a commit failed, with Kafka Streams' recovery meanings.
-#[derive(Debug)]
-pub enum TxnError {
-    /// Try the same commit again (a coordinator moved, a request timed out).
-    Retriable(String),
-    /// Another process took the task over (fenced): this one must stop.
-    TaskMigrated(String),
-    /// The transaction was aborted: its outputs are gone and its inputs must
-    /// be processed again from the last commit.
-    Aborted(String),
-    Fatal(String),
-}
-
-impl std::fmt::Display for TxnError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            TxnError::Retriable(e) => write!(f, "the commit can be retried: {e}"),
-            TxnError::TaskMigrated(e) => write!(f, "another copy of the application took this task over (fenced): {e}"),
-            TxnError::Aborted(e) => write!(f, "Kafka aborted the transaction ({e}); restart the job to resume from its last commit"),
-            TxnError::Fatal(e) => write!(f, "the transactional producer failed: {e}"),
-        }
-    }
-}
-
-/// Whether an error (as text, after it travelled through a write path) says
-/// this producer was fenced by a newer incarnation of its task: librdkafka
-/// reports `_FENCED` ("fenced by a newer instance") or the broker's
-/// `PRODUCER_FENCED` / `INVALID_PRODUCER_EPOCH` ("old epoch").
-pub fn is_fenced(error: &str) -> bool {
-    let e = error.to_ascii_lowercase();
-    e.contains("fenced") || e.contains("old epoch") || e.contains("producer epoch")
-}
-
 /// Whether the producer is dead because a newer incarnation fenced it (its
 /// pending writes then fail as purged, whatever their own error says).
 pub fn producer_fenced(producer: &KafkaProducer) -> bool {
@@ -72,8 +40,8 @@ pub fn producer_fenced(producer: &KafkaProducer) -> bool {
 }
 
 /// The error with its code name: a transaction error shows only librdkafka's
-/// description ("Broker: Not coordinator"), and `failure::classify` reads
-/// code names.
+/// description ("Broker: Not coordinator"); the name tells the user (and
+/// `Failure::from_text`, where the error goes on as text) which it is.
 pub fn describe(e: &KafkaError) -> String {
     match e.rdkafka_error_code() {
         Some(code) => format!("{e} [{code:?}]"),
@@ -81,13 +49,21 @@ pub fn describe(e: &KafkaError) -> String {
     }
 }
 
-fn classify(e: KafkaError) -> TxnError {
+/// A transactional call's error with Kafka Streams' recovery meanings:
+/// fenced (another copy took the task over: stop), retriable (the same
+/// call again), abortable (Kafka aborted the transaction: its outputs are
+/// gone and its inputs are processed again from the last commit), else
+/// what its code says.
+fn txn_failure(e: KafkaError) -> Failure {
+    let judged = super::failure::failure(&e);
     let text = describe(&e);
     match &e {
-        _ if is_fenced(&text) => TxnError::TaskMigrated(text),
-        KafkaError::Transaction(t) if t.is_retriable() => TxnError::Retriable(text),
-        KafkaError::Transaction(t) if t.txn_requires_abort() => TxnError::Aborted(text),
-        _ => TxnError::Fatal(text),
+        _ if judged.recovery == Recovery::Migrated => {
+            Failure::migrated(format!("another copy of the application took this task over (fenced): {text}"))
+        }
+        KafkaError::Transaction(t) if t.is_retriable() => Failure::retry(format!("the commit can be retried: {text}")),
+        KafkaError::Transaction(t) if t.txn_requires_abort() => Failure::aborted(format!("Kafka aborted the transaction: {text}")),
+        _ => Failure { message: format!("the transactional producer failed: {text}"), recovery: judged.recovery },
     }
 }
 
@@ -175,15 +151,15 @@ pub async fn commit(
     producer: Arc<KafkaProducer>,
     offsets: TopicPartitionList,
     group: Option<ConsumerGroupMetadata>,
-) -> Result<(), TxnError> {
+) -> Result<(), Failure> {
     tokio::task::spawn_blocking(move || {
         if offsets.count() > 0 {
-            let group = group.ok_or_else(|| TxnError::Retriable("the consumer has not joined its group yet".into()))?;
-            producer.send_offsets_to_transaction(&offsets, &group, API_TIMEOUT).map_err(classify)?;
+            let group = group.ok_or_else(|| Failure::retry("the consumer has not joined its group yet"))?;
+            producer.send_offsets_to_transaction(&offsets, &group, API_TIMEOUT).map_err(txn_failure)?;
         }
-        producer.commit_transaction(API_TIMEOUT).map_err(classify)?;
-        producer.begin_transaction().map_err(classify)
+        producer.commit_transaction(API_TIMEOUT).map_err(txn_failure)?;
+        producer.begin_transaction().map_err(txn_failure)
     })
     .await
-    .map_err(|e| TxnError::Fatal(format!("the commit task panicked: {e}")))?
+    .map_err(|e| Failure::fatal(format!("the commit task panicked: {e}")))?
 }

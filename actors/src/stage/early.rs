@@ -6,6 +6,7 @@
 //! transaction like the rest of its outputs: if the bundle fails, the
 //! transaction is aborted with them. (Under at_least_once a failed
 //! bundle's early writes would stay, so outputs are written after it.)
+use beam_kafka_runtime::kafka::failure::Failure;
 use std::collections::HashMap;
 
 use beam_kafka_fnapi::EarlyOutputs;
@@ -63,13 +64,13 @@ pub async fn write(
     slot: &ProducerSlot,
     outputs: &[OutputSink],
     pack_elements: usize,
-) -> Result<WrittenEarly, String> {
+) -> Result<WrittenEarly, Failure> {
     let mut written = WrittenEarly::default();
     // Taken once writing is allowed: the producer of the bundle's transaction.
     let mut producer = None;
     while let Some((sink, chunk)) = chunks.recv().await {
         if producer.is_none() {
-            may_write.wait_for(|&through| seq <= through).await.map_err(|_| "the stage stopped".to_string())?;
+            may_write.wait_for(|&through| seq <= through).await.map_err(|_| Failure::fatal("the stage stopped"))?;
             producer = Some(slot.current());
         }
         let Some(producer) = producer.as_deref() else { continue };

@@ -7,6 +7,7 @@
 //! resumes only after its finalization).
 use actix::prelude::*;
 use beam_kafka_fnapi::BundleError;
+use beam_kafka_runtime::kafka::failure::Failure;
 use tokio::sync::oneshot;
 
 use super::StageActor;
@@ -55,8 +56,8 @@ impl StageActor {
                 Ok(()) => act.start_next(ctx),
                 Err(e) => {
                     act.failed = true;
-                    let error = format!("Error in {} while finalizing a bundle: {e}", act.spec.display_name);
-                    act.supervisor.do_send(StageEvent::Failed { error, kafka: false });
+                    let error = Failure::fatal(format!("Error in {} while finalizing a bundle: {e}", act.spec.display_name));
+                    act.supervisor.do_send(StageEvent::Failed(error));
                 }
             }
         }));

@@ -11,6 +11,7 @@
 //! taken, so the next bundle runs meanwhile.
 //! A flush that waited `max_bundle_time_ms` on a running bundle splits it
 //! (`split`).
+use beam_kafka_runtime::kafka::failure::Failure;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -119,7 +120,7 @@ pub struct StageActor {
     /// Whether flushes wait for the acknowledgements (unheld flushes).
     flush_awaits_acks: bool,
     /// `Settle` requests: answered once bundles through this one are acknowledged.
-    settling: Vec<(u64, oneshot::Sender<Option<String>>)>,
+    settling: Vec<(u64, oneshot::Sender<Option<Failure>>)>,
     running: Option<Running>,
     waiters: Vec<(u64, u64)>,
     /// Bundles after this one wait for a Release (a cycle is flushing).
@@ -251,24 +252,24 @@ impl StageActor {
             let ((result, splits), written_early) = tokio::join!(split::run_with_split(bundle, split, &split_asked), written_early);
             processed.store(true, std::sync::atomic::Ordering::SeqCst);
             let result = result.map_err(|e| match e {
-                BundleError::User(text) => (text, false),
-                other => (other.to_string(), false),
+                BundleError::User(text) => Failure::fatal(text),
+                other => Failure::fatal(other.to_string()),
             })?;
-            let splits = splits.map_err(|e| (e.to_string(), false))?;
-            let mut written_early = written_early.map_err(|e| (e, true))?;
+            let splits = splits.map_err(|e| Failure::fatal(e.to_string()))?;
+            let mut written_early = written_early?;
             let out: Vec<(String, usize)> = result.outputs.iter().map(|(k, v)| (k.clone(), v.len())).collect();
             tracing::debug!("bundle {seq} outputs (bytes): {out:?}, {} written while it ran", written_early.bytes);
             // A bundle run during a commit writes in the next transaction.
-            may_write.wait_for(|&through| seq <= through).await.map_err(|_| ("the stage stopped".to_string(), false))?;
+            may_write.wait_for(|&through| seq <= through).await.map_err(|_| Failure::fatal("the stage stopped"))?;
             let producer = slot.current();
             let mut written = result.outputs;
             written_early.prepend_carry(&mut written);
             let mut queued = std::mem::take(&mut written_early.queued);
-            queue_kafka_sinks(&mut queued, &kafka_sinks, &mut written).await.map_err(|e| (e, true))?;
-            queue_outputs(&mut queued, &producer, &outputs, written, pack_elements).await.map_err(|e| (e, true))?;
+            queue_kafka_sinks(&mut queued, &kafka_sinks, &mut written).await?;
+            queue_outputs(&mut queued, &producer, &outputs, written, pack_elements).await?;
             meters.records_written.fetch_add(queued.records, std::sync::atomic::Ordering::Relaxed);
             let done = Done { monitoring_infos: result.monitoring_infos, timers: result.timers, splits, residuals: result.residuals };
-            Ok::<_, (String, bool)>((done, result.requires_finalization, queued))
+            Ok::<_, Failure>((done, result.requires_finalization, queued))
         };
         ctx.spawn(run.into_actor(self).map(move |result, act, ctx| {
             let Some(running) = act.running.take() else { return };
@@ -291,8 +292,8 @@ impl StageActor {
                         Ok(done) => done,
                         Err(e) => {
                             act.failed = true;
-                            let error = format!("Error in {}: {e}", act.spec.display_name);
-                            return act.supervisor.do_send(StageEvent::Failed { error, kafka: false });
+                            let error = Failure::fatal(format!("Error in {}: {e}", act.spec.display_name));
+                            return act.supervisor.do_send(StageEvent::Failed(error));
                         }
                     };
                     if requires_finalization {
@@ -303,10 +304,9 @@ impl StageActor {
                     act.answer_waiters();
                     act.start_next(ctx);
                 }
-                Err((e, kafka)) => {
+                Err(e) => {
                     act.failed = true;
-                    let error = format!("Error in {}: {e}", act.spec.display_name);
-                    act.supervisor.do_send(StageEvent::Failed { error, kafka });
+                    act.supervisor.do_send(StageEvent::Failed(e.within(format_args!("Error in {}", act.spec.display_name))));
                 }
             }
         }));
@@ -324,7 +324,7 @@ impl StageActor {
             return;
         }
         let name = self.spec.display_name.clone();
-        let answered = async move { queued.acknowledged().await.map_err(|e| format!("Error in {name}: {e}")) };
+        let answered = async move { queued.acknowledged().await.map_err(|e| e.within(format_args!("Error in {name}"))) };
         ctx.spawn(answered.into_actor(self).map(move |result, act, ctx| {
             let refused = result.as_ref().err().cloned();
             let first = act.acks.answered(seq, result);
@@ -332,7 +332,7 @@ impl StageActor {
                 None => act.answer_waiters(),
                 Some(error) if first && !act.failed => {
                     act.failed = true;
-                    act.supervisor.do_send(StageEvent::Failed { error, kafka: true });
+                    act.supervisor.do_send(StageEvent::Failed(error));
                 }
                 Some(_) => {}
             }
@@ -428,7 +428,7 @@ impl Handler<Flush> for StageActor {
 }
 
 impl Handler<Settle> for StageActor {
-    type Result = ResponseFuture<Option<String>>;
+    type Result = ResponseFuture<Option<Failure>>;
 
     fn handle(&mut self, _: Settle, _: &mut Context<Self>) -> Self::Result {
         match self.acks.settled() {

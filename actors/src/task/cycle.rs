@@ -21,10 +21,10 @@ use rdkafka::{Offset, TopicPartitionList};
 use super::{TaskEvent, TaskSupervisor};
 use crate::copy_transaction::Ready;
 use crate::kafka::producer::Writes;
-use crate::kafka::transaction::TxnError;
 use crate::messages::{Committed, Flush, Release, Resume, Settle};
 use crate::output::{queue_watermark_report, Queued};
-use crate::state::{queue_changelog, HANDED_OVER};
+use crate::state::queue_changelog;
+use beam_kafka_runtime::kafka::failure::{Failure, Recovery};
 
 const RETRY_EVERY: Duration = Duration::from_millis(200);
 
@@ -36,7 +36,7 @@ pub(super) struct CycleWrites {
 
 impl CycleWrites {
     /// Waits until Kafka acknowledged them; the changelog offset of the last entry.
-    async fn acknowledged(self) -> Result<Option<i64>, String> {
+    async fn acknowledged(self) -> Result<Option<i64>, Failure> {
         self.reports.acknowledged().await?;
         self.changelog.wait().await
     }
@@ -113,7 +113,7 @@ impl TaskSupervisor {
         // watermark moved: the elements before the step (an on-time pane at
         // the window's end, say) have run by now, reading it.
         if let Err(e) = self.expire_user_state(self.barrier_watermark) {
-            return self.kafka_failed(ctx, format!("task {}: reading its user state from the local store: {e}", self.cfg.task));
+            return self.failed(ctx, Failure::local(format!("task {}: reading its user state from the local store: {e}", self.cfg.task)));
         }
         // Every bundle before the flush made its user state changes by now
         // (later ones wait for the commit under exactly_once).
@@ -186,8 +186,7 @@ impl TaskSupervisor {
                 return;
             }
             match result {
-                Err(e) if e == HANDED_OVER => return act.stop_uncommitted(ctx, e),
-                Err(e) => return act.kafka_failed(ctx, e),
+                Err(e) => return act.failed(ctx, e),
                 Ok((last, writes)) => {
                     if let Some(c) = act.cycles.open_mut() {
                         c.changelog_last = last;
@@ -229,7 +228,7 @@ impl TaskSupervisor {
                     return Err(e);
                 }
                 let committed =
-                    txn.addr.send(ready).await.unwrap_or_else(|e| Err(TxnError::Fatal(format!("the copy's transaction stopped: {e}"))));
+                    txn.addr.send(ready).await.unwrap_or_else(|e| Err(Failure::fatal(format!("the copy's transaction stopped: {e}"))));
                 Ok((last, committed))
             };
             ctx.spawn(commit.into_actor(self).map(move |written, act, ctx| {
@@ -237,7 +236,7 @@ impl TaskSupervisor {
                     return;
                 }
                 let result = match written {
-                    Err(e) => return act.kafka_failed(ctx, e),
+                    Err(e) => return act.failed(ctx, e),
                     Ok((last, result)) => {
                         if let Some(c) = act.cycles.open_mut() {
                             c.changelog_last = c.changelog_last.max(last);
@@ -255,14 +254,14 @@ impl TaskSupervisor {
                         }
                         act.after_commit(ctx);
                     }
-                    Err(TxnError::Retriable(e)) if act.cycles.retry() => {
+                    Err(e) if e.recovery == Recovery::Retry && act.cycles.retry() => {
                         tracing::debug!(task = %act.cfg.task, "transaction commit failed, retrying: {e}");
                         ctx.run_later(RETRY_EVERY, |act, ctx| act.commit_cycle(ctx));
                     }
                     // Fenced by a new owner, or aborted: this incarnation stops
-                    // and whoever owns the task next redoes what it did not commit.
-                    Err(e @ (TxnError::TaskMigrated(_) | TxnError::Aborted(_))) => act.stop_uncommitted(ctx, e.to_string()),
-                    Err(e) => act.kafka_failed(ctx, format!("task {}: {e}", act.cfg.task)),
+                    // and whoever owns the task next redoes what it did not
+                    // commit; a transient cause waits, anything else fails.
+                    Err(e) => act.failed(ctx, e.within(format_args!("task {}", act.cfg.task))),
                 }
             }));
             return;
@@ -274,7 +273,7 @@ impl TaskSupervisor {
         if let Err(e) = self.commit_offsets(&offsets, mode) {
             self.commit_failed();
             if !self.cycles.retry() {
-                return self.kafka_failed(ctx, e);
+                return self.failed(ctx, e);
             }
             tracing::debug!(task = %self.cfg.task, "commit failed, retrying: {e}");
             ctx.run_later(RETRY_EVERY, |act, ctx| act.commit_cycle(ctx));
@@ -284,7 +283,7 @@ impl TaskSupervisor {
     }
 
     /// Commits consumer offsets (at_least_once).
-    fn commit_offsets(&mut self, offsets: &BTreeMap<(String, i32), i64>, mode: CommitMode) -> Result<(), String> {
+    fn commit_offsets(&mut self, offsets: &BTreeMap<(String, i32), i64>, mode: CommitMode) -> Result<(), Failure> {
         let changed: Vec<_> = offsets.iter().filter(|(k, v)| self.committed.get(*k) != Some(v)).collect();
         if changed.is_empty() {
             return Ok(());
@@ -292,9 +291,11 @@ impl TaskSupervisor {
         let mut tpl = TopicPartitionList::new();
         for ((topic, partition), next) in &changed {
             tpl.add_partition_offset(topic, *partition, Offset::Offset(**next))
-                .map_err(|e| format!("bad offset for {topic}[{partition}]: {e}"))?;
+                .map_err(|e| Failure::fatal(format!("bad offset for {topic}[{partition}]: {e}")))?;
         }
-        self.consumer.commit(&tpl, mode).map_err(|e| format!("task {} could not commit offsets: {e}", self.cfg.task))?;
+        self.consumer
+            .commit(&tpl, mode)
+            .map_err(|e| crate::kafka::failure::failure(&e).within(format_args!("task {} could not commit offsets", self.cfg.task)))?;
         for (k, v) in changed {
             self.committed.insert(k.clone(), *v);
         }
@@ -346,7 +347,7 @@ impl TaskSupervisor {
         if let Err(e) = self.store.apply(&c.changes) {
             // Committed to the changelog already: a restart rebuilds the
             // local store from it.
-            return self.kafka_failed(ctx, format!("task {}: its local state store: {e}", self.cfg.task));
+            return self.failed(ctx, Failure::local(format!("task {}: its local state store: {e}", self.cfg.task)));
         }
         if let Some(last) = c.changelog_last {
             self.changelog_next = last + 1;

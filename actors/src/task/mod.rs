@@ -21,7 +21,7 @@ use beam_kafka_proto::pipeline::MonitoringInfo;
 use beam_kafka_runtime::codec::coder::Coder;
 use beam_kafka_runtime::codec::timestamp::Watermark;
 use beam_kafka_runtime::gbk::GroupByKey;
-use beam_kafka_runtime::kafka::failure::{self, Verdict};
+use beam_kafka_runtime::kafka::failure::{Failure, Recovery};
 use beam_kafka_runtime::plan::topology::TaskId;
 use beam_kafka_runtime::state::deferred::{Deferred, DeferredWork};
 use beam_kafka_runtime::state::held::HeldElements;
@@ -460,24 +460,30 @@ impl TaskSupervisor {
         ctx.stop();
     }
 
-    /// Whether an error comes from this task's producer having been fenced.
-    fn fenced(&self, error: &str) -> bool {
-        self.cfg.transactional && (transaction::is_fenced(error) || transaction::producer_fenced(&self.producer.current()))
+    /// Whether this task's producer was fenced by a newer owner: then its
+    /// pending writes fail as purged, whatever their own error says.
+    fn fenced(&self) -> bool {
+        self.cfg.transactional && transaction::producer_fenced(&self.producer.current())
     }
 
-    /// A Kafka or local store error: a transient one (or this incarnation
-    /// being fenced) restarts the task from its last commit, anything else
+    /// Does what a failure's recovery says: another owner has the task, or
+    /// the transaction was aborted (stop without committing); a transient
+    /// cause (restart from the last commit once it passed); anything else
     /// fails the job with what to fix.
-    fn kafka_failed(&mut self, ctx: &mut Context<Self>, error: String) {
-        if self.fenced(&error) {
-            return self.stop_uncommitted(ctx, error);
+    fn failed(&mut self, ctx: &mut Context<Self>, failure: Failure) {
+        if self.fenced() {
+            return self.stop_uncommitted(ctx, failure.message);
         }
-        match failure::classify(&error) {
-            Verdict::Transient { waiting_for } => {
+        match failure.recovery {
+            Recovery::Migrated | Recovery::Aborted => self.stop_uncommitted(ctx, failure.message),
+            // A retriable commit that outlasted its retries.
+            Recovery::Retry => self.stop_uncommitted(ctx, failure.message),
+            Recovery::Transient { waiting_for } => {
+                let error = failure.message;
                 tracing::warn!(task = %self.cfg.task, "{error}; restarting from the last commit once it can (waiting for {waiting_for})");
                 self.stop_uncommitted(ctx, format!("{error}; waiting for {waiting_for}"))
             }
-            Verdict::Fatal { .. } => self.fail(ctx, failure::explain(&error)),
+            Recovery::Fatal { .. } => self.fail(ctx, failure.explain()),
         }
     }
 
@@ -599,7 +605,7 @@ impl Handler<SideRecord> for TaskSupervisor {
             return;
         }
         if let Some(e) = r.failed {
-            return self.kafka_failed(ctx, format!("task {}: reading side input topic {}: {e}", self.cfg.task, r.topic));
+            return self.failed(ctx, e.within(format_args!("task {}: reading side input topic {}", self.cfg.task, r.topic)));
         }
         if self.gated {
             return self.gated_side.push_back(r);
@@ -624,9 +630,7 @@ impl Handler<StageEvent> for TaskSupervisor {
             }
             // A write refused because a newer owner fenced this task is a
             // move, not a failure.
-            StageEvent::Failed { error, kafka: true } => self.kafka_failed(ctx, error),
-            StageEvent::Failed { error, kafka: false } if self.fenced(&error) => self.stop_uncommitted(ctx, error),
-            StageEvent::Failed { error, kafka: false } => self.fail(ctx, error),
+            StageEvent::Failed(failure) => self.failed(ctx, failure),
             StageEvent::TimersSet(set) => {
                 if let Err(e) = self.apply_timers(set) {
                     self.fail(ctx, format!("task {}: {e}", self.cfg.task));

@@ -6,6 +6,8 @@
 //! transaction, says why a cycle failed.
 use std::collections::BTreeSet;
 
+use crate::kafka::failure::Failure;
+
 /// Most bundles whose outputs may wait for Kafka at once: the next bundle
 /// waits, so a harness faster than the broker does not fill the producer's
 /// queue (and memory).
@@ -18,7 +20,7 @@ pub struct Acknowledgements {
     /// Processed bundles whose outputs Kafka has not acknowledged.
     waiting: BTreeSet<u64>,
     /// The first write Kafka refused.
-    refused: Option<String>,
+    refused: Option<Failure>,
 }
 
 impl Acknowledgements {
@@ -32,7 +34,7 @@ impl Acknowledgements {
     }
 
     /// Kafka answered for bundle `seq`; whether this is the first refusal.
-    pub fn answered(&mut self, seq: u64, result: Result<(), String>) -> bool {
+    pub fn answered(&mut self, seq: u64, result: Result<(), Failure>) -> bool {
         self.waiting.remove(&seq);
         match result {
             Err(e) if self.refused.is_none() => {
@@ -66,12 +68,12 @@ impl Acknowledgements {
     /// What every bundle processed so far needs before a commit: answered
     /// with the first refusal (`None`: all acknowledged), or `Err(target)`,
     /// the bundle to wait for.
-    pub fn settled(&self) -> Result<Option<String>, u64> {
+    pub fn settled(&self) -> Result<Option<Failure>, u64> {
         self.answer_for(self.processed_through)
     }
 
     /// The answer to a wait for the bundles up to `target`, if it has come.
-    pub fn answer_for(&self, target: u64) -> Result<Option<String>, u64> {
+    pub fn answer_for(&self, target: u64) -> Result<Option<Failure>, u64> {
         if self.refused.is_some() || self.acknowledged_through() >= target {
             Ok(self.refused.clone())
         } else {
@@ -125,9 +127,10 @@ mod tests {
         a.processed(1, 1, true);
         a.processed(2, 2, true);
         assert_eq!(a.settled(), Err(2));
-        assert!(a.answered(2, Err("MessageSizeTooLarge".into())));
-        assert!(!a.answered(1, Err("purged".into())), "only the first refusal counts");
-        assert_eq!(a.settled(), Ok(Some("MessageSizeTooLarge".into())));
-        assert_eq!(a.answer_for(9), Ok(Some("MessageSizeTooLarge".into())), "a refusal answers every wait");
+        assert!(a.answered(2, Err(Failure::kafka("MessageSizeTooLarge", "too large"))));
+        assert!(!a.answered(1, Err(Failure::kafka("PurgeQueue", "purged"))), "only the first refusal counts");
+        let too_large = Some(Failure::kafka("MessageSizeTooLarge", "too large"));
+        assert_eq!(a.settled(), Ok(too_large.clone()));
+        assert_eq!(a.answer_for(9), Ok(too_large), "a refusal answers every wait");
     }
 }

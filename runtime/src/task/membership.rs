@@ -9,7 +9,7 @@
 //! finished, here or in another copy.
 use std::collections::BTreeSet;
 
-use crate::kafka::failure::{self, Verdict};
+use crate::kafka::failure::{Failure, Recovery, MOVED};
 use crate::plan::topology::TaskId;
 use crate::task::roster::{Partition, Roster};
 
@@ -33,7 +33,7 @@ pub enum Event<H> {
     /// A start asked for by `Command::Start` ended: these incarnations run.
     Started(Vec<(TaskId, u64, H)>),
     /// A start asked for by `Command::Start` failed with `error`.
-    StartFailed { tasks: Vec<TaskId>, error: String },
+    StartFailed { tasks: Vec<TaskId>, error: Failure },
     /// A task reached the end of its input and committed it.
     Finished(TaskId),
     /// Another copy says a terminal task finished there.
@@ -176,16 +176,24 @@ impl<H> Membership<H> {
                     out.push(Command::RunningChanged);
                 }
             }
-            Event::StartFailed { tasks, error } => match failure::classify(&error) {
-                Verdict::Transient { waiting_for } => {
-                    let wait = self.roster.start_failed(&tasks, now_ms, jitter);
-                    out.push(Command::Warn(format!(
-                        "cannot start tasks yet ({error}); waiting for {waiting_for}, next try in {:.1} s",
-                        wait as f64 / 1000.0
-                    )));
-                }
-                Verdict::Fatal { .. } => out.push(Command::End(Some(failure::explain(&error)))),
-            },
+            Event::StartFailed { tasks, error } => {
+                let waiting_for = match error.recovery {
+                    Recovery::Transient { waiting_for } => waiting_for,
+                    // Another copy started the task after this one began
+                    // to: this copy's revocation is on its way.
+                    Recovery::Migrated => MOVED,
+                    Recovery::Aborted | Recovery::Retry => "the transaction coordinator to be available",
+                    Recovery::Fatal { .. } => {
+                        out.push(Command::End(Some(error.explain())));
+                        return out;
+                    }
+                };
+                let wait = self.roster.start_failed(&tasks, now_ms, jitter);
+                out.push(Command::Warn(format!(
+                    "cannot start tasks yet ({error}); waiting for {waiting_for}, next try in {:.1} s",
+                    wait as f64 / 1000.0
+                )));
+            }
             Event::Finished(task) => {
                 if self.waiting.remove(&task) {
                     // The other copies wait for it too.

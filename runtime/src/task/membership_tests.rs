@@ -1,6 +1,6 @@
 //! Tables of events and the commands they give.
 use super::*;
-use crate::kafka::failure::Backoff;
+use crate::kafka::failure::{Backoff, Failure};
 
 fn t(p: u32) -> TaskId {
     TaskId { sub_topology: 0, partition: p }
@@ -143,11 +143,14 @@ fn a_stopped_task_pauses_its_partitions_and_restarts_after_its_backoff() {
 fn a_transient_start_failure_waits_and_a_fatal_one_ends_the_job() {
     let mut m = job();
     m.on(Event::Assigned { partitions: vec![part(0)], held: held(&[0]) }, 0, 0.0);
-    let said = m.on(Event::StartFailed { tasks: vec![t(0)], error: "Broker: Not coordinator (NotCoordinator)".into() }, 0, 0.0);
+    let said = m.on(Event::StartFailed { tasks: vec![t(0)], error: Failure::kafka("NotCoordinator", "Broker: Not coordinator") }, 0, 0.0);
     assert!(matches!(&said[..], [Command::Warn(s)] if s.contains("waiting for") && s.contains("next try in")), "{said:?}");
     assert_eq!(m.on(Event::RestartDue { held: held(&[0]) }, 1, 0.0), vec![], "cooling down");
+    // Fenced while starting: another copy took the task, the group says so next.
+    let said = m.on(Event::StartFailed { tasks: vec![t(0)], error: Failure::kafka("Fenced", "fenced by a newer instance") }, 0, 0.0);
+    assert!(matches!(&said[..], [Command::Warn(s)] if s.contains("next assignment")), "{said:?}");
     let said = m.on(
-        Event::StartFailed { tasks: vec![t(0)], error: "Broker: Topic authorization failed (TopicAuthorizationFailed)".into() },
+        Event::StartFailed { tasks: vec![t(0)], error: Failure::kafka("TopicAuthorizationFailed", "Broker: Topic authorization failed") },
         0,
         0.0,
     );
