@@ -127,12 +127,14 @@ impl TaskSupervisor {
                 }
                 let drained = view.update(&report);
                 let source = view.source_transform.clone();
-                self.panes_since_snapshot |= !panes.is_empty();
-                if self.cycles.after_barrier(&gbk_name(&topic)) {
-                    // State of the next cycle: the stage gets them after this one's flush.
-                    self.parked_panes.push_back((source, panes));
-                } else {
-                    self.panes_to_stage(source, panes, ctx);
+                if !panes.is_empty() {
+                    self.requests.panes_fired();
+                    // Panes of the next cycle, or fired while input is gated,
+                    // wait (`runtime::task::gate`).
+                    let after_barrier = self.cycles.after_barrier(&gbk_name(&topic));
+                    if let Some((source, panes)) = self.gate.panes((source, panes), after_barrier) {
+                        self.panes_to_stage(source, panes, ctx);
+                    }
                 }
                 self.wake_for_triggers(ctx);
                 if drained {
@@ -165,7 +167,7 @@ impl TaskSupervisor {
             WatermarkEvent::Advanced { input: WatermarkInput::Main, wm } => self.on_input_watermark(wm, ctx),
             WatermarkEvent::Advanced { input: WatermarkInput::Side(topic), wm } => {
                 self.side_watermarks.insert(topic, wm);
-                self.releasing = true;
+                self.held.recheck();
                 self.pump(ctx);
             }
             WatermarkEvent::Progress(p) => {
@@ -182,7 +184,9 @@ impl TaskSupervisor {
                 }
                 self.barrier_watermark = current;
                 self.input_watermark = self.input_watermark.max(current);
-                self.releasing |= !self.time_sorted.is_empty() && !self.held.is_empty();
+                if !self.time_sorted.is_empty() {
+                    self.held.recheck();
+                }
                 if self.cycles.aligned(AGGREGATOR) {
                     self.on_aligned(ctx);
                 }
@@ -212,12 +216,9 @@ impl TaskSupervisor {
         // snapshot; input arriving meanwhile waits, so the stage runs no
         // bundle between the flush and the timers (a bundle of later data
         // could re-set a timer about to fire, which would then fire twice).
-        if !self.cfg.timer_specs.is_empty() {
-            self.gated = true;
-        }
         self.stage.do_send(Flush { id, hold: self.cfg.transactional });
-        if !self.gated {
-            self.unpark_panes(ctx);
+        for (source, panes) in self.gate.flush_sent(!self.cfg.timer_specs.is_empty()) {
+            self.panes_to_stage(source, panes, ctx);
         }
         self.pump(ctx);
     }
@@ -265,7 +266,7 @@ impl TaskSupervisor {
         if !self.queue.is_empty() {
             busy.push(format!("{} batch(es) of input queued", self.queue.len()));
         }
-        if !self.parked_panes.is_empty() || self.firing() {
+        if self.gate.has_parked_panes() || self.firing() {
             busy.push("GroupByKey panes to fire".to_string());
         }
         if !self.deferred.is_empty() {
@@ -274,28 +275,13 @@ impl TaskSupervisor {
         busy.join(", ")
     }
 
-    /// Panes a GroupByKey fired, for the stage (kept aside while input is
-    /// gated: they belong after the timers about to fire; and while their
-    /// GroupByKey's answer to a barrier waits for the others').
-    fn panes_to_stage(&mut self, source: String, panes: Vec<Vec<u8>>, ctx: &mut Context<Self>) {
-        if panes.is_empty() {
-            return;
-        }
-        if self.gated {
-            return self.parked_panes.push_back((source, panes));
-        }
+    /// Panes for the stage, now (the gate let them through).
+    pub(super) fn panes_to_stage(&mut self, source: String, panes: Vec<Vec<u8>>, ctx: &mut Context<Self>) {
         let mut out = ToStage::default();
         if let Err(e) = self.hand_to_stage(&mut out, &source, panes) {
             return self.fail(ctx, format!("task {}: {e}", self.cfg.task));
         }
         self.send(out);
-    }
-
-    /// Hands over panes kept aside while input was gated.
-    pub(super) fn unpark_panes(&mut self, ctx: &mut Context<Self>) {
-        while let Some((source, panes)) = self.parked_panes.pop_front() {
-            self.panes_to_stage(source, panes, ctx);
-        }
     }
 
     /// The main input watermark moved (the GroupByKeys were told first):
@@ -307,7 +293,9 @@ impl TaskSupervisor {
         tracing::debug!(task = %self.cfg.task, "input watermark {wm:?}");
         self.input_watermark = self.input_watermark.max(wm);
         // Held elements of time-sorted inputs may be due.
-        self.releasing |= !self.time_sorted.is_empty() && !self.held.is_empty();
+        if !self.time_sorted.is_empty() {
+            self.held.recheck();
+        }
         if !self.input_blocked() && self.flow.has_room() {
             // The GroupByKeys' reports of what the step closed are on their
             // way: ask each at once.

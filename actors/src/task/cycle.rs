@@ -80,7 +80,7 @@ impl TaskSupervisor {
     /// flush then covers what was handed meanwhile).
     fn snapshot(&mut self) {
         let watermark = self.output_watermark();
-        self.panes_since_snapshot = false;
+        self.requests.snapshot_taken();
         let Some(c) = self.cycles.open_mut() else { return };
         c.offsets = self.handed.clone();
         for route in self.cfg.inputs.values_mut() {

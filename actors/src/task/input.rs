@@ -80,7 +80,7 @@ impl TaskSupervisor {
             match next_step(self.pump_state()) {
                 Step::Wait => break,
                 Step::ReleaseDeferred => self.release_deferred(),
-                Step::ReleaseHeld => self.releasing = self.release_held(),
+                Step::ReleaseHeld => self.release_held(),
                 Step::FireClosedWindows => {
                     self.fire_closed_windows();
                 }
@@ -108,7 +108,7 @@ impl TaskSupervisor {
             // Delayed residuals not yet due do not hold up other input.
             deferred_due: self.deferred.has_due(now_millis()),
             cycle_open: self.cycles.is_open(),
-            releasing: self.releasing,
+            releasing: self.held.may_release(),
             closed_to_ask: self.gbk_views.iter().any(|(t, v)| v.wants_firing() && self.gbk_actors.contains_key(t)),
             firing: self.firing(),
             queued: !self.queue.is_empty(),
@@ -133,7 +133,7 @@ impl TaskSupervisor {
     /// Whether input waits: a cycle's barrier is aligning, or its timers
     /// are being decided.
     pub(super) fn input_blocked(&self) -> bool {
-        self.gated || self.cycles.is_aligning()
+        self.gate.is_closed() || self.cycles.is_aligning()
     }
 
     /// Pauses or resumes the task's partitions as flow control decides.
@@ -182,7 +182,7 @@ impl TaskSupervisor {
         for records in self.queue.drain(..) {
             self.flow.dequeued(records.len() as u64, payload_bytes(&records));
         }
-        self.gated_side.clear();
+        self.gate.drop_side();
     }
 
     /// Handles records in offset order while the stage has room: source
@@ -336,8 +336,8 @@ impl TaskSupervisor {
     }
 
     /// Sends the stage held elements whose side windows are now complete, as
-    /// many as it has room for; whether more may be ready.
-    fn release_held(&mut self) -> bool {
+    /// many as it has room for.
+    fn release_held(&mut self) {
         let limit = (self.flow.room() as usize).max(1);
         let (specs, wms, maps) = (&self.cfg.side_inputs, &self.side_watermarks, &self.side_maps);
         let side_ready = |w: &Window| {
@@ -352,8 +352,7 @@ impl TaskSupervisor {
                 && sorted.get(&h.source).is_none_or(|lateness| held::past_lateness(h.timestamp, *lateness, input))
         };
         let released = self.held.release(ready, limit);
-        let more = released.len() == limit;
-        if !more {
+        if !self.held.may_release() {
             self.forget_ended_side_maps();
         }
         let mut out = ToStage::default();
@@ -361,7 +360,6 @@ impl TaskSupervisor {
             self.push(&mut out, &h.source, vec![h.element]);
         }
         self.send(out);
-        more
     }
 
     /// Work a bundle handed back: elements a split left unprocessed (they
@@ -388,7 +386,7 @@ impl TaskSupervisor {
             };
             self.residuals_total += 1;
             // A draining job waits for nothing: the work is truncated.
-            let delay = if self.draining { 0 } else { r.delay_ms.min(i64::MAX as u64) as i64 };
+            let delay = if self.lifecycle.is_draining() { 0 } else { r.delay_ms.min(i64::MAX as u64) as i64 };
             let not_before = now.saturating_add(delay);
             self.deferred.defer(Deferred { source: r.source, element: r.element, hold, not_before });
         }
@@ -431,15 +429,17 @@ impl TaskSupervisor {
         }
     }
 
-    /// Opens the input again once a cycle's timers fired: side records put
-    /// aside first, then queued records as room allows.
+    /// Opens the input again once a cycle's timers fired: panes and side
+    /// records put aside first, then queued records as room allows.
     pub(super) fn ungate(&mut self, ctx: &mut Context<Self>) {
-        if !self.gated {
+        if !self.gate.is_closed() {
             return;
         }
-        self.gated = false;
-        self.unpark_panes(ctx);
-        while let Some(r) = self.gated_side.pop_front() {
+        let opened = self.gate.open();
+        for (source, panes) in opened.panes {
+            self.panes_to_stage(source, panes, ctx);
+        }
+        for r in opened.side {
             if !self.lifecycle.is_running() {
                 return;
             }

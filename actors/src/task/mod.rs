@@ -28,8 +28,9 @@ use beam_kafka_runtime::state::held::HeldElements;
 use beam_kafka_runtime::state::timers::Timers;
 use beam_kafka_runtime::state::user_state::UserState;
 use beam_kafka_runtime::task::cycle::Cycles;
-use beam_kafka_runtime::task::cycle_requests::CycleRequests;
+use beam_kafka_runtime::task::cycle_requests::{CycleRequests, Uncommitted};
 use beam_kafka_runtime::task::flow::{FlowControl, FlowLimits};
+use beam_kafka_runtime::task::gate::InputGate;
 use beam_kafka_runtime::task::gbk_view::GbkView;
 use beam_kafka_runtime::task::leaving::Leaving;
 use beam_kafka_runtime::task::lifecycle::{Lifecycle, TaskState};
@@ -244,9 +245,6 @@ pub struct TaskSupervisor {
     /// Per GroupByKey input topic: its actor, and what it last reported.
     gbk_actors: HashMap<String, Addr<GroupByKeyActor>>,
     gbk_views: BTreeMap<String, GbkView>,
-    /// Panes that came back while input was gated, or after their
-    /// GroupByKey answered a barrier still aligning: (data source, panes).
-    parked_panes: VecDeque<(String, Vec<Vec<u8>>)>,
     reported: Watermark,
     consumer: Arc<JobConsumer>,
     producer: Arc<ProducerSlot>,
@@ -275,8 +273,6 @@ pub struct TaskSupervisor {
     /// splittable DoFns); handed to it again once the cycle it was deferred
     /// in committed, and not before the time a residual asked for.
     deferred: DeferredWork,
-    /// The job drains: residuals wait for no delay.
-    draining: bool,
     /// Whether the task's partitions move to another copy: it stops once
     /// its last cycle committed, and then says so (`hand_over`).
     leaving: Leaving<tokio::sync::oneshot::Sender<()>>,
@@ -301,18 +297,13 @@ pub struct TaskSupervisor {
     time_sorted: HashMap<String, i64>,
     /// Pending timers; fired when a commit cycle's flush completed.
     timers: Timers,
-    /// Input waits while a cycle of a stage with timers decides which fire
-    /// (side records are put aside meanwhile).
-    gated: bool,
-    gated_side: VecDeque<SideRecord>,
-    /// Held elements may be ready to release (a side watermark moved).
-    releasing: bool,
+    /// What waits while a cycle closes (`runtime::task::gate`): input while
+    /// a stage with timers decides which fire, side records meanwhile, and
+    /// panes of the next cycle: (data source, panes).
+    gate: InputGate<SideRecord, (String, Vec<Vec<u8>>)>,
     /// Side windows the SDK told for main windows, and what to ask it.
     side_maps: beam_kafka_runtime::state::side_input::SideMaps,
     side_maps_to_ask: Vec<(usize, beam_kafka_runtime::codec::windowed::Window)>,
-    /// A GroupByKey fired panes on its own (a processing-time trigger, a
-    /// watermark step) since the last snapshot: worth a cycle.
-    panes_since_snapshot: bool,
     /// What the open cycle queued, whose acknowledgements its commit
     /// (exactly_once) waits for.
     cycle_writes: Option<cycle::CycleWrites>,
@@ -390,13 +381,10 @@ impl TaskSupervisor {
         let _ = lifecycle.transition(TaskState::Running);
         TaskSupervisor {
             timers: restored.timers,
-            gated: false,
-            gated_side: VecDeque::new(),
-            releasing: false,
+            gate: InputGate::default(),
             side_maps,
             side_maps_to_ask,
             requests: CycleRequests::default(),
-            panes_since_snapshot: false,
             cycle_writes: None,
             progress: Progress::default(),
             reported_progress: Progress::default(),
@@ -406,7 +394,6 @@ impl TaskSupervisor {
             watermarks: None,
             gbk_actors: HashMap::new(),
             gbk_views,
-            parked_panes: VecDeque::new(),
             source_reported: HashMap::new(),
             written_watermark_state: restored.watermark_snapshot,
             store: restored.store,
@@ -429,7 +416,6 @@ impl TaskSupervisor {
             dropped_warned,
             held,
             deferred,
-            draining: false,
             leaving: Leaving::Staying,
             deferred_wake: None,
             trigger_wake: None,
@@ -567,13 +553,14 @@ impl TaskSupervisor {
         }
         let every = if self.cfg.txn.is_some() { self.cfg.commit_interval.min(WANT_ROUND_EVERY) } else { self.cfg.commit_interval };
         ctx.run_interval(every, |act, _| {
-            if act.handed != act.committed
-                || act.output_watermark() > act.reported
-                || act.timers_due()
-                || act.deferred.has_changes()
-                || act.panes_since_snapshot
-                || act.progress.epoch > act.reported_progress.epoch
-            {
+            let uncommitted = Uncommitted {
+                offsets: act.handed != act.committed,
+                watermark: act.output_watermark() > act.reported,
+                timers_due: act.timers_due(),
+                deferred: act.deferred.has_changes(),
+                progress: act.progress.epoch > act.reported_progress.epoch,
+            };
+            if act.requests.worth_a_cycle(uncommitted) {
                 act.request_flush();
             }
         });
@@ -607,10 +594,9 @@ impl Handler<SideRecord> for TaskSupervisor {
         if let Some(e) = r.failed {
             return self.failed(ctx, e.within(format_args!("task {}: reading side input topic {}", self.cfg.task, r.topic)));
         }
-        if self.gated {
-            return self.gated_side.push_back(r);
+        if let Some(r) = self.gate.side(r) {
+            self.side_record(r, ctx);
         }
-        self.side_record(r, ctx);
     }
 }
 
@@ -668,7 +654,7 @@ impl Handler<Drain> for TaskSupervisor {
     fn handle(&mut self, _: Drain, ctx: &mut Context<Self>) {
         self.stage.do_send(Drain);
         // Delayed residuals run now: they are truncated, not waited for.
-        self.draining = true;
+        self.lifecycle.drain();
         self.deferred.all_due();
         // The sources' bound ended the reads: their clocks go to the end now.
         self.tick_sources();

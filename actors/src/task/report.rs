@@ -47,7 +47,7 @@ impl TaskSupervisor {
         s.queued_records = self.flow.queued();
         s.in_flight = self.flow.in_flight();
         s.flow_paused = self.flow.is_paused();
-        s.gated = self.gated;
+        s.gated = self.gate.is_closed();
         s.cycle_open_ms = self.cycles.open().map(|c| now_millis() - c.started_ms());
         s.state_bytes = self.store.approximate_bytes();
         s

@@ -32,7 +32,7 @@ impl TaskSupervisor {
         if let Some(txn) = &self.cfg.txn {
             let urgent = self.output_watermark() == Watermark::PosInf
                 || self.progress.epoch > self.reported_progress.epoch
-                || self.draining
+                || self.lifecycle.is_draining()
                 || self.is_handing_over();
             if !self.requests.ask_round(urgent) {
                 return;

@@ -78,7 +78,7 @@ impl TaskSupervisor {
                 for (i, w, max) in learned {
                     act.side_maps.learn(i, w, max);
                 }
-                act.releasing = true;
+                act.held.recheck();
                 act.pump(ctx);
             }
             Err(e) => {

@@ -29,6 +29,9 @@ pub struct HeldElements {
     next: u64,
     /// Entries changed since the last `take_changes` (`None` deletes).
     changes: Vec<(u64, Option<Vec<u8>>)>,
+    /// Some may be ready: a side watermark or the input watermark moved,
+    /// or the last release filled its limit.
+    maybe_ready: bool,
 }
 
 fn encode(h: &Held) -> Vec<u8> {
@@ -81,10 +84,25 @@ impl HeldElements {
         self.held.values().flat_map(|h| h.windows.iter())
     }
 
+    /// What held elements wait for moved (a side watermark, the input
+    /// watermark of a time-sorted input, a side window mapping): some may
+    /// be ready now.
+    pub fn recheck(&mut self) {
+        self.maybe_ready = !self.held.is_empty();
+    }
+
+    /// Whether a release may find elements ready.
+    pub fn may_release(&self) -> bool {
+        self.maybe_ready
+    }
+
     /// Releases, in timestamp order, up to `limit` elements that are
     /// `ready` (the rest stay held, and durable, until there is room).
+    /// Releasing fewer than `limit` means none other is ready until the
+    /// next `recheck`.
     pub fn release(&mut self, ready: impl Fn(&Held) -> bool, limit: usize) -> Vec<Held> {
         let keys: Vec<(Millis, u64)> = self.held.iter().filter(|(_, h)| ready(h)).map(|(k, _)| *k).take(limit).collect();
+        self.maybe_ready = keys.len() == limit;
         keys.into_iter()
             .map(|k| {
                 self.changes.push((k.1, None));
@@ -159,5 +177,22 @@ mod tests {
         assert!(past_lateness(3, 5, Watermark::At(9)) && !past_lateness(4, 5, Watermark::At(9)));
         assert!(past_lateness(Millis::MAX, 5, Watermark::PosInf), "saturates");
         assert!(!past_lateness(0, 0, Watermark::NegInf));
+    }
+
+    #[test]
+    fn a_release_is_worth_trying_only_after_a_recheck_or_a_full_one() {
+        let mut h = HeldElements::default();
+        h.recheck();
+        assert!(!h.may_release(), "nothing held, nothing to release");
+        for ts in [1, 2, 3] {
+            h.hold(held(ts, 10));
+        }
+        assert!(!h.may_release(), "holding is no reason to look");
+        h.recheck();
+        assert!(h.may_release());
+        assert_eq!(h.release(|_| true, 2).len(), 2);
+        assert!(h.may_release(), "the limit was reached: more may be ready");
+        assert_eq!(h.release(|e| e.timestamp < 3, 2).len(), 0);
+        assert!(!h.may_release(), "fewer than the limit: none other is ready until something moves");
     }
 }

@@ -38,12 +38,31 @@ pub enum Next {
     Ask,
 }
 
+/// What a task holds that only a cycle commits, as its commit interval's
+/// tick sees it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Uncommitted {
+    /// Offsets were handed to the stage or a GroupByKey since the last commit.
+    pub offsets: bool,
+    /// The output watermark is past the one last reported downstream.
+    pub watermark: bool,
+    /// A timer is due (a cycle fires it).
+    pub timers_due: bool,
+    /// Deferred work changed (a split, a residual, a release).
+    pub deferred: bool,
+    /// A TestStream step is done here and waits to be passed on.
+    pub progress: bool,
+}
+
 /// The task's requests for cycles.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CycleRequests {
     then: Then,
     /// A round was asked for and has not begun yet.
     round_asked: bool,
+    /// A GroupByKey fired panes on its own (a processing-time trigger, a
+    /// watermark step) since the last snapshot.
+    panes_fired: bool,
 }
 
 impl CycleRequests {
@@ -100,6 +119,24 @@ impl CycleRequests {
         }
     }
 
+    /// A GroupByKey fired panes on its own: their removal from its state
+    /// is worth a cycle.
+    pub fn panes_fired(&mut self) {
+        self.panes_fired = true;
+    }
+
+    /// A cycle's snapshot was taken: it covers the panes fired so far.
+    pub fn snapshot_taken(&mut self) {
+        self.panes_fired = false;
+    }
+
+    /// Whether the commit interval's tick asks for a cycle: something only
+    /// a commit makes durable or visible is waiting.
+    pub fn worth_a_cycle(&self, u: Uncommitted) -> bool {
+        let Uncommitted { offsets, watermark, timers_due, deferred, progress } = u;
+        offsets || watermark || timers_due || deferred || progress || self.panes_fired
+    }
+
     /// Whether a cycle was asked for while the open one runs.
     pub fn wanted(&self) -> bool {
         self.then != Then::Nothing
@@ -109,6 +146,30 @@ impl CycleRequests {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tick_asks_for_a_cycle_only_when_something_waits_for_a_commit() {
+        let mut r = CycleRequests::default();
+        assert!(!r.worth_a_cycle(Uncommitted::default()), "an idle task commits nothing");
+        let one = |f: fn(&mut Uncommitted)| {
+            let mut u = Uncommitted::default();
+            f(&mut u);
+            u
+        };
+        for (what, u) in [
+            ("offsets", one(|u| u.offsets = true)),
+            ("watermark", one(|u| u.watermark = true)),
+            ("timers", one(|u| u.timers_due = true)),
+            ("deferred", one(|u| u.deferred = true)),
+            ("progress", one(|u| u.progress = true)),
+        ] {
+            assert!(r.worth_a_cycle(u), "{what}");
+        }
+        r.panes_fired();
+        assert!(r.worth_a_cycle(Uncommitted::default()), "panes fired on their own");
+        r.snapshot_taken();
+        assert!(!r.worth_a_cycle(Uncommitted::default()), "the snapshot covers them");
+    }
 
     #[test]
     fn without_transactions_a_request_opens_a_cycle_or_follows_the_open_one() {

@@ -28,6 +28,9 @@ pub enum TaskState {
 #[derive(Debug)]
 pub struct Lifecycle {
     state: TaskState,
+    /// The job drains: the task's input is bounded now, and work it would
+    /// delay (a residual's resume time) is done at once, truncated.
+    draining: bool,
 }
 
 impl Default for Lifecycle {
@@ -38,7 +41,7 @@ impl Default for Lifecycle {
 
 impl Lifecycle {
     pub fn new() -> Lifecycle {
-        Lifecycle { state: TaskState::Created }
+        Lifecycle { state: TaskState::Created, draining: false }
     }
 
     pub fn state(&self) -> TaskState {
@@ -47,6 +50,15 @@ impl Lifecycle {
 
     pub fn is_running(&self) -> bool {
         self.state == TaskState::Running
+    }
+
+    /// The job drains (once told, for the rest of the task's life).
+    pub fn drain(&mut self) {
+        self.draining = true;
+    }
+
+    pub fn is_draining(&self) -> bool {
+        self.draining
     }
 
     /// Moves to `to`, or says why it may not.
@@ -89,6 +101,9 @@ mod tests {
     fn a_task_restores_runs_finishes_and_closes() {
         let mut l = running();
         assert!(l.is_running());
+        assert!(!l.is_draining());
+        l.drain();
+        assert!(l.is_running() && l.is_draining(), "a draining task still runs");
         l.transition(Finished).unwrap();
         assert!(!l.is_running());
         l.transition(Closed).unwrap();

@@ -1,8 +1,8 @@
 //! The decisions of one task, without I/O: its lifecycle and its way out
 //! when its partitions move (`leaving`), its commit cycle
 //! and when the next one opens (`cycle_requests`),
-//! how much work it may have in flight, what it hands its stage next
-//! (`pump`), what it knows of its GroupByKey
+//! how much work it may have in flight, what waits while a cycle closes
+//! (`gate`), what it hands its stage next (`pump`), what it knows of its GroupByKey
 //! actors, when its stage has a bundle to run, when it splits one and which
 //! bundles' writes Kafka acknowledged (`acks`), the
 //! durations it reports, which tasks run in this copy (`roster`), what the
@@ -19,6 +19,7 @@ pub mod cycle;
 pub mod cycle_requests;
 pub mod epochs;
 pub mod flow;
+pub mod gate;
 pub mod gbk_view;
 pub mod handover;
 pub mod leaving;
