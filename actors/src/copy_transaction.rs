@@ -32,7 +32,7 @@ use crate::kafka::rebalance::{Assignment, JobConsumer};
 use crate::kafka::transaction;
 use crate::status_board::now_ms;
 use beam_kafka_runtime::kafka::failure::{Failure, Recovery};
-use beam_kafka_runtime::task::roster::Partition;
+use beam_kafka_runtime::kafka::topic_partition::TopicPartition;
 
 const RETRY_EVERY: Duration = Duration::from_millis(200);
 const ABORT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -74,7 +74,7 @@ pub struct TxnHandle {
 pub struct Prepare {
     pub tasks: Vec<TaskId>,
     /// The input partitions of each of `tasks`.
-    pub partitions: HashMap<TaskId, Vec<Partition>>,
+    pub partitions: HashMap<TaskId, Vec<TopicPartition>>,
     pub owned: BTreeSet<TaskId>,
     /// When the copy's partitions changed hands, and the tick the tasks
     /// start under.
@@ -199,8 +199,9 @@ impl CopyTransaction {
             return self.commit_ended(members, Err(Failure::fatal("the copy's transactional producer is gone")), ctx);
         };
         let mut tpl = TopicPartitionList::new();
-        for ((topic, partition), next) in &offsets {
-            if let Err(e) = tpl.add_partition_offset(topic, *partition, Offset::Offset(*next)) {
+        for (tp, next) in &offsets {
+            let (topic, partition) = (&tp.topic, tp.partition);
+            if let Err(e) = tpl.add_partition_offset(topic, partition, Offset::Offset(*next)) {
                 return self.commit_ended(members, Err(Failure::fatal(format!("bad offset for {topic}[{partition}]: {e}"))), ctx);
             }
         }

@@ -11,6 +11,7 @@ use beam_kafka_proto::pipeline::MonitoringInfo;
 use beam_kafka_runtime::kafka::failure::Failure;
 use beam_kafka_runtime::kafka::io::same_cluster;
 use beam_kafka_runtime::kafka::source_growth;
+use beam_kafka_runtime::kafka::topic_partition::TopicPartition;
 use beam_kafka_runtime::plan::topology::{TaskId, TopicKind};
 use beam_kafka_runtime::task::membership::{Command, Event, Membership};
 use beam_kafka_runtime::task::stall::StallWatch;
@@ -546,23 +547,23 @@ fn start_drain(io: &KafkaIo, membership: &Membership<LiveTask>, tasks: &[TaskId]
 const RECONCILE_EVERY: Duration = Duration::from_secs(1);
 
 /// The partitions librdkafka has assigned to this process now.
-fn real_assignment(consumer: &JobConsumer) -> Option<BTreeSet<(String, i32)>> {
+fn real_assignment(consumer: &JobConsumer) -> Option<BTreeSet<TopicPartition>> {
     let tpl = consumer.assignment().ok()?;
-    Some(tpl.elements().iter().map(|e| (e.topic().to_string(), e.partition())).collect())
+    Some(tpl.elements().iter().map(|e| TopicPartition::new(e.topic(), e.partition())).collect())
 }
 
 /// Stops routing these partitions' records.
-fn unroute(routes: &Routes, partitions: &[(String, i32)]) {
+fn unroute(routes: &Routes, partitions: &[TopicPartition]) {
     for p in partitions {
         routes.remove(p);
     }
 }
 
 /// Pauses `partitions` in the consumer (a task stopped in place).
-fn pause(consumer: &JobConsumer, partitions: &[(String, i32)]) {
+fn pause(consumer: &JobConsumer, partitions: &[TopicPartition]) {
     let mut tpl = rdkafka::TopicPartitionList::new();
-    for (topic, p) in partitions {
-        tpl.add_partition(topic, *p);
+    for tp in partitions {
+        tpl.add_partition(&tp.topic, tp.partition);
     }
     if let Err(e) = consumer.pause(&tpl) {
         tracing::debug!("cannot pause {partitions:?}: {e}");

@@ -11,6 +11,7 @@ use futures::FutureExt;
 
 use crate::kafka::rebalance::{Assignment, JobConsumer};
 use beam_kafka_runtime::kafka::failure;
+use beam_kafka_runtime::kafka::topic_partition::TopicPartition;
 use rdkafka::message::{Headers, Message};
 
 use crate::messages::{payload_bytes, InputRecord, RecordBatch};
@@ -31,7 +32,7 @@ use beam_kafka_runtime::task::flow::PAUSE_AT_BYTES;
 /// await between, so those are of the fresh fetch).
 #[derive(Default)]
 pub struct Routes {
-    routes: DashMap<(String, i32), Route>,
+    routes: DashMap<TopicPartition, Route>,
     clock: AtomicU64,
 }
 
@@ -78,12 +79,12 @@ impl Mailbox {
 impl Routes {
     /// Routes `partition` to `to` (whose untaken mail `mailbox` counts),
     /// for records polled from now on.
-    pub fn set(&self, partition: (String, i32), to: Recipient<RecordBatch>, mailbox: Arc<Mailbox>) {
+    pub fn set(&self, partition: TopicPartition, to: Recipient<RecordBatch>, mailbox: Arc<Mailbox>) {
         let since = self.clock.fetch_add(1, Ordering::AcqRel) + 1;
         self.routes.insert(partition, Route { to, since, mailbox });
     }
 
-    pub fn remove(&self, partition: &(String, i32)) {
+    pub fn remove(&self, partition: &TopicPartition) {
         self.routes.remove(partition);
     }
 
@@ -96,11 +97,16 @@ impl Routes {
     /// but those polled before its route was set; returns how many went,
     /// and whether the task's mailbox just passed `max_mail` records (or
     /// its bytes bound).
-    fn deliver(&self, partition: &(String, i32), records: Vec<(u64, InputRecord)>, max_mail: u64) -> (usize, bool) {
+    fn deliver(&self, partition: &TopicPartition, records: Vec<(u64, InputRecord)>, max_mail: u64) -> (usize, bool) {
         let Some(route) = self.routes.get(partition) else {
             // Revoked while in flight: its new owner reads it again from the
             // last commit.
-            tracing::debug!("dropping {} record(s) of {}[{}]: no task owns it here now", records.len(), partition.0, partition.1);
+            tracing::debug!(
+                "dropping {} record(s) of {}[{}]: no task owns it here now",
+                records.len(),
+                partition.topic,
+                partition.partition
+            );
             return (0, false);
         };
         let polled = records.len();
@@ -109,8 +115,8 @@ impl Routes {
             tracing::debug!(
                 "dropping {} record(s) of {}[{}] polled before its task started (it reads them again from its last commit)",
                 polled - records.len(),
-                partition.0,
-                partition.1
+                partition.topic,
+                partition.partition
             );
         }
         let sent = records.len();
@@ -204,13 +210,13 @@ pub async fn poll_loop(consumer: Arc<JobConsumer>, routes: Arc<Routes>, settings
         // does not take its mail.
         let max_mail = 32 * settings.max_records as u64;
         for records in per_task {
-            let key = (records[0].1.topic.clone(), records[0].1.partition);
+            let key = TopicPartition::new(records[0].1.topic.clone(), records[0].1.partition);
             if routes.deliver(&key, records, max_mail).1 {
                 let mut tpl = rdkafka::TopicPartitionList::new();
-                tpl.add_partition(&key.0, key.1);
-                tracing::debug!("pausing {}[{}]: its task has not taken what it was sent", key.0, key.1);
+                tpl.add_partition(&key.topic, key.partition);
+                tracing::debug!("pausing {}[{}]: its task has not taken what it was sent", key.topic, key.partition);
                 if let Err(e) = rdkafka::consumer::Consumer::pause(&*consumer, &tpl) {
-                    tracing::debug!("cannot pause {}[{}]: {e}", key.0, key.1);
+                    tracing::debug!("cannot pause {}[{}]: {e}", key.topic, key.partition);
                 }
             }
         }
@@ -223,7 +229,7 @@ fn drop_stale(batch: &mut Vec<(u64, InputRecord)>, assignment: &Assignment, seen
     let now = assignment.now();
     if now != seen {
         let before = batch.len();
-        batch.retain(|(_, r)| !assignment.changed_since(&(r.topic.clone(), r.partition), seen));
+        batch.retain(|(_, r)| !assignment.changed_since(&TopicPartition::new(r.topic.clone(), r.partition), seen));
         if batch.len() < before {
             tracing::debug!("dropping {} record(s) taken before their partition changed hands", before - batch.len());
         }
@@ -288,7 +294,7 @@ mod tests {
 
     async fn records_polled_before_a_task_started() {
         let routes = Routes::default();
-        let partition = ("edge".to_string(), 0);
+        let partition = TopicPartition::new("edge", 0);
         let held = vec![(routes.now(), record(40))];
         let got = Arc::new(Mutex::new(Vec::new()));
         routes.set(partition.clone(), Keeper(got.clone()).start().recipient(), Arc::default());
@@ -296,7 +302,7 @@ mod tests {
         let fresh: Vec<(u64, InputRecord)> = (15..17).map(|o| (routes.now(), record(o))).collect();
         assert_eq!(routes.deliver(&partition, fresh, 10).0, 2);
         // A route set later for another partition leaves this one's alone.
-        routes.set(("edge".to_string(), 1), Keeper(Arc::default()).start().recipient(), Arc::default());
+        routes.set(TopicPartition::new("edge", 1), Keeper(Arc::default()).start().recipient(), Arc::default());
         assert_eq!(routes.deliver(&partition, vec![(routes.now(), record(17))], 10).0, 1);
         routes.remove(&partition);
         assert_eq!(routes.deliver(&partition, vec![(routes.now(), record(18))], 10).0, 0, "no owner here");
@@ -314,7 +320,7 @@ mod tests {
         let mut batch = vec![(0, record(1)), (0, other(1)), (0, record(2))];
         assert_eq!(drop_stale(&mut batch, &assignment, seen), seen, "nothing changed");
         assert_eq!(batch.len(), 3);
-        assignment.change(&[("edge".to_string(), 0)]);
+        assignment.change(&[TopicPartition::new("edge", 0)]);
         let now = drop_stale(&mut batch, &assignment, seen);
         assert_eq!(batch.iter().map(|(_, r)| (r.partition, r.offset)).collect::<Vec<_>>(), vec![(1, 1)]);
         batch.push((0, record(3)));

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use beam_kafka_config::RunnerOptions;
 use beam_kafka_runtime::app::standby::Standing;
 use beam_kafka_runtime::app::warm_up::{WarmUp, WarmUpStep, WARM_UP_LIMIT_MS};
+use beam_kafka_runtime::kafka::topic_partition::TopicPartition;
 use beam_kafka_runtime::plan::topology::{changelog_topic, TaskId};
 use beam_kafka_runtime::task::cycle::Changes;
 use dashmap::DashMap;
@@ -297,26 +298,28 @@ impl Tailer {
     /// changelog's end (the last stable offset: the consumer reads
     /// committed records, and so asks for their end), all asked at once.
     fn lags(&self, tasks: &BTreeSet<TaskId>) -> BTreeMap<TaskId, i64> {
-        let next: BTreeMap<(String, i32), (TaskId, i64)> = {
+        let next: BTreeMap<TopicPartition, (TaskId, i64)> = {
             let stores = self.shared.stores.lock().expect("standby stores lock");
             tasks
                 .iter()
                 .filter_map(|t| stores.get(t).map(|w| (*t, w.next)))
-                .map(|(t, next)| ((changelog_topic(&self.opts.application_id, t.sub_topology), t.partition as i32), (t, next)))
+                .map(|(t, next)| {
+                    (TopicPartition::new(changelog_topic(&self.opts.application_id, t.sub_topology), t.partition as i32), (t, next))
+                })
                 .collect()
         };
         if next.is_empty() {
             return BTreeMap::new();
         }
         let mut ask = TopicPartitionList::new();
-        for (topic, partition) in next.keys() {
+        for tp in next.keys() {
             // Cannot fail for `End`.
-            let _ = ask.add_partition_offset(topic, *partition, Offset::End);
+            let _ = ask.add_partition_offset(&tp.topic, tp.partition, Offset::End);
         }
         let Ok(ends) = self.consumer.offsets_for_times(ask, Duration::from_secs(5)) else { return BTreeMap::new() };
         ends.elements()
             .iter()
-            .filter_map(|e| match (next.get(&(e.topic().to_string(), e.partition())), e.offset()) {
+            .filter_map(|e| match (next.get(&TopicPartition::new(e.topic(), e.partition())), e.offset()) {
                 (Some((task, next)), Offset::Offset(end)) if e.error().is_ok() => Some((*task, (end - next).max(0))),
                 _ => None,
             })

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Instant;
 
+use beam_kafka_runtime::kafka::topic_partition::TopicPartition;
 use beam_kafka_runtime::plan::topology::TaskId;
 use beam_kafka_runtime::task::status::{ReadRate, TaskStatus};
 use dashmap::DashMap;
@@ -75,7 +76,7 @@ pub struct StatusBoard {
     pub rebalances: AtomicU64,
     /// The last stable offset of each partition the job reads, as
     /// librdkafka last reported it.
-    ends: DashMap<(String, i32), i64>,
+    ends: DashMap<TopicPartition, i64>,
     /// The attributes of the job's data points.
     pub attributes: Vec<KeyValue>,
     ended: OnceLock<Instant>,
@@ -253,12 +254,12 @@ impl StatusBoard {
     }
 
     pub fn set_end(&self, topic: &str, partition: i32, end: i64) {
-        self.ends.insert((topic.to_string(), partition), end);
+        self.ends.insert(TopicPartition::new(topic, partition), end);
     }
 
     /// Records between `position` and the partition's end, if known.
     pub fn lag(&self, topic: &str, partition: i32, position: i64) -> Option<i64> {
-        self.ends.get(&(topic.to_string(), partition)).map(|end| (*end - position).max(0))
+        self.ends.get(&TopicPartition::new(topic, partition)).map(|end| (*end - position).max(0))
     }
 
     /// A task's lag over all its input partitions, if any is known.

@@ -12,6 +12,7 @@ use actix::prelude::*;
 use beam_kafka_config::ProcessingGuarantee;
 use beam_kafka_runtime::gbk::GroupByKey;
 use beam_kafka_runtime::kafka::io::same_cluster;
+use beam_kafka_runtime::kafka::topic_partition::TopicPartition;
 use beam_kafka_runtime::plan::topology::{changelog_topic, sub_topology_source, TaskId};
 use beam_kafka_runtime::state::task_state;
 use beam_kafka_runtime::window::watermark::InputWatermark;
@@ -155,9 +156,9 @@ async fn prepare_transactions(
     let Some(txns) = txns.filter(|_| input.options.processing_guarantee == ProcessingGuarantee::ExactlyOnce) else {
         return Ok(HashMap::new());
     };
-    let assigned: BTreeSet<(String, i32)> = consumer
+    let assigned: BTreeSet<TopicPartition> = consumer
         .assignment()
-        .map(|tpl| tpl.elements().iter().map(|e| (e.topic().to_string(), e.partition())).collect())
+        .map(|tpl| tpl.elements().iter().map(|e| TopicPartition::new(e.topic(), e.partition())).collect())
         .unwrap_or_default();
     let owned: BTreeSet<TaskId> =
         input.plan.tasks().into_iter().filter(|t| task_partitions(input, *t).iter().all(|p| assigned.contains(p))).collect();
@@ -198,7 +199,7 @@ fn start_tasks(
     to_start: &[TaskId],
     txns: &HashMap<u32, TxnHandle>,
     restored: &mut HashMap<TaskId, Restored>,
-    starts: &HashMap<(String, i32), i64>,
+    starts: &HashMap<TopicPartition, i64>,
     consumer: Arc<JobConsumer>,
     producer: Arc<KafkaProducer>,
     events: mpsc::UnboundedSender<TaskEvent>,
@@ -224,7 +225,7 @@ fn start_tasks(
                 Some(src) => {
                     let shared = io.sources.get(&src.transform).cloned().ok_or_else(|| format!("no state for {}", src.name))?;
                     upstreams.push(upstream_key(&i.topic, SOURCE_UPSTREAM));
-                    let start = starts.get(&(i.topic.clone(), task.partition as i32)).copied();
+                    let start = starts.get(&TopicPartition::new(i.topic.clone(), task.partition as i32)).copied();
                     Some(SourceRoute::new(src.clone(), shared, opts.read_idle_timeout_ms as i64, start))
                 }
                 None => {
@@ -415,7 +416,7 @@ fn start_tasks(
             let stage = StageActor::new(spec, worker, ctx.address().recipient()).start();
             TaskSupervisor::new(cfg, stage, consumer, producer, events, restored_state)
         });
-        let partitions = topics.into_iter().map(|t| (t, task.partition as i32)).collect();
+        let partitions = topics.into_iter().map(|t| TopicPartition::new(t, task.partition as i32)).collect();
         tasks.push(LiveTask { task, incarnation, addr: addr.clone(), partitions, mailbox });
         // Each task reads its side topics whole, from their start.
         let side_topics: BTreeSet<&String> = sub.side_inputs.iter().map(|s| &s.topic).collect();
@@ -437,24 +438,24 @@ fn start_tasks(
 /// `None`: one of the partitions changed hands meanwhile.
 async fn seek_to_commits(
     consumer: &Arc<JobConsumer>,
-    partitions: &[(String, i32)],
-    fallback: &HashMap<(String, i32), i64>,
+    partitions: &[TopicPartition],
+    fallback: &HashMap<TopicPartition, i64>,
     assignment: Arc<Assignment>,
     seen: u64,
     stop: Arc<AtomicBool>,
-) -> Result<Option<HashMap<(String, i32), rdkafka::Offset>>, String> {
+) -> Result<Option<HashMap<TopicPartition, rdkafka::Offset>>, String> {
     // Fetchers start within milliseconds of their assignment; the patience
     // covers a broker that is slow to answer the fetcher's first offset
     // request (a restart, a leader moving).
     const PATIENCE: Duration = Duration::from_secs(150);
     const WARN_AFTER: Duration = Duration::from_secs(10);
     let mut tpl = TopicPartitionList::new();
-    for (t, p) in partitions {
-        tpl.add_partition(t, *p);
+    for tp in partitions {
+        tpl.add_partition(&tp.topic, tp.partition);
     }
     consumer.pause(&tpl).map_err(|e| format!("cannot pause {partitions:?}: {e}"))?;
     let consumer = consumer.clone();
-    let fallback: HashMap<(String, i32), i64> = partitions.iter().filter_map(|k| fallback.get(k).map(|o| (k.clone(), *o))).collect();
+    let fallback: HashMap<TopicPartition, i64> = partitions.iter().filter_map(|k| fallback.get(k).map(|o| (k.clone(), *o))).collect();
     let watched = partitions.to_vec();
     let moved = move || assignment.any_changed_since(&watched, seen) || stop.load(Ordering::Acquire);
     tokio::task::spawn_blocking(move || {
@@ -465,7 +466,7 @@ async fn seek_to_commits(
         let deadline = began + PATIENCE;
         let mut warned = false;
         for e in committed.elements() {
-            let key = (e.topic().to_string(), e.partition());
+            let key = TopicPartition::new(e.topic(), e.partition());
             let to = match e.offset() {
                 rdkafka::Offset::Offset(o) if o >= 0 => Some(o),
                 _ => fallback.get(&key).copied(),
@@ -505,8 +506,10 @@ async fn seek_to_commits(
 }
 
 /// Whether librdkafka has `partition` assigned to this process now.
-fn is_assigned(consumer: &JobConsumer, partition: &(String, i32)) -> bool {
-    consumer.assignment().is_ok_and(|tpl| tpl.elements().iter().any(|e| e.partition() == partition.1 && e.topic() == partition.0))
+fn is_assigned(consumer: &JobConsumer, partition: &TopicPartition) -> bool {
+    consumer
+        .assignment()
+        .is_ok_and(|tpl| tpl.elements().iter().any(|e| e.partition() == partition.partition && e.topic() == partition.topic))
 }
 
 /// librdkafka's answer to a seek on a partition whose fetcher is not
@@ -523,19 +526,19 @@ pub(crate) struct LiveTask {
     pub(crate) task: TaskId,
     pub(crate) incarnation: u64,
     pub(crate) addr: Addr<TaskSupervisor>,
-    pub(crate) partitions: Vec<(String, i32)>,
+    pub(crate) partitions: Vec<TopicPartition>,
     pub(crate) mailbox: Arc<crate::poller::Mailbox>,
 }
 
 /// The input partitions task `t` owns: partition p of each input topic that has one.
-fn task_partitions(input: &JobInput, t: TaskId) -> Vec<(String, i32)> {
+fn task_partitions(input: &JobInput, t: TaskId) -> Vec<TopicPartition> {
     input
         .sub_topologies
         .iter()
         .filter(|s| s.id == t.sub_topology)
         .flat_map(|s| s.inputs.iter())
         .filter(|i| t.partition < i.partitions)
-        .map(|i| (i.topic.clone(), t.partition as i32))
+        .map(|i| TopicPartition::new(i.topic.clone(), t.partition as i32))
         .collect()
 }
 
@@ -589,7 +592,7 @@ pub(crate) async fn start_assigned(
     }
     let mut restored = restore_states(input, opened, consumer).await?;
     tracing::debug!("tasks {to_start:?}: state restored after {:?}", began.elapsed());
-    let partitions: Vec<(String, i32)> = to_start.iter().flat_map(|t| task_partitions(input, *t)).collect();
+    let partitions: Vec<TopicPartition> = to_start.iter().flat_map(|t| task_partitions(input, *t)).collect();
     let starts = match seek_to_commits(consumer, &partitions, &io.start_offsets, assignment.clone(), seen, stop.clone()).await {
         Ok(s) => s,
         Err(e) => {
@@ -613,7 +616,7 @@ pub(crate) async fn start_assigned(
         return Ok(Vec::new());
     };
     tracing::debug!("tasks {to_start:?}: partitions sought after {:?}", began.elapsed());
-    let first_offsets: HashMap<(String, i32), i64> =
+    let first_offsets: HashMap<TopicPartition, i64> =
         starts.iter().map(|(k, o)| (k.clone(), if let rdkafka::Offset::Offset(n) = o { *n } else { 0 })).collect();
     let mut started = Vec::new();
     let all = start_tasks(
@@ -635,8 +638,8 @@ pub(crate) async fn start_assigned(
     }
     let mut resume = TopicPartitionList::new();
     for t in &started {
-        for (topic, p) in &t.partitions {
-            resume.add_partition(topic, *p);
+        for tp in &t.partitions {
+            resume.add_partition(&tp.topic, tp.partition);
         }
     }
     if let Err(e) = consumer.resume(&resume) {
@@ -650,8 +653,8 @@ pub(crate) async fn start_assigned(
     // and its task then saw its first records ~1 s late). Asynchronous (no
     // wait), to the same start: anything fetched before it is discarded by
     // its version barrier, and nothing can reach a task before this returns.
-    for ((topic, partition), start) in &starts {
-        let _ = consumer.seek(topic, *partition, *start, Duration::ZERO);
+    for (tp, start) in &starts {
+        let _ = consumer.seek(&tp.topic, tp.partition, *start, Duration::ZERO);
     }
     Ok(started)
 }

@@ -10,6 +10,7 @@ use crate::kafka::producer::{self, KafkaProducer, ProducerSlot};
 use rdkafka::consumer::BaseConsumer;
 
 use beam_kafka_runtime::kafka::io::same_cluster;
+use beam_kafka_runtime::kafka::topic_partition::TopicPartition;
 
 use crate::job_input::JobInput;
 use crate::kafka::admin::{Admin, StartAt};
@@ -57,7 +58,7 @@ pub struct KafkaIo {
     /// By sub-topology id.
     pub sinks: HashMap<u32, Vec<KafkaSink>>,
     /// Where each source partition starts reading.
-    pub start_offsets: HashMap<(String, i32), i64>,
+    pub start_offsets: HashMap<TopicPartition, i64>,
 }
 
 /// Learns the partition counts of source topics (a missing topic is an
@@ -65,7 +66,7 @@ pub struct KafkaIo {
 /// where each source partition starts.
 /// `first_run`: the application's first run (only it starts partitions
 /// without a commit where the user asked; `runtime::kafka::source_growth`).
-pub async fn resolve_sources(admin: &Admin, input: &mut JobInput, first_run: bool) -> Result<HashMap<(String, i32), i64>, String> {
+pub async fn resolve_sources(admin: &Admin, input: &mut JobInput, first_run: bool) -> Result<HashMap<TopicPartition, i64>, String> {
     let mut counts: HashMap<String, u32> = HashMap::new();
     let mut starts: Vec<(String, StartAt)> = Vec::new();
     for sub in &input.sub_topologies {
@@ -112,7 +113,7 @@ pub async fn resolve_sources(admin: &Admin, input: &mut JobInput, first_run: boo
             Unseeded::FromStart => StartAt::Earliest,
         };
         for (p, offset) in admin.seed_offsets(&topic, counts[&topic], start_for).await? {
-            start_offsets.insert((topic.clone(), p), offset);
+            start_offsets.insert(TopicPartition::new(topic.clone(), p), offset);
         }
     }
     Ok(start_offsets)

@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex};
 
 use crate::status_board::StatusBoard;
 use beam_kafka_config::{ProcessingGuarantee, RunnerOptions};
+use beam_kafka_runtime::kafka::topic_partition::TopicPartition;
 use beam_kafka_runtime::task::epochs::Epochs;
-use beam_kafka_runtime::task::roster::Partition;
 
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance, RebalanceProtocol, StreamConsumer};
 use rdkafka::types::RDKafkaRespErr;
@@ -24,9 +24,9 @@ use tokio::sync::mpsc::UnboundedSender;
 /// A change of this process's share of the group's partitions.
 #[derive(Debug)]
 pub enum Membership {
-    Assigned(Vec<Partition>),
+    Assigned(Vec<TopicPartition>),
     /// Taken away (eagerly: librdkafka gave them up already).
-    Revoked(Vec<Partition>),
+    Revoked(Vec<TopicPartition>),
     /// Asked back incrementally: the job hands their tasks over, then
     /// gives the partitions up (`Revocation::complete`).
     Revoking(Revocation),
@@ -37,7 +37,7 @@ pub enum Membership {
 /// Partitions the group asked back, still this copy's until given up.
 #[derive(Debug)]
 pub struct Revocation {
-    pub partitions: Vec<Partition>,
+    pub partitions: Vec<TopicPartition>,
 }
 
 impl Revocation {
@@ -47,8 +47,8 @@ impl Revocation {
     pub fn complete(self, consumer: &JobConsumer, assignment: &Assignment) {
         assignment.change(&self.partitions);
         let mut tpl = TopicPartitionList::new();
-        for (topic, p) in &self.partitions {
-            tpl.add_partition(topic, *p);
+        for tp in &self.partitions {
+            tpl.add_partition(&tp.topic, tp.partition);
         }
         if let Err(e) = consumer.incremental_unassign(&tpl) {
             tracing::warn!("cannot give up partitions {:?}: {e}", self.partitions);
@@ -70,7 +70,7 @@ impl Assignment {
         self.clock.load(Ordering::Acquire)
     }
 
-    pub fn change(&self, parts: &[Partition]) {
+    pub fn change(&self, parts: &[TopicPartition]) {
         let mut e = self.epochs.lock().expect("epochs lock");
         self.clock.store(e.change(parts), Ordering::Release);
     }
@@ -81,12 +81,12 @@ impl Assignment {
     }
 
     /// Whether `partition` changed hands after tick `seen`.
-    pub fn changed_since(&self, partition: &Partition, seen: u64) -> bool {
+    pub fn changed_since(&self, partition: &TopicPartition, seen: u64) -> bool {
         self.now() != seen && self.epochs.lock().expect("epochs lock").changed_since(partition, seen)
     }
 
     /// Whether any of `parts` changed hands after tick `seen`.
-    pub fn any_changed_since(&self, parts: &[Partition], seen: u64) -> bool {
+    pub fn any_changed_since(&self, parts: &[TopicPartition], seen: u64) -> bool {
         self.now() != seen && self.epochs.lock().expect("epochs lock").any_changed_since(parts, seen)
     }
 }
@@ -114,8 +114,8 @@ impl JobContext {
 
 pub type JobConsumer = StreamConsumer<JobContext>;
 
-fn list(tpl: &TopicPartitionList) -> Vec<Partition> {
-    tpl.elements().iter().map(|e| (e.topic().to_string(), e.partition())).collect()
+fn list(tpl: &TopicPartitionList) -> Vec<TopicPartition> {
+    tpl.elements().iter().map(|e| TopicPartition::new(e.topic(), e.partition())).collect()
 }
 
 impl ClientContext for JobContext {

@@ -13,6 +13,7 @@ use std::time::Duration;
 use actix::prelude::*;
 use beam_kafka_runtime::codec::packed::Pack;
 use beam_kafka_runtime::codec::timestamp::Watermark;
+use beam_kafka_runtime::state::changelog::ChangelogStore;
 use beam_kafka_runtime::state::task_state;
 
 use super::cycle::now_millis;
@@ -202,12 +203,12 @@ impl TaskSupervisor {
     fn on_aligned(&mut self, ctx: &mut Context<Self>) {
         let gbk_hold = self.cycles.open().map_or(Watermark::PosInf, |c| c.barrier_hold);
         let watermark = self.output_watermark_with(self.barrier_watermark, gbk_hold);
-        let held = self.held.take_changes();
+        let held = self.held.take_entries();
         // Every actor answered: what the TestStream step brought was handed
         // over and is flushed by this cycle, unless work still waits.
         let epoch = if self.is_idle() { self.progress.epoch } else { self.reported_progress.epoch };
         let Some(c) = self.cycles.open_mut() else { return };
-        c.changes.extend(held.into_iter().map(|(seq, v)| (task_state::held_key(seq), v)));
+        c.changes.extend(held);
         c.watermark = watermark;
         c.epoch = epoch;
         let id = c.id;

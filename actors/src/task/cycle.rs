@@ -8,7 +8,8 @@ use std::time::Duration;
 use actix::prelude::*;
 use beam_kafka_proto::pipeline::MonitoringInfo;
 use beam_kafka_runtime::codec::envelope;
-use beam_kafka_runtime::state::task_state;
+use beam_kafka_runtime::kafka::topic_partition::TopicPartition;
+use beam_kafka_runtime::state::changelog::ChangelogStore;
 use beam_kafka_runtime::task::cycle::{Cycle, Phase, TIMER_ROUNDS};
 use beam_kafka_runtime::task::cycle_requests::{Next, Request};
 use beam_kafka_runtime::task::lifecycle::TaskState;
@@ -88,7 +89,7 @@ impl TaskSupervisor {
                 src.mark_flush(c.id);
             }
         }
-        c.changes.extend(self.held.take_changes().into_iter().map(|(seq, v)| (task_state::held_key(seq), v)));
+        c.changes.extend(self.held.take_entries());
         // A timer round only lowers it: the alignment decided it from the
         // barrier's holds, and panes fired since reach the stage after the flush.
         c.watermark = if c.timer_rounds > 0 { c.watermark.min(watermark) } else { watermark };
@@ -118,20 +119,25 @@ impl TaskSupervisor {
         // Every bundle before the flush made its user state changes by now
         // (later ones wait for the commit under exactly_once).
         self.arm_window_expiries();
-        let user_changes = self.cfg.user_state.as_ref().map(|u| u.lock().expect("user state lock").take_changes()).unwrap_or_default();
-        // Timers fired at the cycle's start and set by its bundles; a timer
-        // set meanwhile holds the reported watermark.
-        let timer_changes = self.timers.take_changes();
-        let timer_hold = self.timers.hold();
-        // Elements a split bundle handed back before the flush completed
-        // (and deferred ones released before the cycle began).
-        let deferred_changes = self.deferred.take_changes();
-        let deferred_hold = self.deferred.hold_watermark();
+        // The stores' changes (`runtime::state::changelog`): user state;
+        // timers fired at the cycle's start and set by its bundles (a timer
+        // set meanwhile holds the reported watermark); elements a split
+        // bundle handed back before the flush completed (and deferred ones
+        // released before the cycle began).
+        let mut changes = Vec::new();
+        let mut user = self.cfg.user_state.as_ref().map(|u| u.lock().expect("user state lock"));
+        let mut stores: Vec<&mut dyn ChangelogStore> = vec![&mut self.timers, &mut self.deferred];
+        if let Some(user) = user.as_deref_mut() {
+            stores.insert(0, user);
+        }
+        for store in stores {
+            changes.extend(store.take_entries());
+        }
+        drop(user);
+        let (timer_hold, deferred_hold) = (self.timers.hold(), self.deferred.hold_watermark());
         let Some(c) = self.cycles.open_mut() else { return };
         c.metrics = metrics;
-        c.changes.extend(user_changes);
-        c.changes.extend(timer_changes.into_iter().map(|(id, t)| (task_state::timer_key(&id.encode()), t.map(|t| t.encode()))));
-        c.changes.extend(deferred_changes.into_iter().map(|(seq, v)| (task_state::deferred_key(seq), v)));
+        c.changes.extend(changes);
         c.watermark = c.watermark.min(timer_hold).min(deferred_hold);
         if self.cfg.transactional {
             // Every change of the flushed bundles is in the cycle now: later
@@ -283,14 +289,15 @@ impl TaskSupervisor {
     }
 
     /// Commits consumer offsets (at_least_once).
-    fn commit_offsets(&mut self, offsets: &BTreeMap<(String, i32), i64>, mode: CommitMode) -> Result<(), Failure> {
+    fn commit_offsets(&mut self, offsets: &BTreeMap<TopicPartition, i64>, mode: CommitMode) -> Result<(), Failure> {
         let changed: Vec<_> = offsets.iter().filter(|(k, v)| self.committed.get(*k) != Some(v)).collect();
         if changed.is_empty() {
             return Ok(());
         }
         let mut tpl = TopicPartitionList::new();
-        for ((topic, partition), next) in &changed {
-            tpl.add_partition_offset(topic, *partition, Offset::Offset(**next))
+        for (tp, next) in &changed {
+            let (topic, partition) = (&tp.topic, tp.partition);
+            tpl.add_partition_offset(topic, partition, Offset::Offset(**next))
                 .map_err(|e| Failure::fatal(format!("bad offset for {topic}[{partition}]: {e}")))?;
         }
         self.consumer

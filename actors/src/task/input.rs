@@ -10,6 +10,7 @@ use beam_kafka_runtime::codec::coder::Coder;
 use beam_kafka_runtime::codec::packed::Pack;
 use beam_kafka_runtime::codec::timestamp::Watermark;
 use beam_kafka_runtime::codec::windowed::{self, Window};
+use beam_kafka_runtime::kafka::topic_partition::TopicPartition;
 use beam_kafka_runtime::state::deferred::Deferred;
 use beam_kafka_runtime::state::held::{self, Held};
 use beam_kafka_runtime::task::flow::FlowCommand;
@@ -40,11 +41,11 @@ impl TaskSupervisor {
         let mut fresh = Vec::with_capacity(records.len());
         // A batch is one partition's run of records (the poll loop groups
         // them): its position is looked up once per run, not per record.
-        let mut run: Option<((String, i32), i64)> = None;
+        let mut run: Option<(TopicPartition, i64)> = None;
         for r in records {
-            if run.as_ref().is_none_or(|((t, p), _)| *p != r.partition || *t != r.topic) {
+            if run.as_ref().is_none_or(|(tp, _)| tp.partition != r.partition || tp.topic != r.topic) {
                 self.note_received(run.take());
-                let key = (r.topic.clone(), r.partition);
+                let key = TopicPartition::new(r.topic.clone(), r.partition);
                 let next = self.received.get(&key).copied().unwrap_or(0);
                 run = Some((key, next));
             }
@@ -66,7 +67,7 @@ impl TaskSupervisor {
     }
 
     /// Records where a partition's received records end.
-    fn note_received(&mut self, run: Option<((String, i32), i64)>) {
+    fn note_received(&mut self, run: Option<(TopicPartition, i64)>) {
         if let Some((key, next)) = run {
             self.received.insert(key, next);
         }
@@ -169,7 +170,7 @@ impl TaskSupervisor {
                 // restarts at the last record received, and only a seek
                 // wakes the fetcher at once (else it looks within a second).
                 for topic in self.cfg.inputs.keys() {
-                    if let Some(next) = self.received.get(&(topic.clone(), partition)) {
+                    if let Some(next) = self.received.get(&TopicPartition::new(topic.clone(), partition)) {
                         let _ = self.consumer.seek(topic, partition, rdkafka::Offset::Offset(*next), Duration::ZERO);
                     }
                 }
@@ -219,7 +220,7 @@ impl TaskSupervisor {
                         }
                     }
                 }
-                self.handed.insert((r.topic, r.partition), r.offset + 1);
+                self.handed.insert(TopicPartition::new(r.topic, r.partition), r.offset + 1);
                 continue;
             }
             let record = match envelope::decode_at(r.payload.as_deref().unwrap_or_default(), &r.topic, r.partition, r.offset) {
@@ -246,7 +247,7 @@ impl TaskSupervisor {
                     reports.push(WatermarkReport { input: WatermarkInput::Main, upstream, partition, total, wm, progress });
                 }
             }
-            self.handed.insert((r.topic, r.partition), r.offset + 1);
+            self.handed.insert(TopicPartition::new(r.topic, r.partition), r.offset + 1);
         }
         self.send(out);
         for (topic, values) in to_gbks {

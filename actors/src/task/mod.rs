@@ -22,6 +22,7 @@ use beam_kafka_runtime::codec::coder::Coder;
 use beam_kafka_runtime::codec::timestamp::Watermark;
 use beam_kafka_runtime::gbk::GroupByKey;
 use beam_kafka_runtime::kafka::failure::{Failure, Recovery};
+use beam_kafka_runtime::kafka::topic_partition::TopicPartition;
 use beam_kafka_runtime::plan::topology::TaskId;
 use beam_kafka_runtime::state::deferred::{Deferred, DeferredWork};
 use beam_kafka_runtime::state::held::HeldElements;
@@ -174,7 +175,7 @@ pub struct TaskConfig {
     /// cycles together with the other tasks' (`shared`).
     pub txn: Option<TxnHandle>,
     /// Where the task starts reading each input partition (its last commit).
-    pub starts: BTreeMap<(String, i32), i64>,
+    pub starts: BTreeMap<TopicPartition, i64>,
     /// The side inputs of its stage, and their contents (read by its own
     /// side-topic readers, served to its bundles).
     pub side_inputs: Vec<SideInputSpec>,
@@ -202,7 +203,7 @@ pub struct TaskConfig {
 pub struct AssignmentSeen {
     pub assignment: Arc<crate::kafka::rebalance::Assignment>,
     pub seen: u64,
-    pub partitions: Vec<(String, i32)>,
+    pub partitions: Vec<TopicPartition>,
     /// The assignment clock at which the partitions were last found
     /// unchanged: asked per changelog entry, the answer is a load until
     /// the clock moves again (any change in the copy, not only the task's).
@@ -210,7 +211,7 @@ pub struct AssignmentSeen {
 }
 
 impl AssignmentSeen {
-    pub fn new(assignment: Arc<crate::kafka::rebalance::Assignment>, seen: u64, partitions: Vec<(String, i32)>) -> Self {
+    pub fn new(assignment: Arc<crate::kafka::rebalance::Assignment>, seen: u64, partitions: Vec<TopicPartition>) -> Self {
         AssignmentSeen { assignment, seen, partitions, confirmed: Arc::new(std::sync::atomic::AtomicU64::new(seen)) }
     }
 
@@ -254,10 +255,10 @@ pub struct TaskSupervisor {
     /// The offset after the last record received per partition: later
     /// copies of a record (a pause can deliver one twice) are dropped, and a
     /// resumed partition is sought here.
-    received: BTreeMap<(String, i32), i64>,
+    received: BTreeMap<TopicPartition, i64>,
     /// Next offset to commit per (topic, partition): handed to the stage or a GroupByKey.
-    handed: BTreeMap<(String, i32), i64>,
-    committed: BTreeMap<(String, i32), i64>,
+    handed: BTreeMap<TopicPartition, i64>,
+    committed: BTreeMap<TopicPartition, i64>,
     /// Metrics of finished bundles not yet covered by a commit.
     uncommitted_metrics: Vec<MonitoringInfo>,
     /// The watermark state last written to the changelog.

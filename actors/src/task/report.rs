@@ -18,11 +18,11 @@ impl TaskSupervisor {
         s.inputs = self
             .received
             .iter()
-            .map(|((topic, partition), position)| InputPosition {
-                topic: topic.clone(),
-                partition: *partition,
+            .map(|(tp, position)| InputPosition {
+                topic: tp.topic.clone(),
+                partition: tp.partition,
                 position: *position,
-                committed: self.committed.get(&(topic.clone(), *partition)).copied(),
+                committed: self.committed.get(tp).copied(),
             })
             .collect();
         s.input_watermark = self.input_watermark;

@@ -1,5 +1,6 @@
 //! ReadFromKafka inputs of a task (partition clocks, bounds, the user's
 //! group) and what the task tells the user about late drops.
+use beam_kafka_runtime::kafka::topic_partition::TopicPartition;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
@@ -94,7 +95,7 @@ impl TaskSupervisor {
             src.tick(|| {
                 // Caught up: everything up to the partition's end was handed over.
                 let Some(high) = cached_high_watermark(consumer, topic, partition) else { return true };
-                let next = handed.get(&(topic.clone(), partition)).copied().or(start);
+                let next = handed.get(&TopicPartition::new(topic.clone(), partition)).copied().or(start);
                 next.is_some_and(|n| n >= high)
             });
         }
@@ -103,13 +104,13 @@ impl TaskSupervisor {
 
     /// Also commits source offsets to the user's group.id
     /// (commit_offset_in_finalize), for tools that watch that group's lag.
-    pub(super) fn commit_to_user_groups(&self, offsets: &BTreeMap<(String, i32), i64>) {
+    pub(super) fn commit_to_user_groups(&self, offsets: &BTreeMap<TopicPartition, i64>) {
         for (topic, route) in &self.cfg.inputs {
             let Some(src) = &route.source else { continue };
             let Some(finalize) = &src.shared.finalize else { continue };
             let mut tpl = TopicPartitionList::new();
-            for ((t, p), next) in offsets.iter().filter(|((t, _), _)| t == topic) {
-                let _ = tpl.add_partition_offset(t, *p, Offset::Offset(*next));
+            for (tp, next) in offsets.iter().filter(|(tp, _)| tp.topic == *topic) {
+                let _ = tpl.add_partition_offset(&tp.topic, tp.partition, Offset::Offset(*next));
             }
             if tpl.count() > 0 {
                 if let Err(e) = finalize.commit(&tpl, CommitMode::Async) {

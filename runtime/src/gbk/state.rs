@@ -15,14 +15,13 @@ use crate::codec::timestamp::Watermark;
 use crate::codec::windowed::Window;
 use crate::gbk::panes::Values;
 use crate::gbk::{GroupByKey, Pane};
+use crate::state::changelog::Entry;
 use crate::state::chunks;
 use crate::window::trigger::TriggerState;
 
 const META: u8 = 0;
 const PANE: u8 = 1;
 const CHUNK: u8 = 2;
-
-pub type Entry = (Vec<u8>, Option<Vec<u8>>);
 
 use crate::gbk::PaneId;
 

@@ -23,6 +23,8 @@
 //! into a slot.
 use std::collections::BTreeMap;
 
+use crate::state::changelog::Entry;
+
 /// The largest chunk written: well under Kafka's default 1 MB record limit,
 /// leaving room for the key and the record's overhead.
 pub const CHUNK_BYTES: usize = 256 * 1024;
@@ -36,8 +38,6 @@ const ENDS_WRITE: u8 = 1;
 const SLOTTED: u32 = 1 << 31;
 const SLOT_B: u32 = 1 << 30;
 const INDEX: u32 = SLOT_B - 1;
-
-pub type Entry = (Vec<u8>, Option<Vec<u8>>);
 
 /// Where a value's chunks live.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]

@@ -9,6 +9,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::codec::coders::{encode_varint, ByteReader};
 use crate::codec::timestamp::{Millis, Watermark};
+use crate::state::changelog::{ChangelogStore, Entry};
+use crate::state::task_state;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Deferred {
@@ -142,9 +144,15 @@ impl DeferredWork {
 
     /// The changes for the cycle now being written; what they add becomes
     /// durable once that cycle committed (`saved`).
-    pub fn take_changes(&mut self) -> Vec<(u64, Option<Vec<u8>>)> {
+    fn take_changes(&mut self) -> Vec<(u64, Option<Vec<u8>>)> {
         self.saving.append(&mut self.unsaved);
         std::mem::take(&mut self.changes)
+    }
+}
+
+impl ChangelogStore for DeferredWork {
+    fn take_entries(&mut self) -> Vec<Entry> {
+        self.take_changes().into_iter().map(|(seq, v)| (task_state::deferred_key(seq), v)).collect()
     }
 }
 

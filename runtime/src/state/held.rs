@@ -10,6 +10,8 @@ use std::collections::BTreeMap;
 use crate::codec::coders::{encode_varint, ByteReader};
 use crate::codec::timestamp::{Millis, Watermark};
 use crate::codec::windowed::Window;
+use crate::state::changelog::{ChangelogStore, Entry};
+use crate::state::task_state;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Held {
@@ -116,8 +118,15 @@ impl HeldElements {
         self.held.keys().next().map_or(Watermark::PosInf, |(ts, _)| Watermark::At(*ts))
     }
 
-    pub fn take_changes(&mut self) -> Vec<(u64, Option<Vec<u8>>)> {
+    /// The changes by sequence number (the trait keys them).
+    fn take_changes(&mut self) -> Vec<(u64, Option<Vec<u8>>)> {
         std::mem::take(&mut self.changes)
+    }
+}
+
+impl ChangelogStore for HeldElements {
+    fn take_entries(&mut self) -> Vec<Entry> {
+        self.take_changes().into_iter().map(|(seq, v)| (task_state::held_key(seq), v)).collect()
     }
 }
 

@@ -1,7 +1,9 @@
-//! A task's durable state besides its GroupByKeys, and its keys in the
-//! changelog (`task_state`): user state (`user_state`, `multimap_state`,
+//! A task's durable state besides its GroupByKeys, its keys in the
+//! changelog (`task_state`) and the contract every store keeps with the
+//! commit cycle (`changelog`): user state (`user_state`, `multimap_state`,
 //! `state_api`, `chunks`), timers (`timers`, `expiry`), elements held for side
 //! inputs (`held`, `side_input`) and work to do again (`deferred`).
+pub mod changelog;
 pub mod chunks;
 pub mod deferred;
 pub mod expiry;

@@ -9,6 +9,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use crate::codec::coder::Coder;
 use crate::codec::coders::{decode_varint, encode_timestamp, encode_varint, ByteReader};
 use crate::codec::timestamp::{Millis, Watermark};
+use crate::state::changelog::{ChangelogStore, Entry};
+use crate::state::task_state;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TimeDomain {
@@ -305,7 +307,7 @@ impl Timers {
 
     /// What changed since the last call (`None`: the timer is gone). Ends
     /// a commit cycle: expiration timers fired in it may be armed again.
-    pub fn take_changes(&mut self) -> Vec<(TimerId, Option<PendingTimer>)> {
+    fn take_changes(&mut self) -> Vec<(TimerId, Option<PendingTimer>)> {
         self.fired_expiries.clear();
         std::mem::take(&mut self.dirty)
             .into_iter()
@@ -350,6 +352,12 @@ fn decrement(counts: &mut BTreeMap<Millis, usize>, at: &Millis) {
         if *n == 0 {
             counts.remove(at);
         }
+    }
+}
+
+impl ChangelogStore for Timers {
+    fn take_entries(&mut self) -> Vec<Entry> {
+        self.take_changes().into_iter().map(|(id, t)| (task_state::timer_key(&id.encode()), t.map(|t| t.encode()))).collect()
     }
 }
 
@@ -474,7 +482,7 @@ mod tests {
         assert!(timers.take_due(at, i64::MAX).is_empty(), "unprocessed input before the timer holds its firing");
         // The cycle commits the deferred element; it runs after the commit
         // and sets the timer again.
-        deferred.take_changes();
+        deferred.take_entries();
         deferred.saved();
         assert_eq!(deferred.release(0, 10).len(), 1);
         timers.apply("p", "ev", TimeDomain::EventTime, vec![set(7)]);

@@ -19,7 +19,8 @@ use std::sync::Weak;
 
 use crate::codec::coder::Coder;
 use crate::codec::coders::{encode_varint, ByteReader};
-use crate::state::chunks::{self, Entry, Stored};
+use crate::state::changelog::{ChangelogStore, Entry};
+use crate::state::chunks::{self, Stored};
 use crate::state::multimap_state::StateName;
 use crate::state::task_state;
 
@@ -363,14 +364,24 @@ impl UserState {
         format!("user-state/{}/{}/{}", std::process::id(), self.instance, self.generation).into_bytes()
     }
 
-    /// The cells changed since the last `take_changes` that hold state now
+    /// The cells changed since the last `take_entries` that hold state now
     /// (as of an append, even an empty one).
     pub fn written_cells(&self) -> impl Iterator<Item = &StateCell> + '_ {
         self.dirty.iter().filter(|c| self.bags.contains_key(*c))
     }
+}
 
+/// Notes that `cell`'s window holds state.
+fn note_window(windows: &mut Windows, cell: &StateCell) {
+    let known = windows.get(&cell.transform).and_then(|s| s.get(&cell.state_id)).is_some_and(|w| w.contains(&cell.window));
+    if !known {
+        windows.entry(cell.transform.clone()).or_default().entry(cell.state_id.clone()).or_default().insert(cell.window.clone());
+    }
+}
+
+impl ChangelogStore for UserState {
     /// The task-state entries changed since the last call.
-    pub fn take_changes(&mut self) -> Vec<Entry> {
+    fn take_entries(&mut self) -> Vec<Entry> {
         let mut out = Vec::new();
         for cell in std::mem::take(&mut self.dirty) {
             let mut stored = self.stored.remove(&cell).unwrap_or_default();
@@ -395,14 +406,6 @@ impl UserState {
             }
         }
         out
-    }
-}
-
-/// Notes that `cell`'s window holds state.
-fn note_window(windows: &mut Windows, cell: &StateCell) {
-    let known = windows.get(&cell.transform).and_then(|s| s.get(&cell.state_id)).is_some_and(|w| w.contains(&cell.window));
-    if !known {
-        windows.entry(cell.transform.clone()).or_default().entry(cell.state_id.clone()).or_default().insert(cell.window.clone());
     }
 }
 

@@ -1,4 +1,5 @@
 use super::*;
+use crate::state::changelog::ChangelogStore;
 use std::sync::Arc;
 
 fn cell(key: &[u8], window: &[u8]) -> StateCell {
@@ -55,7 +56,7 @@ fn a_bag_larger_than_a_kafka_record_is_written_a_chunk_at_a_time() {
     let c = cell(b"k", b"");
     for i in 0..8u8 {
         s.append(c.clone(), &vec![i; 700_000]).unwrap();
-        let changes = s.take_changes();
+        let changes = s.take_entries();
         let bytes: usize = changes.iter().filter_map(|(_, v)| v.as_ref()).map(|v| v.len() - chunks::HEADER).sum();
         assert_eq!(bytes, 700_000, "only the appended bytes are written");
         assert!(changes.iter().all(|(_, v)| v.as_ref().is_none_or(|v| v.len() <= chunks::CHUNK_BYTES)));
@@ -65,12 +66,12 @@ fn a_bag_larger_than_a_kafka_record_is_written_a_chunk_at_a_time() {
     // A read-modify-write (clear, then append) rewrites and drops the rest.
     s.clear(c.clone()).unwrap();
     s.append(c.clone(), b"small").unwrap();
-    apply(&mut store, s.take_changes());
+    apply(&mut store, s.take_entries());
     assert_eq!(store.len(), 1);
     let mut back = reloaded(&store);
     assert_eq!(back.get(&c).unwrap(), b"small");
     back.append(c.clone(), b"+more").unwrap();
-    apply(&mut store, back.take_changes());
+    apply(&mut store, back.take_entries());
     assert_eq!(reloaded(&store).get(&c).unwrap(), b"small+more");
 }
 
@@ -81,7 +82,7 @@ fn a_bag_rewritten_or_appended_to_and_cut_short_restores_whole() {
     let (mut s, mut store) = (UserState::default(), BTreeMap::new());
     let old: Vec<u8> = (0..3 * chunks::CHUNK_BYTES).map(|i| (i % 251) as u8).collect();
     s.append(c.clone(), &old).unwrap();
-    apply(&mut store, s.take_changes());
+    apply(&mut store, s.take_entries());
     let mut rewritten = s;
     rewritten.clear(c.clone()).unwrap();
     rewritten.append(c.clone(), &vec![7u8; 2 * chunks::CHUNK_BYTES]).unwrap();
@@ -89,14 +90,14 @@ fn a_bag_rewritten_or_appended_to_and_cut_short_restores_whole() {
     appended.append(c.clone(), &vec![8u8; 2 * chunks::CHUNK_BYTES]).unwrap();
     for mut version in [rewritten, appended] {
         let new = version.get(&c).unwrap().to_vec();
-        let changes = version.take_changes();
+        let changes = version.take_entries();
         for cut in 0..=changes.len() {
             let mut landed = store.clone();
             apply(&mut landed, changes[..cut].to_vec());
             let mut back = reloaded(&landed);
             let got = back.get(&c).unwrap().to_vec();
             assert!(got == old || got == new, "cut {cut} of {}: a mix", changes.len());
-            apply(&mut landed, back.take_changes());
+            apply(&mut landed, back.take_entries());
             assert_eq!(reloaded(&landed).get(&c).unwrap(), got, "cut {cut}: rewritten whole");
         }
     }
@@ -109,7 +110,7 @@ fn a_whole_cell_of_the_older_layout_restores_and_is_replaced_by_chunks() {
     let mut s = reloaded(&store);
     assert_eq!(s.get(&c).unwrap(), b"old");
     s.append(c.clone(), b"+new").unwrap();
-    apply(&mut store, s.take_changes());
+    apply(&mut store, s.take_entries());
     assert!(!store.contains_key(&task_state::user_state_key(&c.encode())), "the whole entry is gone");
     assert_eq!(reloaded(&store).get(&c).unwrap(), b"old+new");
     assert_eq!(lazily(&store).get(&c).unwrap(), b"old+new");
@@ -158,7 +159,7 @@ fn a_store() -> BTreeMap<Vec<u8>, Vec<u8>> {
     s.map_append(map_entry(b"a", b"\x01y"), b"v").unwrap();
     s.ordered_append(StateCell { state_id: "list".into(), ..cell(b"a", b"") }, &entry(3, b"three")).unwrap();
     let mut store = BTreeMap::new();
-    apply(&mut store, s.take_changes());
+    apply(&mut store, s.take_entries());
     store
 }
 
@@ -198,8 +199,8 @@ fn a_state_read_as_used_answers_and_commits_as_one_read_whole() {
     drop((dynamic, source));
     assert!(lazy.get(&cell(b"zz", b"w1")).is_err(), "the store closed: nothing more is read");
     let (mut after_lazy, mut after_eager) = (store.clone(), store.clone());
-    apply(&mut after_lazy, lazy.take_changes());
-    apply(&mut after_eager, eager.take_changes());
+    apply(&mut after_lazy, lazy.take_entries());
+    apply(&mut after_eager, eager.take_entries());
     assert_eq!(after_lazy, after_eager);
     assert_eq!(lazily(&after_lazy).get(&cell(b"a", b"w1")).unwrap().len(), 3 * chunks::CHUNK_BYTES + 4, "appended, not rewritten");
     assert!(lazily(&after_lazy).get(&cell(b"b", b"w1")).unwrap().is_empty());
@@ -211,7 +212,7 @@ fn expiry_of_a_state_read_as_used_deletes_its_stored_windows() {
     let mut lazy = lazily(&store);
     lazy.expire(|_, w| w == b"w1").unwrap();
     let mut after = store.clone();
-    apply(&mut after, lazy.take_changes());
+    apply(&mut after, lazy.take_entries());
     let mut back = lazily(&after);
     assert!(back.get(&cell(b"a", b"w1")).unwrap().is_empty());
     assert!(back.get(&cell(b"b", b"w1")).unwrap().is_empty());
@@ -233,7 +234,7 @@ fn chunks_of_the_key_first_layout_are_rewritten_grouped_by_the_first_commit() {
     }
     let mut s = reloaded(&store);
     assert_eq!(s.get(&c).unwrap(), vec![5u8; 2 * chunks::CHUNK_BYTES].as_slice());
-    let changes = s.take_changes();
+    let changes = s.take_entries();
     // The migration cut short anywhere restores the same cells.
     for cut in 0..=changes.len() {
         let mut landed = store.clone();
@@ -263,14 +264,14 @@ fn multimaps_list_put_remove_and_clear_their_keys() {
     assert_eq!(s.get(&map_entry(b"user", b"\x01a")).unwrap(), &[1, 3]);
     s.clear(map_entry(b"user", b"\x01a")).unwrap();
     assert_eq!(s.map_keys(&map).unwrap(), b"\x01b");
-    s.take_changes();
+    s.take_entries();
     s.map_clear(&map).unwrap();
     assert!(s.map_keys(&map).unwrap().is_empty());
     assert_eq!(s.map_keys(&map_entry(b"other", b"")).unwrap(), b"\x01z");
     assert_eq!(s.get(&cell(b"user", b"")).unwrap(), &[7]);
     let written: Vec<&StateCell> = s.written_cells().collect();
     assert!(written.is_empty(), "cleared cells hold nothing: {written:?}");
-    assert_eq!(touched(s.take_changes()), [(map_entry(b"user", b"\x01b"), false)]);
+    assert_eq!(touched(s.take_entries()), [(map_entry(b"user", b"\x01b"), false)]);
     s.map_append(map_entry(b"user", b"\x01d"), &[]).unwrap();
     assert_eq!(s.written_cells().cloned().collect::<Vec<_>>(), [map_entry(b"user", b"\x01d")]);
 }
@@ -284,18 +285,18 @@ fn a_map_key_whose_values_encode_to_nothing_exists_and_is_restored() {
     s.map_append(map_entry(b"user", b"\x01b"), &[]).unwrap();
     assert_eq!(s.map_keys(&map).unwrap(), b"\x01a\x01b");
     let mut store = BTreeMap::new();
-    apply(&mut store, s.take_changes());
+    apply(&mut store, s.take_entries());
     assert_eq!(reloaded(&store).map_keys(&map).unwrap(), b"\x01a\x01b", "restored");
     // Added again (Java's SetState.add clears the key, then appends).
     s.clear(map_entry(b"user", b"\x01a")).unwrap();
     s.map_append(map_entry(b"user", b"\x01a"), &[]).unwrap();
-    apply(&mut store, s.take_changes());
+    apply(&mut store, s.take_entries());
     assert_eq!(reloaded(&store).map_keys(&map).unwrap(), b"\x01a\x01b", "rewritten, still there");
     s.clear(map_entry(b"user", b"\x01a")).unwrap();
-    apply(&mut store, s.take_changes());
+    apply(&mut store, s.take_entries());
     assert_eq!(reloaded(&store).map_keys(&map).unwrap(), b"\x01b", "removed");
     s.map_clear(&map).unwrap();
-    apply(&mut store, s.take_changes());
+    apply(&mut store, s.take_entries());
     assert!(store.is_empty(), "nothing left: {store:?}");
 }
 
@@ -307,14 +308,14 @@ fn bags_append_clear_and_report_their_changes() {
     s.append(cell(b"b", b""), &[3]).unwrap();
     assert_eq!(s.get(&cell(b"a", b"")).unwrap(), &[1, 2]);
     let mut store = BTreeMap::new();
-    let changes = s.take_changes();
+    let changes = s.take_entries();
     assert_eq!(touched(changes.clone()), [(cell(b"a", b""), true), (cell(b"b", b""), true)]);
     apply(&mut store, changes);
     assert_eq!(reloaded(&store).get(&cell(b"a", b"")).unwrap(), &[1, 2]);
-    assert!(s.take_changes().is_empty());
+    assert!(s.take_entries().is_empty());
     s.clear(cell(b"a", b"")).unwrap();
     assert!(s.get(&cell(b"a", b"")).unwrap().is_empty());
-    let changes = s.take_changes();
+    let changes = s.take_entries();
     assert_eq!(touched(changes.clone()), [(cell(b"a", b""), false)]);
     apply(&mut store, changes);
     let mut back = reloaded(&store);
@@ -328,7 +329,7 @@ fn the_cache_token_changes_with_the_instance_and_with_expiry_only() {
     let first = s.cache_token();
     s.append(cell(b"a", b"old"), &[1]).unwrap();
     s.clear(cell(b"a", b"old")).unwrap();
-    s.take_changes();
+    s.take_entries();
     assert_eq!(s.cache_token(), first, "the SDK's own writes keep it");
     s.append(cell(b"a", b"old"), &[1]).unwrap();
     s.expire(|_, w| w == b"new").unwrap();
@@ -343,11 +344,11 @@ fn expired_windows_lose_their_state() {
     let mut s = UserState::default();
     s.append(cell(b"a", b"old"), &[1]).unwrap();
     s.append(cell(b"a", b"new"), &[2]).unwrap();
-    s.take_changes();
+    s.take_entries();
     s.expire(|_, w| w == b"old").unwrap();
     assert!(s.get(&cell(b"a", b"old")).unwrap().is_empty());
     assert_eq!(s.get(&cell(b"a", b"new")).unwrap(), &[2]);
-    assert_eq!(touched(s.take_changes()), [(cell(b"a", b"old"), false)]);
+    assert_eq!(touched(s.take_entries()), [(cell(b"a", b"old"), false)]);
 }
 
 fn entry(key: i64, value: &[u8]) -> Vec<u8> {
@@ -399,7 +400,7 @@ fn chunks_of_an_empty_bag_are_deleted_by_the_next_commit() {
     for mut s in [reloaded(&store), lazily(&store)] {
         assert!(s.get(&c).unwrap().is_empty());
         let mut after = store.clone();
-        apply(&mut after, s.take_changes());
+        apply(&mut after, s.take_entries());
         assert!(after.is_empty(), "{after:?}");
     }
 }

@@ -21,12 +21,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::codec::timestamp::Watermark;
+use crate::kafka::topic_partition::TopicPartition;
 use crate::task::stats::DurationStats;
 
 /// Next offset to commit per (topic, partition).
-pub type Offsets = BTreeMap<(String, i32), i64>;
+pub type Offsets = BTreeMap<TopicPartition, i64>;
 /// Changelog entries: key, and value (`None` deletes the key).
-pub type Changes = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+pub type Changes = Vec<crate::state::changelog::Entry>;
 
 /// How many times timers may fire within one cycle (timers that set due
 /// timers); what is still due then waits for the next cycle.

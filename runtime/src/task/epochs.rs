@@ -10,13 +10,13 @@
 //! the tasks of partitions that stay keep running.
 use std::collections::HashMap;
 
-use super::roster::Partition;
+use crate::kafka::topic_partition::TopicPartition;
 
 #[derive(Debug, Default)]
 pub struct Epochs {
     clock: u64,
     /// The tick of each partition's last change.
-    changed: HashMap<Partition, u64>,
+    changed: HashMap<TopicPartition, u64>,
     /// The last tick at which every partition changed (everything given up).
     all_changed: u64,
 }
@@ -28,7 +28,7 @@ impl Epochs {
     }
 
     /// These partitions changed hands; returns the new tick.
-    pub fn change<'a>(&mut self, parts: impl IntoIterator<Item = &'a Partition>) -> u64 {
+    pub fn change<'a>(&mut self, parts: impl IntoIterator<Item = &'a TopicPartition>) -> u64 {
         self.clock += 1;
         for p in parts {
             self.changed.insert(p.clone(), self.clock);
@@ -45,12 +45,12 @@ impl Epochs {
     }
 
     /// Whether `partition` changed hands after tick `seen`.
-    pub fn changed_since(&self, partition: &Partition, seen: u64) -> bool {
+    pub fn changed_since(&self, partition: &TopicPartition, seen: u64) -> bool {
         self.all_changed > seen || self.changed.get(partition).is_some_and(|at| *at > seen)
     }
 
     /// Whether any of `parts` changed hands after tick `seen`.
-    pub fn any_changed_since<'a>(&self, parts: impl IntoIterator<Item = &'a Partition>, seen: u64) -> bool {
+    pub fn any_changed_since<'a>(&self, parts: impl IntoIterator<Item = &'a TopicPartition>, seen: u64) -> bool {
         self.all_changed > seen || parts.into_iter().any(|p| self.changed_since(p, seen))
     }
 }
@@ -59,8 +59,8 @@ impl Epochs {
 mod tests {
     use super::*;
 
-    fn p(topic: &str, n: i32) -> Partition {
-        (topic.to_string(), n)
+    fn p(topic: &str, n: i32) -> TopicPartition {
+        TopicPartition::new(topic, n)
     }
 
     #[test]

@@ -14,6 +14,8 @@
 //! aborts its open transaction: nothing of it is ever read.)
 use std::collections::BTreeMap;
 
+use crate::kafka::topic_partition::TopicPartition;
+
 /// Writes in flight that can tell whether they all landed (or failed).
 pub trait Landing {
     fn landed(&self) -> bool;
@@ -22,7 +24,7 @@ pub trait Landing {
 /// The changelog writes in flight per (changelog topic, partition).
 #[derive(Debug)]
 pub struct InFlightWrites<W> {
-    by_partition: BTreeMap<(String, i32), Vec<W>>,
+    by_partition: BTreeMap<TopicPartition, Vec<W>>,
 }
 
 impl<W> Default for InFlightWrites<W> {
@@ -34,7 +36,7 @@ impl<W> Default for InFlightWrites<W> {
 impl<W: Landing> InFlightWrites<W> {
     /// A group of writes to `topic[partition]` is under way.
     pub fn add(&mut self, topic: &str, partition: i32, writes: W) {
-        let groups = self.by_partition.entry((topic.to_string(), partition)).or_default();
+        let groups = self.by_partition.entry(TopicPartition::new(topic, partition)).or_default();
         groups.retain(|w| !w.landed());
         groups.push(writes);
     }
@@ -42,7 +44,7 @@ impl<W: Landing> InFlightWrites<W> {
     /// Whether every write to `topic[partition]` landed, so its changelog
     /// may be read to its end by a new owner.
     pub fn settled(&mut self, topic: &str, partition: i32) -> bool {
-        let key = (topic.to_string(), partition);
+        let key = TopicPartition::new(topic, partition);
         let Some(groups) = self.by_partition.get_mut(&key) else { return true };
         groups.retain(|w| !w.landed());
         if groups.is_empty() {
@@ -59,7 +61,7 @@ impl<W: Landing> InFlightWrites<W> {
             groups.retain(|w| !w.landed());
             !groups.is_empty()
         });
-        !self.by_partition.keys().any(|(topic, _)| is_ours(topic))
+        !self.by_partition.keys().any(|tp| is_ours(&tp.topic))
     }
 }
 
@@ -121,6 +123,6 @@ mod tests {
             h.add("t", 0, pending(0));
         }
         h.add("t", 0, pending(1));
-        assert_eq!(h.by_partition[&("t".to_string(), 0)].len(), 1);
+        assert_eq!(h.by_partition[&TopicPartition::new("t", 0)].len(), 1);
     }
 }

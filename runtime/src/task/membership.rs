@@ -10,26 +10,27 @@
 use std::collections::BTreeSet;
 
 use crate::kafka::failure::{Failure, Recovery, MOVED};
+use crate::kafka::topic_partition::TopicPartition;
 use crate::plan::topology::TaskId;
-use crate::task::roster::{Partition, Roster};
+use crate::task::roster::Roster;
 
 /// What happened, in the order the job learnt it.
 #[derive(Debug)]
 pub enum Event<H> {
     /// The group gave this copy these partitions; `held` is what the
     /// consumer holds now (a task starts only on partitions it holds).
-    Assigned { partitions: Vec<Partition>, held: BTreeSet<Partition> },
+    Assigned { partitions: Vec<TopicPartition>, held: BTreeSet<TopicPartition> },
     /// The group took these partitions away (eagerly): their tasks stop.
-    Revoked(Vec<Partition>),
+    Revoked(Vec<TopicPartition>),
     /// The group took every partition away.
     RevokedAll,
     /// The group asks these partitions back (incrementally): their tasks
     /// commit a last cycle before they are given up.
-    Revoking(Vec<Partition>),
+    Revoking(Vec<TopicPartition>),
     /// A periodic look at what the consumer really holds (`held`).
-    Reconcile { held: BTreeSet<Partition> },
+    Reconcile { held: BTreeSet<TopicPartition> },
     /// A task's restart backoff is over (`held` as in `Assigned`).
-    RestartDue { held: BTreeSet<Partition> },
+    RestartDue { held: BTreeSet<TopicPartition> },
     /// A start asked for by `Command::Start` ended: these incarnations run.
     Started(Vec<(TaskId, u64, H)>),
     /// A start asked for by `Command::Start` failed with `error`.
@@ -65,7 +66,7 @@ pub enum Command<H> {
     Refuse(H),
     /// Stop routing to these partitions, and pause them in the consumer:
     /// their task stopped and restarts from its last commit.
-    Pause(Vec<Partition>),
+    Pause(Vec<TopicPartition>),
     /// Hand these over: each commits a last cycle and stops, then the
     /// partitions asked back are given up.
     HandOver(Vec<H>),
@@ -133,7 +134,7 @@ impl<H> Membership<H> {
             }
             Event::Revoked(parts) => self.revoke(&parts, &mut out),
             Event::RevokedAll => {
-                let parts: Vec<Partition> = self.roster.assigned().iter().cloned().collect();
+                let parts: Vec<TopicPartition> = self.roster.assigned().iter().cloned().collect();
                 self.revoke(&parts, &mut out);
             }
             Event::Revoking(parts) => {
@@ -235,7 +236,7 @@ impl<H> Membership<H> {
 
     /// Starts what may start now: every partition here and held by the
     /// consumer, not running, not cooling down.
-    fn start(&self, held: &BTreeSet<Partition>, now_ms: u64, out: &mut Vec<Command<H>>) {
+    fn start(&self, held: &BTreeSet<TopicPartition>, now_ms: u64, out: &mut Vec<Command<H>>) {
         let to_start = self.roster.startable(now_ms, |p| held.contains(p));
         if !to_start.is_empty() {
             out.push(Command::Start(to_start));
@@ -243,7 +244,7 @@ impl<H> Membership<H> {
     }
 
     /// Forgets `parts` and stops the tasks running here that read any.
-    fn revoke(&mut self, parts: &[Partition], out: &mut Vec<Command<H>>) {
+    fn revoke(&mut self, parts: &[TopicPartition], out: &mut Vec<Command<H>>) {
         let moving = self.take_moving(parts, out);
         if !moving.is_empty() {
             out.push(Command::Stop(moving));
@@ -253,7 +254,7 @@ impl<H> Membership<H> {
 
     /// Forgets `parts`; the tasks running here that read any leave the
     /// roster (to be stopped or handed over).
-    fn take_moving(&mut self, parts: &[Partition], out: &mut Vec<Command<H>>) -> Vec<H> {
+    fn take_moving(&mut self, parts: &[TopicPartition], out: &mut Vec<Command<H>>) -> Vec<H> {
         let moving = self.roster.revoke(parts);
         out.push(Command::Owned { tasks: self.roster.owned(), revoked: true });
         moving.into_iter().map(|(_, h)| h).collect()

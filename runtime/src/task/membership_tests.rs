@@ -6,11 +6,11 @@ fn t(p: u32) -> TaskId {
     TaskId { sub_topology: 0, partition: p }
 }
 
-fn part(p: i32) -> Partition {
-    ("in".to_string(), p)
+fn part(p: i32) -> TopicPartition {
+    TopicPartition::new("in", p)
 }
 
-fn held(ps: &[i32]) -> BTreeSet<Partition> {
+fn held(ps: &[i32]) -> BTreeSet<TopicPartition> {
     ps.iter().map(|p| part(*p)).collect()
 }
 

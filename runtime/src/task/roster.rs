@@ -13,10 +13,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::kafka::failure::Backoff;
+use crate::kafka::topic_partition::TopicPartition;
 use crate::plan::topology::TaskId;
-
-/// An input partition: (topic, partition).
-pub type Partition = (String, i32);
 
 /// A task running here, with `H`, what the job holds to talk to it.
 #[derive(Debug)]
@@ -28,8 +26,8 @@ pub struct Running<H> {
 #[derive(Debug)]
 pub struct Roster<H> {
     /// Each task's input partitions, from the plan.
-    partitions: BTreeMap<TaskId, Vec<Partition>>,
-    assigned: BTreeSet<Partition>,
+    partitions: BTreeMap<TaskId, Vec<TopicPartition>>,
+    assigned: BTreeSet<TopicPartition>,
     running: BTreeMap<TaskId, Running<H>>,
     /// Tasks that may not start before this time (ms, the caller's clock).
     cooling: BTreeMap<TaskId, u64>,
@@ -39,7 +37,7 @@ pub struct Roster<H> {
 
 impl<H> Roster<H> {
     /// `partitions`: each task of the plan with its input partitions.
-    pub fn new(partitions: impl IntoIterator<Item = (TaskId, Vec<Partition>)>) -> Roster<H> {
+    pub fn new(partitions: impl IntoIterator<Item = (TaskId, Vec<TopicPartition>)>) -> Roster<H> {
         Roster {
             partitions: partitions.into_iter().filter(|(_, p)| !p.is_empty()).collect(),
             assigned: BTreeSet::new(),
@@ -49,7 +47,7 @@ impl<H> Roster<H> {
         }
     }
 
-    pub fn assigned(&self) -> &BTreeSet<Partition> {
+    pub fn assigned(&self) -> &BTreeSet<TopicPartition> {
         &self.assigned
     }
 
@@ -57,7 +55,7 @@ impl<H> Roster<H> {
         &self.running
     }
 
-    pub fn partitions_of(&self, task: TaskId) -> &[Partition] {
+    pub fn partitions_of(&self, task: TaskId) -> &[TopicPartition] {
         self.partitions.get(&task).map_or(&[], Vec::as_slice)
     }
 
@@ -67,13 +65,13 @@ impl<H> Roster<H> {
     }
 
     /// The group gave these partitions to this copy.
-    pub fn assign(&mut self, parts: impl IntoIterator<Item = Partition>) {
+    pub fn assign(&mut self, parts: impl IntoIterator<Item = TopicPartition>) {
         self.assigned.extend(parts);
     }
 
     /// The group took these partitions away: the tasks running here that
     /// own any of them, to be stopped (they are no longer running here).
-    pub fn revoke(&mut self, parts: &[Partition]) -> Vec<(TaskId, H)> {
+    pub fn revoke(&mut self, parts: &[TopicPartition]) -> Vec<(TaskId, H)> {
         for p in parts {
             self.assigned.remove(p);
         }
@@ -84,13 +82,13 @@ impl<H> Roster<H> {
 
     /// Assigned partitions the consumer no longer holds (`held`: what it
     /// holds now), learnt of late or lost in a rebalance that crossed a start.
-    pub fn lost(&self, held: &BTreeSet<Partition>) -> Vec<Partition> {
+    pub fn lost(&self, held: &BTreeSet<TopicPartition>) -> Vec<TopicPartition> {
         self.assigned.difference(held).cloned().collect()
     }
 
     /// The tasks to start now: every partition of theirs assigned here (and
     /// held by the consumer, `held`), not running, not cooling down at `now_ms`.
-    pub fn startable(&self, now_ms: u64, held: impl Fn(&Partition) -> bool) -> Vec<TaskId> {
+    pub fn startable(&self, now_ms: u64, held: impl Fn(&TopicPartition) -> bool) -> Vec<TaskId> {
         self.partitions
             .iter()
             .filter(|(t, _)| !self.running.contains_key(t))
@@ -168,8 +166,8 @@ mod tests {
         TaskId { sub_topology: 0, partition: p }
     }
 
-    fn part(p: i32) -> Partition {
-        ("in".to_string(), p)
+    fn part(p: i32) -> TopicPartition {
+        TopicPartition::new("in", p)
     }
 
     /// Tasks 0_0 and 0_1 reading partitions 0 and 1 of "in"; task 1_0
@@ -178,11 +176,11 @@ mod tests {
         Roster::new([
             (t(0), vec![part(0)]),
             (t(1), vec![part(1)]),
-            (TaskId { sub_topology: 1, partition: 0 }, vec![part(0), ("edge".to_string(), 0)]),
+            (TaskId { sub_topology: 1, partition: 0 }, vec![part(0), TopicPartition::new("edge", 0)]),
         ])
     }
 
-    const ALL: fn(&Partition) -> bool = |_| true;
+    const ALL: fn(&TopicPartition) -> bool = |_| true;
 
     #[test]
     fn a_task_starts_once_all_its_partitions_are_here() {
@@ -191,7 +189,7 @@ mod tests {
         r.assign([part(0)]);
         assert_eq!(r.startable(0, ALL), vec![t(0)], "1_0 also needs edge-0");
         assert_eq!(r.startable(0, |p| *p != part(0)), Vec::<TaskId>::new(), "the consumer must hold it too");
-        r.assign([("edge".to_string(), 0), part(1)]);
+        r.assign([TopicPartition::new("edge", 0), part(1)]);
         assert_eq!(r.startable(0, ALL).len(), 3);
         assert_eq!(r.started(t(0), 1, "a"), None);
         assert!(!r.startable(0, ALL).contains(&t(0)), "running");
@@ -203,7 +201,7 @@ mod tests {
         assert!(r.owned().is_empty());
         r.assign([part(0)]);
         assert_eq!(r.owned(), [t(0)].into_iter().collect(), "1_0 also needs edge-0");
-        r.assign([("edge".to_string(), 0)]);
+        r.assign([TopicPartition::new("edge", 0)]);
         assert_eq!(r.owned().len(), 2);
         r.revoke(&[part(0)]);
         assert!(r.owned().is_empty());
@@ -212,7 +210,7 @@ mod tests {
     #[test]
     fn a_revoked_partition_stops_every_task_reading_it() {
         let mut r = roster();
-        r.assign([part(0), part(1), ("edge".to_string(), 0)]);
+        r.assign([part(0), part(1), TopicPartition::new("edge", 0)]);
         for (task, h) in [(t(0), "a"), (t(1), "b"), (TaskId { sub_topology: 1, partition: 0 }, "c")] {
             assert_eq!(r.started(task, 1, h), None);
         }
@@ -311,7 +309,7 @@ mod tests {
     fn partitions_lost_by_the_consumer_are_named() {
         let mut r = roster();
         r.assign([part(0), part(1)]);
-        let held: BTreeSet<Partition> = [part(1)].into();
+        let held: BTreeSet<TopicPartition> = [part(1)].into();
         assert_eq!(r.lost(&held), vec![part(0)]);
         r.started(t(1), 1, "b");
         assert_eq!(r.stop_all(), vec!["b"]);

@@ -366,13 +366,14 @@ impl SharedTransaction {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kafka::topic_partition::TopicPartition;
 
     fn t(p: u32) -> TaskId {
         TaskId { sub_topology: 0, partition: p }
     }
 
     fn offsets(p: i32, next: i64) -> Offsets {
-        [(("in".to_string(), p), next)].into_iter().collect()
+        [(TopicPartition::new("in", p), next)].into_iter().collect()
     }
 
     fn two_members() -> SharedTransaction {
