@@ -12,7 +12,7 @@ use beam_kafka_runtime::codec::timestamp::Watermark;
 use beam_kafka_runtime::codec::windowed::{self, Window};
 use beam_kafka_runtime::kafka::topic_partition::TopicPartition;
 use beam_kafka_runtime::state::deferred::Deferred;
-use beam_kafka_runtime::state::held::{self, Held};
+use beam_kafka_runtime::state::held::{self, Admission, Held};
 use beam_kafka_runtime::task::flow::FlowCommand;
 use beam_kafka_runtime::task::pump::{next_step, PumpState, Step};
 use rdkafka::consumer::Consumer;
@@ -282,20 +282,20 @@ impl TaskSupervisor {
         let (mut ready, mut late) = (Vec::new(), 0u64);
         for element in elements {
             let h = held_element(&coder, source.to_string(), element)?;
-            if sorted.is_some_and(|lateness| held::past_lateness(h.timestamp, lateness, self.input_watermark)) {
-                late += 1;
-                continue;
+            match held::admit(&h, sorted, self.input_watermark, |w| self.side_ready(w)) {
+                Admission::Late => late += 1,
+                Admission::Ready => {
+                    self.arm_expiries_of(source, std::slice::from_ref(&h.element))?;
+                    ready.push(h.element);
+                }
+                Admission::Hold { side_missing } => {
+                    self.arm_expiries_of(source, std::slice::from_ref(&h.element))?;
+                    if side_missing {
+                        self.want_side_maps(&h.windows);
+                    }
+                    self.held.hold(h);
+                }
             }
-            self.arm_expiries_of(source, std::slice::from_ref(&h.element))?;
-            let side_ready = h.windows.iter().all(|w| self.side_ready(w));
-            if side_ready && sorted.is_none() {
-                ready.push(h.element);
-                continue;
-            }
-            if !side_ready {
-                self.want_side_maps(&h.windows);
-            }
-            self.held.hold(h);
         }
         if late > 0 {
             crate::telemetry::instruments().late_dropped.add(late, &[]);
@@ -348,10 +348,7 @@ impl TaskSupervisor {
                 .all(|(i, s)| super::side_maps::side_ready(maps, i, s, w, wms.get(&s.topic).copied().unwrap_or(Watermark::NegInf)))
         };
         let (sorted, input) = (&self.time_sorted, self.input_watermark);
-        let ready = |h: &Held| {
-            h.windows.iter().all(side_ready)
-                && sorted.get(&h.source).is_none_or(|lateness| held::past_lateness(h.timestamp, *lateness, input))
-        };
+        let ready = |h: &Held| held::releasable(h, sorted.get(&h.source).copied(), input, side_ready);
         let released = self.held.release(ready, limit);
         if !self.held.may_release() {
             self.forget_ended_side_maps();

@@ -7,7 +7,7 @@ use beam_kafka_runtime::codec::coder::Coder;
 use beam_kafka_runtime::codec::timestamp::Watermark;
 use beam_kafka_runtime::codec::windowed::Window;
 use beam_kafka_runtime::state::expiry;
-use beam_kafka_runtime::state::timers::{firing_watermark, TimerCodec};
+use beam_kafka_runtime::state::timers::firing_watermark;
 
 use super::cycle::clock_now;
 use super::TaskSupervisor;
@@ -50,42 +50,21 @@ impl TaskSupervisor {
     /// a flush completed, so every timer the bundles before it set or
     /// cleared is known (a timer decided on earlier could fire twice); the
     /// cycle then flushes again, and the timers' removal commits with what
-    /// their firing produced. At the end of input every timer fires.
+    /// their firing produced (`runtime::state::timer_firing`).
     pub(super) fn fire_due_timers(&mut self) -> bool {
-        if self.timers.is_empty() {
-            return false;
-        }
         let input = self.stage_watermark();
-        let now = if input == Watermark::PosInf { i64::MAX } else { clock_now(&self.progress) };
-        let due = self.timers.take_due(input, now);
-        if due.is_empty() {
+        let timers = self.timers.take_firings(input, clock_now(&self.progress));
+        if timers.is_empty() {
             return false;
         }
-        let mut per_family: Vec<(TimerFamily, Vec<u8>)> = Vec::new();
-        for (id, t) in due {
-            let family = (id.transform.clone(), id.family.clone());
-            let mut bytes = Vec::new();
-            TimerCodec::encode_firing(&id, &t.times, &mut bytes);
-            match per_family.last_mut() {
-                Some((f, b)) if *f == family => b.extend_from_slice(&bytes),
-                _ => per_family.push((family, bytes)),
-            }
-        }
-        tracing::debug!(task = %self.cfg.task, "firing timers at input watermark {input:?}: {:?}", per_family.iter().map(|(f, b)| (f, b.len())).collect::<Vec<_>>());
-        self.stage.do_send(FireTimers { timers: per_family });
+        tracing::debug!(task = %self.cfg.task, "firing timers at input watermark {input:?}: {:?}", timers.iter().map(|(f, b)| (f, b.len())).collect::<Vec<_>>());
+        self.stage.do_send(FireTimers { timers });
         true
     }
 
     /// Whether a timer is due now (to start a cycle that fires it).
     pub(super) fn timers_due(&self) -> bool {
-        let input = self.stage_watermark();
-        let hold = self.timers.hold();
-        let event_due = match (input, hold) {
-            (Watermark::PosInf, _) => !self.timers.is_empty(),
-            (Watermark::At(w), Watermark::At(h)) => h < w,
-            _ => false,
-        };
-        event_due || self.timers.next_processing_time().is_some_and(|t| t <= clock_now(&self.progress))
+        self.timers.any_due(self.stage_watermark(), clock_now(&self.progress))
     }
 
     /// Applies the timers a bundle set or cleared.

@@ -59,6 +59,39 @@ pub fn past_lateness(timestamp: Millis, allowed_lateness: i64, input: Watermark)
     Watermark::At(timestamp.saturating_add(allowed_lateness.max(0))) < input
 }
 
+/// Where an element of the main input goes when it reaches the task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Admission {
+    /// To the stage now.
+    Ready,
+    /// Held: a side window it needs is not complete (`side_missing`: the
+    /// task may have to ask how main windows map to side windows), or (a
+    /// time-sorted input) the watermark has not passed it yet.
+    Hold { side_missing: bool },
+    /// Dropped: a time-sorted input's element the watermark passed already
+    /// (nothing before it may follow; Beam's runners drop it).
+    Late,
+}
+
+/// Where element `h` goes: `time_sorted` is its input's allowed lateness if
+/// the input is time-sorted, `input` the task's input watermark,
+/// `side_ready` whether every side input is complete for a window.
+pub fn admit(h: &Held, time_sorted: Option<i64>, input: Watermark, side_ready: impl Fn(&Window) -> bool) -> Admission {
+    if time_sorted.is_some_and(|lateness| past_lateness(h.timestamp, lateness, input)) {
+        return Admission::Late;
+    }
+    let side_missing = !h.windows.iter().all(side_ready);
+    if time_sorted.is_none() && !side_missing {
+        return Admission::Ready;
+    }
+    Admission::Hold { side_missing }
+}
+
+/// Whether held element `h` may go to the stage now (see `admit`).
+pub fn releasable(h: &Held, time_sorted: Option<i64>, input: Watermark, side_ready: impl Fn(&Window) -> bool) -> bool {
+    h.windows.iter().all(side_ready) && time_sorted.is_none_or(|lateness| past_lateness(h.timestamp, lateness, input))
+}
+
 impl HeldElements {
     pub fn hold(&mut self, h: Held) {
         let seq = self.next;
@@ -203,5 +236,26 @@ mod tests {
         assert!(h.may_release(), "the limit was reached: more may be ready");
         assert_eq!(h.release(|e| e.timestamp < 3, 2).len(), 0);
         assert!(!h.may_release(), "fewer than the limit: none other is ready until something moves");
+    }
+
+    #[test]
+    fn an_element_waits_for_its_side_windows_or_the_watermark_of_a_sorted_input() {
+        let e = held(5, 10);
+        let (complete, incomplete) = (|_: &Window| true, |_: &Window| false);
+        let at = Watermark::At;
+        // (time-sorted lateness, input watermark, side windows complete) -> where it goes, and whether it is released once held.
+        let cases = [
+            (None, at(0), true, Admission::Ready, true),
+            (None, at(0), false, Admission::Hold { side_missing: true }, false),
+            (Some(0), at(5), true, Admission::Hold { side_missing: false }, false),
+            (Some(0), at(6), true, Admission::Late, true),
+            (Some(3), at(6), true, Admission::Hold { side_missing: false }, false),
+            (Some(3), at(9), false, Admission::Late, false),
+        ];
+        for (sorted, input, sides, admission, released) in cases {
+            let side = |w: &Window| if sides { complete(w) } else { incomplete(w) };
+            assert_eq!(admit(&e, sorted, input, side), admission, "{sorted:?} {input:?} {sides}");
+            assert_eq!(releasable(&e, sorted, input, side), released, "{sorted:?} {input:?} {sides}");
+        }
     }
 }
