@@ -12,6 +12,7 @@ use beam_kafka_runtime::kafka::topic_partition::TopicPartition;
 use beam_kafka_runtime::state::changelog::ChangelogStore;
 use beam_kafka_runtime::task::cycle::{Cycle, Phase, TIMER_ROUNDS};
 use beam_kafka_runtime::task::cycle_requests::{Next, Request};
+use beam_kafka_runtime::task::cycle_steps::{self, Committed, Step};
 use beam_kafka_runtime::task::lifecycle::TaskState;
 use beam_kafka_runtime::test_stream::progress::Progress;
 
@@ -22,7 +23,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use super::{TaskEvent, TaskSupervisor};
 use crate::copy_transaction::Ready;
 use crate::kafka::producer::Writes;
-use crate::messages::{Committed, Flush, Release, Resume, Settle};
+use crate::messages::{Committed as StageCommitted, Flush, Release, Resume, Settle};
 use crate::output::{queue_watermark_report, Queued};
 use crate::state::queue_changelog;
 use beam_kafka_runtime::kafka::failure::{Failure, Recovery};
@@ -274,7 +275,8 @@ impl TaskSupervisor {
         }
         // A hand-over gives the partitions up right after: the next owner
         // must find the commit.
-        let mode = if c.is_final() || self.is_handing_over() { CommitMode::Sync } else { CommitMode::Async };
+        let mode =
+            if cycle_steps::commit_synchronously(c.is_final(), self.is_handing_over()) { CommitMode::Sync } else { CommitMode::Async };
         let offsets = c.offsets.clone();
         if let Err(e) = self.commit_offsets(&offsets, mode) {
             self.commit_failed();
@@ -309,59 +311,91 @@ impl TaskSupervisor {
         Ok(())
     }
 
-    /// Post-commit work: the local store, committed metrics, the user's
-    /// group, the end of the task or the next cycle.
+    /// Post-commit work, in the order `runtime::task::cycle_steps` gives:
+    /// the stage, the local store, the GroupByKeys, committed metrics, the
+    /// user's group, then the task's end or the next cycle.
     fn after_commit(&mut self, ctx: &mut Context<Self>) {
         let first = self.cycles.last_committed_ms.is_none();
         let c: Cycle = match self.cycles.committed(now_millis()) {
             Ok(c) => c,
             Err(e) => return self.fail(ctx, format!("task {}: {e}", self.cfg.task)),
         };
-        if first {
-            // This incarnation works: its task's restart backoff starts over.
-            let _ = self.events.send(TaskEvent::Committed { task: self.cfg.task, incarnation: self.cfg.incarnation });
-        }
-        self.cycle_committed(&c);
-        // Bundles the cycle covered may be finalized now, before the stage
-        // starts the next bundle. After the last cycle the task is finished
-        // only once they are: the job may stop the harness right after.
-        let (finalized, finalized_rx) = if c.is_final() {
-            let (tx, rx) = tokio::sync::oneshot::channel();
-            (Some(tx), Some(rx))
-        } else {
-            (None, None)
-        };
-        if c.is_final() {
-            // Nothing more to write: the copy's rounds go on without it.
-            self.leave_transaction(true);
-        }
-        self.stage.do_send(Committed { id: c.id, finalized });
-        if let Some(board) = &self.cfg.progress_board {
-            board.insert(self.cfg.task, (c.epoch, self.busy_with()));
-        }
-        // A task handing over never writes what ran during its last commit.
-        if self.cfg.transactional && !self.hands_over_now() {
-            self.stage.do_send(Resume);
-        }
-        // Deferred work this cycle wrote is durable: it may run again.
-        self.deferred.saved();
-        for route in self.cfg.inputs.values_mut() {
-            if let Some(src) = route.source.as_mut() {
-                src.committed_through(c.id);
+        let facts = Committed { first, last: c.is_final(), transactional: self.cfg.transactional, hands_over: self.hands_over_now() };
+        let mut finalized = None;
+        for step in cycle_steps::after_commit(facts) {
+            match step {
+                Step::SayWorks => {
+                    let _ = self.events.send(TaskEvent::Committed { task: self.cfg.task, incarnation: self.cfg.incarnation });
+                }
+                Step::RecordCycle => self.cycle_committed(&c),
+                Step::LeaveTransaction => self.leave_transaction(true),
+                Step::TellStage { await_finalization } => {
+                    // A stage that failed or stopped drops the sender: nothing to wait for.
+                    let (tx, rx) = tokio::sync::oneshot::channel();
+                    finalized = await_finalization.then_some(rx);
+                    self.stage.do_send(StageCommitted { id: c.id, finalized: await_finalization.then_some(tx) });
+                }
+                Step::TellProgress => {
+                    if let Some(board) = &self.cfg.progress_board {
+                        board.insert(self.cfg.task, (c.epoch, self.busy_with()));
+                    }
+                }
+                Step::ResumeStage => self.stage.do_send(Resume),
+                Step::DeferredSaved => self.deferred.saved(),
+                Step::SourcesCommitted => {
+                    for route in self.cfg.inputs.values_mut() {
+                        if let Some(src) = route.source.as_mut() {
+                            src.committed_through(c.id);
+                        }
+                    }
+                }
+                Step::ApplyToStore => {
+                    if let Err(e) = self.store.apply(&c.changes) {
+                        // Committed to the changelog already: a restart
+                        // rebuilds the local store from it.
+                        return self.failed(ctx, Failure::local(format!("task {}: its local state store: {e}", self.cfg.task)));
+                    }
+                    if let Some(last) = c.changelog_last {
+                        self.changelog_next = last + 1;
+                    }
+                }
+                Step::TellGroupByKeys => {
+                    for g in self.gbk_actors.values() {
+                        g.do_send(GbkCommand::Committed { id: c.id });
+                    }
+                }
+                Step::Report => self.report_commit(&c),
+                Step::HandOver => return self.handed_over(ctx),
+                Step::Pump => self.pump(ctx),
+                Step::FinishOnceFinalized => {
+                    let rx = finalized.take();
+                    ctx.spawn(
+                        async move {
+                            if let Some(rx) = rx {
+                                let _ = rx.await;
+                            }
+                        }
+                        .into_actor(self)
+                        .map(|_, act, ctx| act.finished(ctx)),
+                    );
+                }
+                Step::NextCycle => {
+                    // A round began or a cycle was asked for while this one
+                    // ran, the watermark moved on, or timers are due.
+                    let more = self.is_handing_over() || self.output_watermark() > self.reported || self.timers_due();
+                    match self.requests.committed(more) {
+                        Next::Open => self.open_cycle(),
+                        Next::Ask => self.request_flush(),
+                        Next::Nothing => {}
+                    }
+                }
             }
         }
-        // The changes are committed: the local store may have them now.
-        if let Err(e) = self.store.apply(&c.changes) {
-            // Committed to the changelog already: a restart rebuilds the
-            // local store from it.
-            return self.failed(ctx, Failure::local(format!("task {}: its local state store: {e}", self.cfg.task)));
-        }
-        if let Some(last) = c.changelog_last {
-            self.changelog_next = last + 1;
-        }
-        for g in self.gbk_actors.values() {
-            g.do_send(GbkCommand::Committed { id: c.id });
-        }
+    }
+
+    /// What a committed cycle reports: a debug line, late drops, offsets
+    /// to the user's consumer group, the metrics of the bundles it covered.
+    fn report_commit(&mut self, c: &Cycle) {
         tracing::debug!(
             task = %self.cfg.task, incarnation = self.cfg.incarnation,
             "committed cycle {}: offsets {:?}, {} state change(s), changelog next {}, output watermark {:?}",
@@ -372,30 +406,6 @@ impl TaskSupervisor {
         let covered: Vec<MonitoringInfo> = self.uncommitted_metrics.drain(..c.metrics.min(self.uncommitted_metrics.len())).collect();
         if !covered.is_empty() {
             let _ = self.events.send(TaskEvent::CommittedMetrics(covered));
-        }
-        if self.hands_over_now() && finalized_rx.is_none() {
-            return self.handed_over(ctx);
-        }
-        // Deferred elements go to the stage before the next cycle opens.
-        self.pump(ctx);
-        if let Some(rx) = finalized_rx {
-            // A stage that failed or stopped drops the sender: nothing to wait for.
-            ctx.spawn(
-                async move {
-                    let _ = rx.await;
-                }
-                .into_actor(self)
-                .map(|_, act, ctx| act.finished(ctx)),
-            );
-        } else {
-            // A round began or a cycle was asked for while this one ran, the
-            // watermark moved on, or timers are due.
-            let more = self.is_handing_over() || self.output_watermark() > self.reported || self.timers_due();
-            match self.requests.committed(more) {
-                Next::Open => self.open_cycle(),
-                Next::Ask => self.request_flush(),
-                Next::Nothing => {}
-            }
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The decisions of one task, without I/O: its lifecycle and its way out
-//! when its partitions move (`leaving`), its commit cycle
-//! and when the next one opens (`cycle_requests`),
+//! when its partitions move (`leaving`), its commit cycle, what follows
+//! a commit, in order (`cycle_steps`), and when the next cycle opens
+//! (`cycle_requests`),
 //! how much work it may have in flight, what waits while a cycle closes
 //! (`gate`), what it hands its stage next (`pump`), what it knows of its GroupByKey
 //! actors, when its stage has a bundle to run, when it splits one and which
@@ -17,6 +18,7 @@ pub mod acks;
 pub mod bundle;
 pub mod cycle;
 pub mod cycle_requests;
+pub mod cycle_steps;
 pub mod epochs;
 pub mod flow;
 pub mod gate;
