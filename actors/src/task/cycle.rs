@@ -12,7 +12,7 @@ use beam_kafka_runtime::kafka::topic_partition::TopicPartition;
 use beam_kafka_runtime::state::changelog::ChangelogStore;
 use beam_kafka_runtime::task::cycle::{Cycle, Phase, TIMER_ROUNDS};
 use beam_kafka_runtime::task::cycle_requests::{Next, Request};
-use beam_kafka_runtime::task::cycle_steps::{self, Committed, Step};
+use beam_kafka_runtime::task::cycle_steps::{self, Committed, FlushStep, Step};
 use beam_kafka_runtime::task::lifecycle::TaskState;
 use beam_kafka_runtime::test_stream::progress::Progress;
 
@@ -111,20 +111,35 @@ impl TaskSupervisor {
             return;
         }
         let metrics = self.uncommitted_metrics.len();
-        // State of windows the watermark passed goes now, not when the
-        // watermark moved: the elements before the step (an on-time pane at
-        // the window's end, say) have run by now, reading it.
-        if let Err(e) = self.expire_user_state(self.barrier_watermark) {
-            return self.failed(ctx, Failure::local(format!("task {}: reading its user state from the local store: {e}", self.cfg.task)));
+        for step in cycle_steps::after_flush(self.cfg.transactional) {
+            match step {
+                // Now, not when the watermark moved: the elements before the
+                // step (an on-time pane at the window's end, say) have run
+                // by now, reading the state.
+                FlushStep::ExpireUserState => {
+                    if let Err(e) = self.expire_user_state(self.barrier_watermark) {
+                        let error = format!("task {}: reading its user state from the local store: {e}", self.cfg.task);
+                        return self.failed(ctx, Failure::local(error));
+                    }
+                }
+                // Every bundle before the flush made its user state changes
+                // by now (later ones wait for the commit under exactly_once).
+                FlushStep::ArmWindowExpiries => self.arm_window_expiries(),
+                FlushStep::TakeChanges => self.take_cycle_changes(metrics),
+                FlushStep::ReleaseStage => self.stage.do_send(Release),
+                FlushStep::Write => self.write(ctx),
+                FlushStep::OpenGate => self.ungate(ctx),
+            }
         }
-        // Every bundle before the flush made its user state changes by now
-        // (later ones wait for the commit under exactly_once).
-        self.arm_window_expiries();
-        // The stores' changes (`runtime::state::changelog`): user state;
-        // timers fired at the cycle's start and set by its bundles (a timer
-        // set meanwhile holds the reported watermark); elements a split
-        // bundle handed back before the flush completed (and deferred ones
-        // released before the cycle began).
+    }
+
+    /// The stores' changes into the open cycle (`runtime::state::changelog`):
+    /// user state; timers fired at the cycle's start and set by its bundles
+    /// (a timer set meanwhile holds the reported watermark); elements a split
+    /// bundle handed back before the flush completed (and deferred ones
+    /// released before the cycle began). `metrics`: how many of the
+    /// uncommitted bundle metrics the cycle covers.
+    fn take_cycle_changes(&mut self, metrics: usize) {
         let mut changes = Vec::new();
         let mut user = self.cfg.user_state.as_ref().map(|u| u.lock().expect("user state lock"));
         let mut stores: Vec<&mut dyn ChangelogStore> = vec![&mut self.timers, &mut self.deferred];
@@ -140,13 +155,6 @@ impl TaskSupervisor {
         c.metrics = metrics;
         c.changes.extend(changes);
         c.watermark = c.watermark.min(timer_hold).min(deferred_hold);
-        if self.cfg.transactional {
-            // Every change of the flushed bundles is in the cycle now: later
-            // bundles may run during the commit (their writes wait for it).
-            self.stage.do_send(Release);
-        }
-        self.write(ctx);
-        self.ungate(ctx);
     }
 
     /// Reports the output watermark downstream and writes the changelog,

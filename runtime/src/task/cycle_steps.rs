@@ -1,8 +1,15 @@
-//! What a task does once a cycle committed, in order: the steps are data,
-//! so their order is tested here, and the task supervisor
-//! (`actors::task::cycle`) carries each out.
+//! What a task does once a cycle's flush completed and once the cycle
+//! committed, in order: the steps are data, so their order is tested here,
+//! and the task supervisor (`actors::task::cycle`) carries each out.
 //!
-//! The order matters:
+//! After the flush (and the timer rounds it fired): user state of windows
+//! the watermark passed is dropped and expiry timers are armed before the
+//! stores' changes are taken, so both join this cycle; under exactly_once
+//! the stage may run later bundles only once the changes were taken (their
+//! changes belong to the next cycle); the writes are queued before input
+//! flows again.
+//!
+//! After the commit the order matters:
 //! - the stage hears of the commit (bundles the cycle covered may be
 //!   finalized) before it may write again (`ResumeStage`, exactly_once);
 //!   a task handing over never resumes it: what ran during its last commit
@@ -16,6 +23,38 @@
 //! - a task handing over stops right after the commit (its partitions may
 //!   go), unless the cycle was its last, which ends once its bundles were
 //!   finalized (the job may stop the harness right after).
+
+/// One step after a cycle's flush completed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlushStep {
+    /// Drop user state of windows the watermark passed (unless a timer of
+    /// the window still reads it).
+    ExpireUserState,
+    /// Arm the OnWindowExpiration timers of the cells the flushed bundles
+    /// wrote.
+    ArmWindowExpiries,
+    /// Take every store's changes into the cycle, and the holds of timers
+    /// and deferred work into its output watermark.
+    TakeChanges,
+    /// Let the stage run bundles again (exactly_once: their writes wait for
+    /// the commit).
+    ReleaseStage,
+    /// Queue the watermark reports and changelog entries, then commit.
+    Write,
+    /// Let input that waited for the timers through (`gate`).
+    OpenGate,
+}
+
+/// The steps once the flush completed and no (more) timers fire in it.
+pub fn after_flush(transactional: bool) -> Vec<FlushStep> {
+    use FlushStep::*;
+    let mut steps = vec![ExpireUserState, ArmWindowExpiries, TakeChanges];
+    if transactional {
+        steps.push(ReleaseStage);
+    }
+    steps.extend([Write, OpenGate]);
+    steps
+}
 
 /// What the task knows of the cycle that committed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -170,6 +209,17 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn after_a_flush_the_changes_are_taken_before_the_stage_runs_on_and_written_before_input_flows() {
+        use FlushStep::*;
+        assert_eq!(after_flush(false), [ExpireUserState, ArmWindowExpiries, TakeChanges, Write, OpenGate]);
+        let s = after_flush(true);
+        let at = |step| s.iter().position(|x| *x == step).unwrap();
+        assert!(at(ExpireUserState) < at(TakeChanges) && at(ArmWindowExpiries) < at(TakeChanges), "{s:?}");
+        assert!(at(TakeChanges) < at(ReleaseStage), "later bundles' changes are the next cycle's: {s:?}");
+        assert!(at(Write) < at(OpenGate), "{s:?}");
     }
 
     #[test]
