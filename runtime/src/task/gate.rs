@@ -155,4 +155,43 @@ mod tests {
         g.drop_side();
         assert_eq!(g.open(), Opened { panes: vec!["p1"], side: vec![] });
     }
+
+    /// The exactly-once case a task with two GroupByKeys meets: A answers
+    /// the barrier (its state changes of cycle 1 go with the answer), then
+    /// fires panes before B answers. They must reach the stage only behind
+    /// cycle 1's flush: had they gone before it, cycle 1 would commit their
+    /// output but not their removal from A's state, and a restart after
+    /// that commit would fire them again. B's panes before its own answer
+    /// are cycle 1's, and go at once.
+    #[test]
+    fn panes_a_group_by_key_fires_after_answering_go_behind_the_flush() {
+        use crate::task::cycle::Cycles;
+        let mut cycles = Cycles::new();
+        let mut gate: InputGate<(), &str> = InputGate::default();
+        let mut to_stage: Vec<&str> = Vec::new();
+        let id = cycles.begin(0, ["a".to_string(), "b".to_string()]).expect("no cycle open").id;
+        assert!(cycles.barrier_answered(id, "a").is_some());
+        assert!(!cycles.aligned("a"), "b has not answered");
+        for (who, panes) in [("a", "a's panes after its answer"), ("b", "b's panes before its answer")] {
+            if let Some(p) = gate.panes(panes, cycles.after_barrier(who)) {
+                to_stage.push(p);
+            }
+        }
+        assert!(cycles.barrier_answered(id, "b").is_some());
+        assert!(cycles.aligned("b"));
+        to_stage.push("flush 1");
+        to_stage.extend(gate.flush_sent(false));
+        assert_eq!(to_stage, ["b's panes before its answer", "flush 1", "a's panes after its answer"]);
+        // With timers, they wait for the timers too.
+        let (mut cycles, mut gate) = (Cycles::new(), InputGate::<(), &str>::default());
+        let id = cycles.begin(0, ["a".to_string(), "b".to_string()]).unwrap().id;
+        cycles.barrier_answered(id, "a");
+        cycles.aligned("a");
+        assert_eq!(gate.panes("late", cycles.after_barrier("a")), None);
+        cycles.barrier_answered(id, "b");
+        cycles.aligned("b");
+        assert!(gate.flush_sent(true).is_empty());
+        assert!(!cycles.after_barrier("a"), "flushing: the barrier is behind");
+        assert_eq!(gate.open().panes, ["late"]);
+    }
 }
