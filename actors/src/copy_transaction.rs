@@ -70,7 +70,7 @@ pub struct TxnHandle {
 /// Before tasks start here: fence earlier owners of their transactional
 /// ids, and have a producer. `owned`: every task assigned to this copy.
 #[derive(Message)]
-#[rtype(result = "Result<TxnHandle, String>")]
+#[rtype(result = "Result<TxnHandle, Failure>")]
 pub struct Prepare {
     pub tasks: Vec<TaskId>,
     /// The input partitions of each of `tasks`.
@@ -134,7 +134,7 @@ pub struct CopyTransaction {
     /// Joins that came during a commit or an abort.
     joins: Vec<(Join, oneshot::Sender<Result<(), String>>)>,
     /// Starts that wait for a doomed transaction's members to leave.
-    prepares: Vec<(Prepare, oneshot::Sender<Result<TxnHandle, String>>)>,
+    prepares: Vec<(Prepare, oneshot::Sender<Result<TxnHandle, Failure>>)>,
     /// Members whose cycle in the round under way is their last here.
     leaving: BTreeSet<TaskId>,
     /// When the copy's partitions changed hands (from the first start).
@@ -247,7 +247,7 @@ impl CopyTransaction {
         let began = std::time::Instant::now();
         let work = tokio::task::spawn_blocking(move || transaction::start(&opts, to));
         ctx.spawn(work.into_actor(self).map(move |made, act, ctx| {
-            match made.map_err(|e| e.to_string()).and_then(|r| r) {
+            match made.map_err(|e| Failure::fatal(e.to_string())).and_then(|r| r) {
                 Ok(new) => {
                     if let Some((slot, id_task)) = act.producer.as_mut() {
                         let old = slot.replace(new);
@@ -335,7 +335,7 @@ impl CopyTransaction {
     /// this copy no longer owns (another copy will fence it), or of a task
     /// starting again here after a rebalance (`runtime::task::txn_ids`), is
     /// replaced, but only once its members left: they are told to stop.
-    fn prepare(&mut self, msg: Prepare, reply: oneshot::Sender<Result<TxnHandle, String>>, ctx: &mut Context<Self>) {
+    fn prepare(&mut self, msg: Prepare, reply: oneshot::Sender<Result<TxnHandle, Failure>>, ctx: &mut Context<Self>) {
         self.assignment.get_or_insert_with(|| msg.assignment.clone());
         let current = self.producer.as_ref().map(|(p, id_task)| Current {
             id_task: *id_task,
@@ -350,20 +350,20 @@ impl CopyTransaction {
             return self.carry_out(actions, ctx);
         }
         let opts = self.opts.clone();
-        let work = tokio::task::spawn_blocking(move || -> Result<Option<(Arc<KafkaProducer>, TaskId)>, String> {
+        let work = tokio::task::spawn_blocking(move || -> Result<Option<(Arc<KafkaProducer>, TaskId)>, Failure> {
             std::thread::scope(|scope| {
                 let opts = &opts;
                 let fences: Vec<_> = to_fence.iter().map(|&t| scope.spawn(move || transaction::fence(opts, t))).collect();
                 let created = new_id.map(|t| transaction::start(opts, t).map(|p| (p, t))).transpose();
                 for f in fences {
-                    f.join().map_err(|_| "fencing a task's earlier owner panicked".to_string())??;
+                    f.join().map_err(|_| Failure::fatal("fencing a task's earlier owner panicked"))??;
                 }
                 created
             })
         });
         ctx.spawn(work.into_actor(self).map(move |result, act, ctx| {
             let result = (|| {
-                let created = result.map_err(|e| format!("preparing the copy's transaction panicked: {e}"))??;
+                let created = result.map_err(|e| Failure::fatal(format!("preparing the copy's transaction panicked: {e}")))??;
                 if let Some(new) = created {
                     if let Some((old, _)) = act.producer.replace((ProducerSlot::new(new.0), new.1)) {
                         crate::kafka::close_in_background(old.current());
@@ -371,7 +371,7 @@ impl CopyTransaction {
                     act.producer_since = since;
                     act.generation += 1;
                 }
-                let (producer, _) = act.producer.clone().ok_or("the copy has no transactional producer")?;
+                let (producer, _) = act.producer.clone().ok_or_else(|| Failure::fatal("the copy has no transactional producer"))?;
                 Ok(TxnHandle { addr: ctx.address(), producer, generation: act.generation })
             })();
             let _ = reply.send(result);
@@ -415,12 +415,12 @@ impl Actor for CopyTransaction {
 }
 
 impl Handler<Prepare> for CopyTransaction {
-    type Result = ResponseFuture<Result<TxnHandle, String>>;
+    type Result = ResponseFuture<Result<TxnHandle, Failure>>;
 
     fn handle(&mut self, msg: Prepare, ctx: &mut Context<Self>) -> Self::Result {
         let (tx, rx) = oneshot::channel();
         self.prepare(msg, tx, ctx);
-        Box::pin(async move { rx.await.unwrap_or_else(|_| Err("the copy's transaction stopped".into())) })
+        Box::pin(async move { rx.await.unwrap_or_else(|_| Err(Failure::fatal("the copy's transaction stopped"))) })
     }
 }
 

@@ -8,7 +8,6 @@ use std::time::Duration;
 use actix::prelude::*;
 use beam_kafka_config::ProcessingGuarantee;
 use beam_kafka_proto::pipeline::MonitoringInfo;
-use beam_kafka_runtime::kafka::failure::Failure;
 use beam_kafka_runtime::kafka::io::same_cluster;
 use beam_kafka_runtime::kafka::source_growth;
 use beam_kafka_runtime::kafka::topic_partition::TopicPartition;
@@ -293,9 +292,7 @@ async fn drive(
                     };
                     let event = match started {
                         Ok(started) => Event::Started(started.into_iter().map(|t| (t.task, t.incarnation, t)).collect()),
-                        // A start's steps still report text: the code names
-                        // rdkafka writes into it decide.
-                        Err(error) => Event::StartFailed { tasks, error: Failure::from_text(error) },
+                        Err(error) => Event::StartFailed { tasks, error },
                     };
                     pending.extend(membership.on(event, clock.now_ms(), jitter()));
                 }

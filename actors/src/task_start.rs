@@ -7,10 +7,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::kafka::failure::failure;
 use crate::kafka::producer::{KafkaProducer, ProducerSlot};
 use actix::prelude::*;
 use beam_kafka_config::ProcessingGuarantee;
 use beam_kafka_runtime::gbk::GroupByKey;
+use beam_kafka_runtime::kafka::failure::Failure;
 use beam_kafka_runtime::kafka::io::same_cluster;
 use beam_kafka_runtime::kafka::topic_partition::TopicPartition;
 use beam_kafka_runtime::plan::topology::{changelog_topic, sub_topology_source, TaskId};
@@ -152,7 +154,7 @@ async fn prepare_transactions(
     consumer: &JobConsumer,
     assignment: &Arc<Assignment>,
     seen: u64,
-) -> Result<HashMap<u32, TxnHandle>, String> {
+) -> Result<HashMap<u32, TxnHandle>, Failure> {
     let Some(txns) = txns.filter(|_| input.options.processing_guarantee == ProcessingGuarantee::ExactlyOnce) else {
         return Ok(HashMap::new());
     };
@@ -174,9 +176,9 @@ async fn prepare_transactions(
         };
         let txn = txns.get(&sub).cloned();
         async move {
-            let txn = txn.ok_or_else(|| format!("sub-topology {sub} has no transaction"))?;
-            let handle = txn.send(prepare).await.map_err(|e| format!("the copy's transaction stopped: {e}"))??;
-            Ok::<_, String>((sub, handle))
+            let txn = txn.ok_or_else(|| Failure::fatal(format!("sub-topology {sub} has no transaction")))?;
+            let handle = txn.send(prepare).await.map_err(|e| Failure::fatal(format!("the copy's transaction stopped: {e}")))??;
+            Ok::<_, Failure>((sub, handle))
         }
     });
     futures::future::try_join_all(prepares).await.map(|handles| handles.into_iter().collect())
@@ -443,7 +445,7 @@ async fn seek_to_commits(
     assignment: Arc<Assignment>,
     seen: u64,
     stop: Arc<AtomicBool>,
-) -> Result<Option<HashMap<TopicPartition, rdkafka::Offset>>, String> {
+) -> Result<Option<HashMap<TopicPartition, rdkafka::Offset>>, Failure> {
     // Fetchers start within milliseconds of their assignment; the patience
     // covers a broker that is slow to answer the fetcher's first offset
     // request (a restart, a leader moving).
@@ -453,14 +455,14 @@ async fn seek_to_commits(
     for tp in partitions {
         tpl.add_partition(&tp.topic, tp.partition);
     }
-    consumer.pause(&tpl).map_err(|e| format!("cannot pause {partitions:?}: {e}"))?;
+    consumer.pause(&tpl).map_err(|e| failure(&e).within(format_args!("cannot pause {partitions:?}")))?;
     let consumer = consumer.clone();
     let fallback: HashMap<TopicPartition, i64> = partitions.iter().filter_map(|k| fallback.get(k).map(|o| (k.clone(), *o))).collect();
     let watched = partitions.to_vec();
     let moved = move || assignment.any_changed_since(&watched, seen) || stop.load(Ordering::Acquire);
     tokio::task::spawn_blocking(move || {
         let committed =
-            consumer.committed_offsets(tpl, Duration::from_secs(30)).map_err(|e| format!("cannot read committed offsets: {e}"))?;
+            consumer.committed_offsets(tpl, Duration::from_secs(30)).map_err(|e| failure(&e).within("cannot read committed offsets"))?;
         let mut starts = HashMap::new();
         let began = Instant::now();
         let deadline = began + PATIENCE;
@@ -494,7 +496,13 @@ async fn seek_to_commits(
                         }
                         std::thread::sleep(Duration::from_millis(20))
                     }
-                    Err(err) => return Err(format!("cannot move to the last commit of {}[{}]: {err}", e.topic(), e.partition())),
+                    Err(err) => {
+                        return Err(failure(&err).within(format_args!(
+                            "cannot move to the last commit of {}[{}]",
+                            e.topic(),
+                            e.partition()
+                        )))
+                    }
                 }
             }
             starts.insert(key, offset);
@@ -502,7 +510,7 @@ async fn seek_to_commits(
         Ok(if moved() { None } else { Some(starts) })
     })
     .await
-    .map_err(|e| format!("moving to the last commits failed: {e}"))?
+    .map_err(|e| Failure::fatal(format!("moving to the last commits failed: {e}")))?
 }
 
 /// Whether librdkafka has `partition` assigned to this process now.
@@ -563,7 +571,7 @@ pub(crate) async fn start_assigned(
     events: &mpsc::UnboundedSender<TaskEvent>,
     assignment: &Arc<Assignment>,
     stop: &Arc<AtomicBool>,
-) -> Result<Vec<LiveTask>, String> {
+) -> Result<Vec<LiveTask>, Failure> {
     let seen = assignment.now();
     if to_start.is_empty() {
         return Ok(Vec::new());
@@ -571,26 +579,29 @@ pub(crate) async fn start_assigned(
     let began = Instant::now();
     let opening = open_stores(input, &to_start);
     let txns = prepare_transactions(input, copy_txns, &to_start, consumer, assignment, seen).await;
-    let opened = opening.await.map_err(|e| format!("opening the state stores failed: {e}")).and_then(|o| o);
+    // The local stores' errors are the operating system's (a full disk).
+    let opened = opening.await.map_err(|e| format!("opening the state stores failed: {e}")).and_then(|o| o).map_err(Failure::local);
     let (txns, (mut opened, warm)) = match (txns, opened) {
         (Ok(txns), Ok(opened)) => (txns, opened),
         (txns, opened) => {
             keep_trusted(opened.as_ref().ok().map(|(o, _)| o));
-            return Err(txns.err().or(opened.err()).unwrap_or_default());
+            return Err(txns.err().or(opened.err()).unwrap_or_else(|| Failure::fatal("a start step failed")));
         }
     };
+    // Steps that still report text: the code names rdkafka writes into
+    // it, and the wording of the rest, decide (`Failure::from_text`).
     match take_standby_stores(input, &warm, consumer).await {
         Ok(taken) => opened.extend(taken),
         Err(e) => {
             keep_trusted(Some(&opened));
-            return Err(e);
+            return Err(Failure::from_text(e));
         }
     }
     tracing::debug!("tasks {to_start:?}: transaction ready, stores opened after {:?}", began.elapsed());
     for t in &to_start {
         input.board.restoring(*t);
     }
-    let mut restored = restore_states(input, opened, consumer).await?;
+    let mut restored = restore_states(input, opened, consumer).await.map_err(Failure::from_text)?;
     tracing::debug!("tasks {to_start:?}: state restored after {:?}", began.elapsed());
     let partitions: Vec<TopicPartition> = to_start.iter().flat_map(|t| task_partitions(input, *t)).collect();
     let starts = match seek_to_commits(consumer, &partitions, &io.start_offsets, assignment.clone(), seen, stop.clone()).await {
@@ -634,7 +645,7 @@ pub(crate) async fn start_assigned(
     );
     if let Err(e) = all {
         stop_all(&started);
-        return Err(e);
+        return Err(Failure::from_text(e));
     }
     let mut resume = TopicPartitionList::new();
     for t in &started {
@@ -644,7 +655,7 @@ pub(crate) async fn start_assigned(
     }
     if let Err(e) = consumer.resume(&resume) {
         stop_all(&started);
-        return Err(format!("cannot resume the partitions of started tasks: {e}"));
+        return Err(failure(&e).within("cannot resume the partitions of started tasks"));
     }
     // librdkafka does not wake a partition's fetcher on resume (it looks
     // again within a second); a seek does, if it moves the fetcher: a

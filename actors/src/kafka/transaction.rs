@@ -49,6 +49,12 @@ pub fn describe(e: &KafkaError) -> String {
     }
 }
 
+/// `e` judged by its code, worded with its code name after `context`.
+fn judged(e: &KafkaError, context: std::fmt::Arguments<'_>) -> Failure {
+    let recovery = super::failure::failure(e).recovery;
+    Failure { message: format!("{context}: {}", describe(e)), recovery }
+}
+
 /// A transactional call's error with Kafka Streams' recovery meanings:
 /// fenced (another copy took the task over: stop), retriable (the same
 /// call again), abortable (Kafka aborted the transaction: its outputs are
@@ -87,7 +93,7 @@ pub fn producer_fatal(producer: &KafkaProducer) -> bool {
 
 /// Fences whichever producer last carried `task`'s transactional id and
 /// aborts what it left open. Blocks: call off the actor thread.
-pub fn fence(opts: &RunnerOptions, task: TaskId) -> Result<(), String> {
+pub fn fence(opts: &RunnerOptions, task: TaskId) -> Result<(), Failure> {
     let producer = start_producer(opts, task)?;
     crate::kafka::close_in_background(producer);
     Ok(())
@@ -96,9 +102,9 @@ pub fn fence(opts: &RunnerOptions, task: TaskId) -> Result<(), String> {
 /// Creates a producer with `task`'s transactional id, fences earlier
 /// holders of the id and opens the first transaction. Blocks: call off the
 /// actor thread.
-pub fn start(opts: &RunnerOptions, task: TaskId) -> Result<Arc<KafkaProducer>, String> {
+pub fn start(opts: &RunnerOptions, task: TaskId) -> Result<Arc<KafkaProducer>, Failure> {
     let producer = start_producer(opts, task)?;
-    producer.begin_transaction().map_err(|e| format!("task {task}: cannot begin a transaction: {}", describe(&e)))?;
+    producer.begin_transaction().map_err(|e| judged(&e, format_args!("task {task}: cannot begin a transaction")))?;
     Ok(Arc::new(producer))
 }
 
@@ -108,14 +114,14 @@ pub fn first_contact(cluster: &str, took: Duration) {
     INIT_PACING.entry(cluster.to_string()).or_default().first_contact(took);
 }
 
-fn start_producer(opts: &RunnerOptions, task: TaskId) -> Result<KafkaProducer, String> {
+fn start_producer(opts: &RunnerOptions, task: TaskId) -> Result<KafkaProducer, Failure> {
     let id = transactional_id(&opts.application_id, task);
     let mut c = config::producer(opts);
     c.set("transactional.id", &id).set("transaction.timeout.ms", opts.transaction_timeout_ms.to_string());
     // librdkafka refuses a delivery timeout longer than the transaction's.
     let delivery: u64 = c.get("message.timeout.ms").and_then(|v| v.parse().ok()).unwrap_or(30_000);
     c.set("message.timeout.ms", delivery.min(opts.transaction_timeout_ms).to_string());
-    let create = || producer::create(&c).map_err(|e| format!("task {task}: cannot create its transactional producer: {}", describe(&e)));
+    let create = || producer::create(&c).map_err(|e| judged(&e, format_args!("task {task}: cannot create its transactional producer")));
     let cluster = opts.bootstrap_servers.clone();
     let quick = INIT_PACING.get(&cluster).map(|p| p.deadlines()).unwrap_or_else(|| InitPacing::default().deadlines());
     let began = Instant::now();
@@ -138,7 +144,7 @@ fn start_producer(opts: &RunnerOptions, task: TaskId) -> Result<KafkaProducer, S
                 tracing::debug!(task = %task, "initialising {id}: an attempt with {deadline:?} ended after {:?} ({e}); asking again", attempt.elapsed());
                 crate::kafka::close_in_background(producer)
             }
-            Err(e) => return Err(format!("task {task}: cannot initialise transactions ({id}): {}", describe(&e))),
+            Err(e) => return Err(judged(&e, format_args!("task {task}: cannot initialise transactions ({id})"))),
         }
         left -= 1;
     }
