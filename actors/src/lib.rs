@@ -29,6 +29,7 @@ mod source;
 mod source_watch;
 mod stage;
 pub mod standby;
+mod start_offsets;
 mod state;
 pub mod status_board;
 mod store;
