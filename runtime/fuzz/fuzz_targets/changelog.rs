@@ -6,6 +6,7 @@
 use beam_kafka_runtime::codec::coder::Coder;
 use beam_kafka_runtime::codec::timestamp::Watermark;
 use beam_kafka_runtime::gbk::GroupByKey;
+use beam_kafka_runtime::state::changelog::ChangelogStore;
 use beam_kafka_runtime::state::task_state::{self, Store};
 use beam_kafka_runtime::state::timers::{PendingTimer, TimerId, Timers};
 use beam_kafka_runtime::state::user_state::{StateCell, UserState};
@@ -82,7 +83,7 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     if user.finish_restore().is_ok() {
-        let _ = user.take_changes();
+        let _ = user.take_entries();
     }
     let _ = timers.take_due(Watermark::PosInf, i64::MAX);
     if gbk.restore(gbk_entries).is_ok() {

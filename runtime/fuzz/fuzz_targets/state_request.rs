@@ -4,6 +4,7 @@
 #![no_main]
 use beam_kafka_proto::fn_execution as fn_pb;
 use beam_kafka_runtime::state::state_api;
+use beam_kafka_runtime::state::changelog::ChangelogStore;
 use beam_kafka_runtime::state::task_state::{self, Store};
 use beam_kafka_runtime::state::user_state::{StateCell, StoredCells, UserState};
 use libfuzzer_sys::fuzz_target;
@@ -61,7 +62,7 @@ fuzz_target!(|data: &[u8]| {
         }
         let _ = state_api::serve_user_state(&mut state, &request);
         // What a commit would write, kept as the changelog keeps it.
-        for (k, v) in state.take_changes() {
+        for (k, v) in state.take_entries() {
             written.insert(k, v);
         }
     }
