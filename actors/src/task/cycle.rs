@@ -140,16 +140,9 @@ impl TaskSupervisor {
     /// released before the cycle began). `metrics`: how many of the
     /// uncommitted bundle metrics the cycle covers.
     fn take_cycle_changes(&mut self, metrics: usize) {
-        let mut changes = Vec::new();
-        let mut user = self.cfg.user_state.as_ref().map(|u| u.lock().expect("user state lock"));
-        let mut stores: Vec<&mut dyn ChangelogStore> = vec![&mut self.timers, &mut self.deferred];
-        if let Some(user) = user.as_deref_mut() {
-            stores.insert(0, user);
-        }
-        for store in stores {
-            changes.extend(store.take_entries());
-        }
-        drop(user);
+        let mut changes = self.cfg.user_state.as_ref().map(|u| u.lock().expect("user state lock").take_entries()).unwrap_or_default();
+        changes.extend(self.timers.take_entries());
+        changes.extend(self.deferred.take_entries());
         let (timer_hold, deferred_hold) = (self.timers.hold(), self.deferred.hold_watermark());
         let Some(c) = self.cycles.open_mut() else { return };
         c.metrics = metrics;
